@@ -1,0 +1,48 @@
+# Canopy — one Makefile for building, running and testing.
+#
+#   make run    build and start a local root relay, write an admin kubeconfig
+#   make test   all tests (unit, race, end-to-end with real kubectl)
+#   make bench  Go benchmarks (store, API)
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+DATA      ?= $(CURDIR)/.data
+RACE_PKGS := ./relay/store/... ./relay/auth/... ./relay/kubeapi/... ./consensus/...
+# Use the kubectl on PATH when there is one; otherwise build it into bin/.
+KUBECTL   ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/kubectl)
+
+.PHONY: all build run test test-unit test-race test-e2e bench vet fmt clean kubectl
+
+all: build
+
+build: $(BIN)/relay
+
+$(BIN)/relay: $(shell find cmd relay consensus -name '*.go' -not -name '*_test.go') go.mod go.sum
+	@mkdir -p $(BIN)
+	$(GO) build -o $@ ./cmd/relay
+
+$(BIN)/kubectl:
+	@mkdir -p $(BIN)
+	cd hack/kubectl && $(GO) build -o $(BIN)/kubectl .
+
+kubectl: $(KUBECTL)
+
+run: build
+	@BIN=$(BIN) DATA=$(DATA) KUBECTL=$(KUBECTL) hack/run.sh
+
+test: build kubectl
+	$(GO) vet ./...
+	$(GO) test -race -count=1 $(RACE_PKGS)
+	RELAY_BIN=$(BIN)/relay KUBECTL=$(KUBECTL) $(GO) test -count=1 ./cmd/... ./relay/resources/... ./relay/crd/... ./relay/pki/... ./relay/server/... ./test/...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./relay/store/ ./consensus/ ./test/...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN) $(DATA)

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/server"
+)
+
+const (
+	testVersion = "v0.0.0-test"
+	testCommit  = "0123abcd"
+)
+
+// relayBin is the relay binary that TestMain builds.
+var relayBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "relay-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		relayBin = filepath.Join(dir, "relay")
+		build := exec.Command("go", "build", "-o", relayBin,
+			"-ldflags", "-X main.version="+testVersion+" -X main.commit="+testCommit, ".")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building relay:", err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// runRelay runs the relay binary in a fresh directory and returns its
+// output and exit code.
+func runRelay(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), relayBin, args...)
+	cmd.Dir = t.TempDir()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if exitErr, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		t.Fatalf("relay %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// wantUsageError checks that a run failed with exit code 2, printing
+// nothing on stdout and exactly one line on stderr that starts with
+// "relay: " and contains want.
+func wantUsageError(t *testing.T, stdout, stderr string, code int, want string) {
+	t.Helper()
+	if code != exitUsage {
+		t.Errorf("exit code %d, want %d", code, exitUsage)
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q, want nothing", stdout)
+	}
+	if lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); len(lines) != 1 || !strings.HasSuffix(stderr, "\n") {
+		t.Errorf("stderr %q, want exactly one line", stderr)
+	}
+	if !strings.HasPrefix(stderr, "relay: ") || !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want \"relay: ...%s...\"", stderr, want)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the one stderr line
+	}{
+		{[]string{"--bogus"}, "relay: unknown flag: --bogus"},
+		{[]string{"-x"}, "unknown shorthand flag"},
+		{[]string{"extra"}, `relay: unknown command "extra"`},
+		{[]string{"--role=bogus"}, `relay: --role: invalid value "bogus": must be one of root, region, edge`},
+		{[]string{"--role"}, "relay: --role: needs a value"},
+		{[]string{"--api-addr=nonsense"}, `relay: --api-addr: "nonsense" is not host:port (missing port in address)`},
+		{[]string{"--api-addr=127.0.0.1"}, `relay: --api-addr: "127.0.0.1" is not host:port (missing port in address)`},
+		{[]string{"--api-addr=127.0.0.1:http"}, `relay: --api-addr: port "http" in "127.0.0.1:http" is not a number from 0 to 65535`},
+		{[]string{"--api-addr=127.0.0.1:65536"}, "relay: --api-addr: port"},
+		{[]string{"--link-addr=bad_host:7443"}, `relay: --link-addr: host "bad_host" in "bad_host:7443" is neither an IP address nor a DNS name`},
+		{[]string{"--link-addr=127.0.0.1:6443"}, "relay: --link-addr: 127.0.0.1:6443 collides with --api-addr=127.0.0.1:6443"},
+		{[]string{"--api-addr=0.0.0.0:7443"}, "relay: --api-addr: 0.0.0.0:7443 collides with --link-addr=127.0.0.1:7443"},
+		{[]string{"--data-dir="}, "relay: --data-dir: must not be empty"},
+		{[]string{"--name=Not_A_Label"}, `relay: --name: "Not_A_Label" is not a DNS label`},
+		{[]string{"--parent=root.example.com:7443"}, "relay: --parent: not used with --role=root, only with --role=region or --role=edge"},
+		{[]string{"--role=root", "--kubeconfig=/dev/null"}, "relay: --kubeconfig: not used with --role=root, only with --role=edge"},
+		{[]string{"--virtual-cluster=maybe"}, `relay: --virtual-cluster: invalid value "maybe": invalid syntax`},
+		{[]string{"--log-level=loud"}, "relay: --log-level: invalid value"},
+		{[]string{"--log-format=xml"}, "relay: --log-format: invalid value"},
+		{[]string{"kubeconfig", "--role=root"}, "relay: unknown flag: --role"},
+		{[]string{"kubeconfig", "--data-dir="}, "relay: --data-dir: must not be empty"},
+		{[]string{"version", "extra"}, `relay: version: unexpected argument "extra"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, code := runRelay(t, tc.args...)
+			wantUsageError(t, stdout, stderr, code, tc.want)
+		})
+	}
+}
+
+func TestRoleNotAvailable(t *testing.T) {
+	for _, role := range []string{roleRegion, roleEdge} {
+		t.Run(role, func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, code := runRelay(t, "--role="+role, "--name=r1", "--parent=root.example.com:7443")
+			wantUsageError(t, stdout, stderr, code, "relay: --role: role "+role+" is not available yet")
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	stdout, stderr, code := runRelay(t, "version")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit code %d, stderr %q", code, stderr)
+	}
+	// The binary links the same modules as this test, which imports its
+	// packages.
+	kubeAPI := "unknown"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "k8s.io/api" {
+				kubeAPI = dep.Version
+			}
+		}
+	}
+	want := fmt.Sprintf("relay version: %s\ngit commit:    %s\ngo version:    %s %s/%s\nk8s.io/api:    %s\n",
+		testVersion, testCommit, runtime.Version(), runtime.GOOS, runtime.GOARCH, kubeAPI)
+	if stdout != want {
+		t.Errorf("relay version printed\n%s\nwant\n%s", stdout, want)
+	}
+}
+
+// writeAdminKubeconfig prepares dataDir as a root would and returns the
+// admin kubeconfig's path.
+func writeAdminKubeconfig(t *testing.T, dataDir string) string {
+	t.Helper()
+	ca, err := pki.LoadOrCreateCA(pki.Dir(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := pki.LoadOrCreateToken(filepath.Join(pki.Dir(dataDir), pki.AdminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pki.BuildKubeconfig(pki.KubeconfigOptions{
+		Server: "https://127.0.0.1:6443", CAPEM: ca.CertPEM, Token: token,
+		Spaces: []string{"default", "inventory"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dataDir, pki.AdminKubeconfigFile)
+	if err := pki.WriteKubeconfig(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestKubeconfig(t *testing.T) {
+	dataDir := t.TempDir()
+	path := writeAdminKubeconfig(t, dataDir)
+	admin, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("all", func(t *testing.T) {
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+dataDir)
+		if code != 0 || stderr != "" {
+			t.Fatalf("exit code %d, stderr %q", code, stderr)
+		}
+		if stdout != string(admin) {
+			t.Errorf("printed\n%s\nwant admin.kubeconfig\n%s", stdout, admin)
+		}
+	})
+
+	t.Run("space", func(t *testing.T) {
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir", dataDir, "--space=inventory")
+		if code != 0 || stderr != "" {
+			t.Fatalf("exit code %d, stderr %q", code, stderr)
+		}
+		cfg, err := clientcmd.Load([]byte(stdout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Contexts) != 1 || cfg.CurrentContext != "inventory" {
+			t.Fatalf("contexts %v, current %q; want only inventory", cfg.Contexts, cfg.CurrentContext)
+		}
+		rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "https://127.0.0.1:6443/spaces/inventory"; rc.Host != want {
+			t.Errorf("host %q, want %q", rc.Host, want)
+		}
+	})
+
+	t.Run("unknown space", func(t *testing.T) {
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+dataDir, "--space=nope")
+		wantUsageError(t, stdout, stderr, code, `relay: --space: no space "nope" in `+path+", which has spaces default, inventory")
+	})
+
+	t.Run("never started", func(t *testing.T) {
+		empty := t.TempDir()
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+empty)
+		want := "relay: no admin.kubeconfig in " + empty + ": start a root with --data-dir=" + empty + " first\n"
+		if code != exitFailure || stdout != "" || stderr != want {
+			t.Errorf("exit code %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, exitFailure, want)
+		}
+	})
+}
+
+// runInProcess runs the relay command line with runRoot replaced by fake.
+func runInProcess(t *testing.T, ctx context.Context, fake func(context.Context, server.Config) error, args ...string) (stderr string, code int) {
+	t.Helper()
+	saved, savedLog := runRoot, slog.Default()
+	t.Cleanup(func() {
+		runRoot = saved
+		slog.SetDefault(savedLog)
+	})
+	runRoot = fake
+	var stdout, errOut bytes.Buffer
+	code = run(ctx, args, &stdout, &errOut)
+	if stdout.Len() > 0 {
+		t.Errorf("stdout %q, want nothing", stdout.String())
+	}
+	return errOut.String(), code
+}
+
+func TestRootConfig(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want server.Config
+	}{
+		{nil, server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443"}},
+		{[]string{"--role=root", "--name=r1"}, server.Config{Name: "r1", DataDir: filepath.Join("data", "r1"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443"}},
+		{
+			[]string{"--name=r1", "--data-dir=/var/lib/canopy", "--api-addr=:6443", "--link-addr=[::1]:7443", "--log-level=debug", "--log-format=json"},
+			server.Config{Name: "r1", DataDir: "/var/lib/canopy", APIAddr: ":6443", LinkAddr: "[::1]:7443"},
+		},
+		// Port 0 picks a free port, so both listeners may ask for it.
+		{[]string{"--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0"}, server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var got server.Config
+			stderr, code := runInProcess(t, t.Context(), func(_ context.Context, cfg server.Config) error {
+				got = cfg
+				return nil
+			}, tc.args...)
+			if code != exitOK {
+				t.Fatalf("exit code %d, stderr %q", code, stderr)
+			}
+			if got != tc.want {
+				t.Errorf("config %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRootStops(t *testing.T) {
+	t.Run("failure", func(t *testing.T) {
+		stderr, code := runInProcess(t, t.Context(), func(context.Context, server.Config) error {
+			return errors.New("server: --api-addr: address already in use")
+		})
+		if code != exitFailure || !strings.HasSuffix(stderr, "relay: server: --api-addr: address already in use\n") {
+			t.Errorf("exit code %d, stderr %q", code, stderr)
+		}
+	})
+	t.Run("canceled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		stderr, code := runInProcess(t, ctx, func(ctx context.Context, _ server.Config) error {
+			cancel() // as a signal would
+			<-ctx.Done()
+			return ctx.Err()
+		}, "--log-level=error")
+		if code != exitOK || stderr != "" {
+			t.Errorf("exit code %d, stderr %q; want a clean stop", code, stderr)
+		}
+	})
+}

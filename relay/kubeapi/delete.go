@@ -1,0 +1,249 @@
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Finalizers the server itself understands.
+const (
+	finalizerForeground = metav1.FinalizerDeleteDependents
+	finalizerOrphan     = metav1.FinalizerOrphanDependents
+)
+
+// deleteOptions reads DeleteOptions from the body (if any) and the query.
+func (rq *request) deleteOptions() (metav1.DeleteOptions, error) {
+	var opts metav1.DeleteOptions
+	if rq.r.Body != nil && rq.r.ContentLength != 0 {
+		body, err := rq.readBody()
+		if err != nil {
+			return opts, err
+		}
+		if len(body) > 0 {
+			if err := json.Unmarshal(body, &opts); err != nil {
+				return opts, apierrors.NewBadRequest(fmt.Sprintf("error decoding DeleteOptions: %v", err))
+			}
+		}
+	}
+	q := rq.r.URL.Query()
+	if v := q.Get("propagationPolicy"); v != "" {
+		p := metav1.DeletionPropagation(v)
+		opts.PropagationPolicy = &p
+	}
+	if v := q.Get("gracePeriodSeconds"); v != "" {
+		g, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return opts, apierrors.NewBadRequest("invalid gracePeriodSeconds: " + v)
+		}
+		opts.GracePeriodSeconds = &g
+	}
+	if v := q.Get("orphanDependents"); v != "" {
+		b := v == "true"
+		opts.OrphanDependents = &b
+	}
+	opts.DryRun = append(opts.DryRun, q["dryRun"]...)
+	for _, d := range opts.DryRun {
+		if d != metav1.DryRunAll {
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %q (supported: %q)", d, metav1.DryRunAll))
+		}
+	}
+	if p := opts.PropagationPolicy; p != nil {
+		switch *p {
+		case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
+		default:
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("propagationPolicy: Unsupported value: %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", *p))
+		}
+		if opts.OrphanDependents != nil {
+			return opts, apierrors.NewBadRequest("orphanDependents and propagationPolicy cannot both be set")
+		}
+	}
+	return opts, nil
+}
+
+func (s *Server) serveDelete(rq *request, sv *served) {
+	opts, err := rq.deleteOptions()
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	data, deleted, err := s.deleteObject(rq.r.Context(), rq.space, sv, rq.key(sv, rq.info.Name), opts)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	if !deleted {
+		// Deletion is pending on finalizers: the object is returned with
+		// its deletionTimestamp, as kube's 202.
+		rq.writeObject(sv, http.StatusAccepted, data)
+		return
+	}
+	if sv.crd != nil || sv.resource == "pods" || sv.resource == "namespaces" {
+		rq.writeObject(sv, http.StatusOK, data)
+		return
+	}
+	u, _ := parseObject(data)
+	st := metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Name: rq.info.Name, Group: sv.group, Kind: sv.resource},
+	}
+	if u != nil {
+		st.Details.UID = types.UID(u.GetUID())
+	}
+	writeJSON(rq, http.StatusOK, &st)
+}
+
+// deleteObject deletes one object with kube's semantics: preconditions,
+// finalizers (an object with finalizers gets a deletionTimestamp and stays
+// until they are removed), and the propagation policy (Foreground and Orphan
+// add their finalizers, which the garbage collector then honours).
+// It returns the object's last JSON and whether it is gone.
+func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key store.Key, opts metav1.DeleteOptions) ([]byte, bool, error) {
+	dry := len(opts.DryRun) > 0
+	for attempt := 0; ; attempt++ {
+		curObj, err := s.store.Get(key)
+		if err != nil {
+			return nil, false, storeError(err, sv.gr(), key.Name)
+		}
+		cur, err := parseObject(curObj.Data)
+		if err != nil {
+			return nil, false, err
+		}
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != cur.GetUID() {
+				return nil, false, apierrors.NewConflict(sv.gr(), key.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+				return nil, false, apierrors.NewConflict(sv.gr(), key.Name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+			}
+		}
+		finalizers := cur.GetFinalizers()
+		policy := propagation(opts)
+		switch policy {
+		case metav1.DeletePropagationForeground:
+			finalizers = addFinalizer(removeFinalizer(finalizers, finalizerOrphan), finalizerForeground)
+		case metav1.DeletePropagationOrphan:
+			finalizers = addFinalizer(removeFinalizer(finalizers, finalizerForeground), finalizerOrphan)
+		}
+		pending := len(finalizers) > 0 || hasSpecFinalizers(cur)
+		if !pending {
+			if dry {
+				return curObj.Data, true, nil
+			}
+			_, err := s.store.Txn(ctx, store.Op{Type: store.OpDelete, Key: key, ExpectRevision: curObj.Revision})
+			if errors.Is(err, store.ErrConflict) && attempt < maxConflictRetries {
+				continue
+			}
+			if err != nil {
+				return nil, false, storeError(err, sv.gr(), key.Name)
+			}
+			return curObj.Data, true, nil
+		}
+		next := cur.DeepCopy()
+		next.SetFinalizers(finalizers)
+		if next.GetDeletionTimestamp() == nil {
+			now := metav1.NewTime(time.Now())
+			next.SetDeletionTimestamp(&now)
+			zero := int64(0)
+			next.SetDeletionGracePeriodSeconds(&zero)
+			if sv.gr() == (schema.GroupResource{Resource: "namespaces"}) {
+				_ = unstructured.SetNestedField(next.Object, "Terminating", "status", "phase")
+			}
+		}
+		if sameObject(next, cur) {
+			return curObj.Data, false, nil
+		}
+		data, err := json.Marshal(next.Object)
+		if err != nil {
+			return nil, false, err
+		}
+		if dry {
+			return data, false, nil
+		}
+		res, err := s.store.Txn(ctx, store.Op{Type: store.OpUpdate, Key: key, Data: data, ExpectRevision: curObj.Revision})
+		if errors.Is(err, store.ErrConflict) && attempt < maxConflictRetries {
+			continue
+		}
+		if err != nil {
+			return nil, false, storeError(err, sv.gr(), key.Name)
+		}
+		return res.Objects[0].Data, false, nil
+	}
+}
+
+func propagation(opts metav1.DeleteOptions) metav1.DeletionPropagation {
+	if opts.PropagationPolicy != nil {
+		return *opts.PropagationPolicy
+	}
+	if opts.OrphanDependents != nil {
+		if *opts.OrphanDependents {
+			return metav1.DeletePropagationOrphan
+		}
+		return metav1.DeletePropagationBackground
+	}
+	return metav1.DeletePropagationBackground
+}
+
+func addFinalizer(fs []string, f string) []string {
+	for _, x := range fs {
+		if x == f {
+			return fs
+		}
+	}
+	return append(append([]string(nil), fs...), f)
+}
+
+func removeFinalizer(fs []string, f string) []string {
+	var out []string
+	for _, x := range fs {
+		if x != f {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (s *Server) serveDeleteCollection(rq *request, sv *served) {
+	opts, err := rq.deleteOptions()
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	lo, err := rq.listOptions(sv)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	lo.Limit, lo.After = 0, ""
+	list, err := s.store.List(lo)
+	if err != nil {
+		rq.writeError(storeError(err, sv.gr(), ""))
+		return
+	}
+	items := make([][]byte, 0, len(list.Items))
+	for _, obj := range list.Items {
+		data, _, err := s.deleteObject(rq.r.Context(), rq.space, sv, obj.Key, opts)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			rq.writeError(err)
+			return
+		}
+		items = append(items, data)
+	}
+	writeRaw(rq.w, http.StatusOK, "application/json", encodeList(sv, list.Revision, "", nil, items))
+}

@@ -1,0 +1,22 @@
+// Package kubeapi serves the Kubernetes-compatible API of a root relay.
+//
+// It owns the HTTP surface that kubectl and client-go talk to: routing of
+// /spaces/<space>/ prefixes (the default space also at /), authentication,
+// impersonation and authorization hooks, discovery (aggregated and legacy),
+// the verbs (get, list, watch, create, update, patch, delete,
+// deletecollection) with kube's semantics for uid, generation, finalizers,
+// deletionTimestamp, subresources (status, scale, token), Table output,
+// metav1.Status errors and metrics. It also runs the small controllers that
+// make those semantics whole: namespace deletion, garbage collection through
+// ownerReferences and custom resource cleanup.
+//
+// It must not keep state of its own beyond caches: every object lives in the
+// store (package relay/store), and every write goes through store.Txn so that
+// the log (and later Raft) sees it. It knows nothing about placement or the
+// relay tree.
+//
+// Request flow: ServeHTTP → space prefix → authenticate → impersonate →
+// request info → authorize → handler. Handlers read from the store and write
+// with optimistic concurrency, retrying read-modify-write cycles on conflict
+// unless the client pinned a resourceVersion.
+package kubeapi

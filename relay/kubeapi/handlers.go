@@ -1,0 +1,366 @@
+package kubeapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// maxConflictRetries bounds read-modify-write retries of unpinned writes.
+const maxConflictRetries = 20
+
+func (s *Server) serveResource(rq *request) {
+	info := rq.info
+	sv, ok := s.catalog.lookup(rq.space, info.APIGroup, info.APIVersion, info.Resource)
+	if !ok {
+		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	if rq.metricResource == "" {
+		rq.metricResource = sv.resource
+	}
+	// RequestInfo reports /api/v1/namespaces/NAME with Namespace=NAME (as
+	// kube's authorization expects); for every other cluster-scoped
+	// resource a namespace in the path is an unknown URL.
+	if info.Namespace != "" && !sv.namespaced && sv.gr() != namespacesGR {
+		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	if h, ok := virtualResources[sv.gr()]; ok {
+		h(s, rq, sv)
+		return
+	}
+	switch info.Subresource {
+	case "", "status":
+		if info.Subresource == "status" && !sv.status {
+			rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+			return
+		}
+	case "scale":
+		if sv.scale == nil {
+			rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+			return
+		}
+		s.serveScale(rq, sv)
+		return
+	case "token":
+		if sv.gr() == (schema.GroupResource{Resource: "serviceaccounts"}) && info.Verb == "create" {
+			s.serveTokenRequest(rq, sv)
+			return
+		}
+		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	default:
+		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	if sv.namespaced && info.Namespace == "" && (info.Verb == "create" || info.Name != "") {
+		// A namespaced object must be addressed inside its namespace.
+		rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), info.Verb))
+		return
+	}
+	switch info.Verb {
+	case "get":
+		s.serveGet(rq, sv)
+	case "list":
+		s.serveList(rq, sv)
+	case "watch":
+		s.serveWatch(rq, sv)
+	case "create":
+		s.serveCreate(rq, sv)
+	case "update":
+		s.serveUpdate(rq, sv)
+	case "patch":
+		s.servePatch(rq, sv)
+	case "delete":
+		s.serveDelete(rq, sv)
+	case "deletecollection":
+		s.serveDeleteCollection(rq, sv)
+	default:
+		rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), info.Verb))
+	}
+}
+
+func (rq *request) key(sv *served, name string) store.Key {
+	ns := ""
+	if sv.namespaced {
+		ns = rq.info.Namespace
+	}
+	return store.Key{Space: rq.space, Resource: sv.storeResource(), Namespace: ns, Name: name}
+}
+
+func (s *Server) serveGet(rq *request, sv *served) {
+	obj, err := s.store.Get(rq.key(sv, rq.info.Name))
+	if err != nil {
+		rq.writeError(storeError(err, sv.gr(), rq.info.Name))
+		return
+	}
+	rq.writeObject(sv, http.StatusOK, obj.Data)
+}
+
+// writeObject answers with one object, as JSON, Table or
+// PartialObjectMetadata depending on Accept.
+func (rq *request) writeObject(sv *served, code int, data []byte) {
+	switch rq.outputForm() {
+	case formTable:
+		u, err := parseObject(data)
+		if err != nil {
+			rq.writeError(err)
+			return
+		}
+		t := rq.srv.table(rq, sv, []*unstructured.Unstructured{u}, true)
+		t.ResourceVersion = u.GetResourceVersion()
+		writeJSON(rq, code, t)
+	case formPartial:
+		u, err := parseObject(data)
+		if err != nil {
+			rq.writeError(err)
+			return
+		}
+		writeJSON(rq, code, partialMeta(u))
+	default:
+		writeRaw(rq.w, code, "application/json", data)
+	}
+}
+
+func (s *Server) serveCreate(rq *request, sv *served) {
+	if sv.crd != nil {
+		if cc := s.catalog.crd(rq.space, sv.resource+"."+sv.group); cc != nil && crdTerminating(cc.obj) {
+			rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), "create"))
+			return
+		}
+	}
+	body, err := rq.readBody()
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	obj, err := decodeObject(sv, body)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	if sv.namespaced {
+		switch ns := obj.GetNamespace(); {
+		case ns == "":
+			obj.SetNamespace(rq.info.Namespace)
+		case ns != rq.info.Namespace:
+			rq.writeError(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+			return
+		}
+	} else {
+		obj.SetNamespace("")
+	}
+	if obj.GetName() == "" && obj.GetGenerateName() == "" {
+		errs := field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}
+		rq.writeError(apierrors.NewInvalid(sv.gvk().GroupKind(), "", errs))
+		return
+	}
+	dry, err := rq.dryRun()
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	obj, err = normalize(rq, sv, obj, nil)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	if err := prepareCreate(sv, obj, time.Now()); err != nil {
+		rq.writeError(err)
+		return
+	}
+	if err := s.admitCreate(rq, sv, obj); err != nil {
+		rq.writeError(err)
+		return
+	}
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	if dry {
+		rq.writeObject(sv, http.StatusCreated, data)
+		return
+	}
+	stored, err := s.store.Create(rq.r.Context(), rq.key(sv, obj.GetName()), data)
+	if err != nil {
+		rq.writeError(storeError(err, sv.gr(), obj.GetName()))
+		return
+	}
+	rq.writeObject(sv, http.StatusCreated, stored.Data)
+}
+
+// admitCreate enforces the namespace lifecycle: objects go only into
+// namespaces that exist and are not terminating. It also checks kind-specific
+// rules (CRDs).
+func (s *Server) admitCreate(rq *request, sv *served, obj *unstructured.Unstructured) error {
+	if sv.namespaced {
+		nsObj, err := s.store.Get(store.Key{Space: rq.space, Resource: store.Resource{Resource: "namespaces"}, Name: obj.GetNamespace()})
+		if err != nil {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, obj.GetNamespace())
+		}
+		ns, err := parseObject(nsObj.Data)
+		if err != nil {
+			return err
+		}
+		if ns.GetDeletionTimestamp() != nil {
+			return &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: fmt.Sprintf("%s %q is forbidden: unable to create new content in namespace %s because it is being terminated", sv.gr().String(), obj.GetName(), obj.GetNamespace()),
+				Details: &metav1.StatusDetails{Name: obj.GetName(), Group: sv.group, Kind: sv.resource,
+					Causes: []metav1.StatusCause{{Type: "NamespaceTerminating", Message: fmt.Sprintf("namespace %s is being terminated", obj.GetNamespace()), Field: "metadata.namespace"}}},
+			}}
+		}
+	}
+	if sv.gr() == crdGR {
+		return s.admitCRD(rq, obj, nil)
+	}
+	return nil
+}
+
+func (s *Server) serveUpdate(rq *request, sv *served) {
+	body, err := rq.readBody()
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	obj, err := decodeObject(sv, body)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	name := rq.info.Name
+	if obj.GetName() != name {
+		rq.writeError(apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), name)))
+		return
+	}
+	if sv.namespaced {
+		if ns := obj.GetNamespace(); ns != "" && ns != rq.info.Namespace {
+			rq.writeError(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
+			return
+		}
+		obj.SetNamespace(rq.info.Namespace)
+	} else {
+		obj.SetNamespace("")
+	}
+	pinned := obj.GetResourceVersion()
+	if pinned == "" && sv.crd != nil {
+		errs := field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), int64(0), "must be specified for an update")}
+		rq.writeError(apierrors.NewInvalid(sv.gvk().GroupKind(), name, errs))
+		return
+	}
+	stored, err := s.guaranteedUpdate(rq, sv, name, pinned, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return obj.DeepCopy(), nil
+	})
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	rq.writeObject(sv, http.StatusOK, stored)
+}
+
+// guaranteedUpdate runs a read-modify-write cycle on one object: mutate gets
+// a copy of the current version and returns the wanted one. With pinned set
+// (the client's resourceVersion) a concurrent change is a 409; without it the
+// cycle is retried. It returns the JSON of the result (stored, unchanged, or
+// the would-be result of a dry run). An update that removes the last
+// finalizer of an object being deleted deletes it.
+func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, mutate func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) ([]byte, error) {
+	dry, err := rq.dryRun()
+	if err != nil {
+		return nil, err
+	}
+	var pinnedRev int64
+	if pinned != "" {
+		if pinnedRev, err = strconv.ParseInt(pinned, 10, 64); err != nil || pinnedRev <= 0 {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q", pinned))
+		}
+	}
+	key := rq.key(sv, name)
+	ctx := rq.r.Context()
+	for attempt := 0; ; attempt++ {
+		curObj, err := s.store.Get(key)
+		if err != nil {
+			return nil, storeError(err, sv.gr(), name)
+		}
+		if pinnedRev != 0 && curObj.Revision != pinnedRev {
+			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
+		}
+		cur, err := parseObject(curObj.Data)
+		if err != nil {
+			return nil, err
+		}
+		next, err := mutate(cur.DeepCopy())
+		if err != nil {
+			return nil, err
+		}
+		if rv := next.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
+			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
+		}
+		next.SetResourceVersion(cur.GetResourceVersion())
+		next.SetName(name)
+		next.SetNamespace(cur.GetNamespace())
+		next.SetAPIVersion(sv.apiVersion())
+		next.SetKind(sv.kind)
+		if next, err = normalize(rq, sv, next, cur); err != nil {
+			return nil, err
+		}
+		if err := prepareUpdate(sv, rq.info.Subresource, next, cur); err != nil {
+			return nil, err
+		}
+		if sv.gr() == crdGR {
+			if err := s.admitCRD(rq, next, cur); err != nil {
+				return nil, err
+			}
+		}
+		if sameObject(next, cur) {
+			return curObj.Data, nil
+		}
+		data, err := json.Marshal(next.Object)
+		if err != nil {
+			return nil, err
+		}
+		if dry {
+			return data, nil
+		}
+		var res store.Result
+		if next.GetDeletionTimestamp() != nil && len(next.GetFinalizers()) == 0 && !hasSpecFinalizers(next) {
+			res, err = s.store.Txn(ctx, store.Op{Type: store.OpDelete, Key: key, ExpectRevision: curObj.Revision})
+			if err == nil {
+				// The response shows the final state, as kube's does.
+				return data, nil
+			}
+		} else {
+			res, err = s.store.Txn(ctx, store.Op{Type: store.OpUpdate, Key: key, Data: data, ExpectRevision: curObj.Revision})
+		}
+		if err == nil {
+			return res.Objects[0].Data, nil
+		}
+		if errors.Is(err, store.ErrConflict) && pinnedRev == 0 && attempt < maxConflictRetries {
+			continue
+		}
+		return nil, storeError(err, sv.gr(), name)
+	}
+}
+
+// hasSpecFinalizers reports namespace spec finalizers, which also hold
+// deletion back.
+func hasSpecFinalizers(obj *unstructured.Unstructured) bool {
+	if obj.GetKind() != "Namespace" || obj.GetAPIVersion() != "v1" {
+		return false
+	}
+	f, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
+	return len(f) > 0
+}

@@ -1,0 +1,323 @@
+package kubeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// tooLargeRVWait is how long a read waits for the store to reach a
+// resourceVersion newer than it has (kube waits 3 s, then answers 504).
+const tooLargeRVWait = 3 * time.Second
+
+// listOptions parses selectors and paging of a list, watch or
+// deletecollection.
+func (rq *request) listOptions(sv *served) (store.ListOptions, error) {
+	q := rq.r.URL.Query()
+	lo := store.ListOptions{Space: rq.space, Resource: sv.storeResource(), Namespace: rq.info.Namespace}
+	if v := q.Get("labelSelector"); v != "" {
+		sel, err := labels.Parse(v)
+		if err != nil {
+			return lo, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
+		}
+		lo.Label = sel
+	}
+	if v := q.Get("fieldSelector"); v != "" {
+		sel, err := fields.ParseSelector(v)
+		if err != nil {
+			return lo, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
+		}
+		supported := supportedFields(sv)
+		for _, r := range sel.Requirements() {
+			if !supported[r.Field] {
+				return lo, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+			}
+		}
+		lo.Field = sel
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return lo, apierrors.NewBadRequest("invalid limit: " + v)
+		}
+		lo.Limit = n
+	}
+	if v := q.Get("continue"); v != "" {
+		tok, err := decodeContinue(v)
+		if err != nil {
+			return lo, apierrors.NewBadRequest("continue key is not valid: " + err.Error())
+		}
+		if rv := q.Get("resourceVersion"); rv != "" && rv != "0" {
+			return lo, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+		}
+		lo.After = tok.After
+	}
+	return lo, nil
+}
+
+func supportedFields(sv *served) map[string]bool {
+	out := map[string]bool{"metadata.name": true, "metadata.namespace": true}
+	if sv.fields != nil {
+		for k := range sv.fields(map[string]any{}) {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// continueToken is the opaque continue value handed to clients.
+type continueToken struct {
+	Version  string `json:"v"`
+	Revision int64  `json:"rv"`
+	After    string `json:"start"`
+}
+
+func encodeContinue(rev int64, after string) string {
+	b, _ := json.Marshal(continueToken{Version: "canopy/v1", Revision: rev, After: after})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (continueToken, error) {
+	var t continueToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return t, err
+	}
+	if t.Version != "canopy/v1" {
+		return t, fmt.Errorf("unknown continue version %q", t.Version)
+	}
+	return t, nil
+}
+
+// waitForResourceVersion enforces resourceVersion/resourceVersionMatch of a
+// read: the store must have reached the requested revision.
+func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error {
+	q := rq.r.URL.Query()
+	rv, match := q.Get("resourceVersion"), q.Get("resourceVersionMatch")
+	if match != "" && rv == "" {
+		return apierrors.NewBadRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
+	}
+	if rv == "" || rv == "0" {
+		if match == string(metav1.ResourceVersionMatchExact) {
+			return apierrors.NewBadRequest("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
+		}
+		return nil
+	}
+	want, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || want < 0 {
+		return apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", rv))
+	}
+	switch metav1.ResourceVersionMatch(match) {
+	case "", metav1.ResourceVersionMatchNotOlderThan:
+	case metav1.ResourceVersionMatchExact:
+		if want != s.store.Revision() {
+			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", want, s.store.Revision()))
+		}
+		return nil
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("unsupported resourceVersionMatch %q", match))
+	}
+	wctx, cancel := context.WithTimeout(ctx, tooLargeRVWait)
+	defer cancel()
+	if err := s.store.WaitForRevision(wctx, want); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return tooLargeResourceVersion(want, s.store.Revision())
+	}
+	return nil
+}
+
+func tooLargeResourceVersion(want, have int64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, have), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
+}
+
+func (s *Server) serveList(rq *request, sv *served) {
+	lo, err := rq.listOptions(sv)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	if err := s.waitForResourceVersion(rq.r.Context(), rq); err != nil {
+		rq.writeError(err)
+		return
+	}
+	res, err := s.store.List(lo)
+	if err != nil {
+		rq.writeError(storeError(err, sv.gr(), ""))
+		return
+	}
+	cont := ""
+	if res.Continue != "" {
+		cont = encodeContinue(res.Revision, res.Continue)
+	}
+	var remaining *int64
+	if cont != "" {
+		r := res.Remaining
+		remaining = &r
+	}
+	switch rq.outputForm() {
+	case formTable:
+		objs := make([]*unstructured.Unstructured, 0, len(res.Items))
+		for _, it := range res.Items {
+			u, err := parseObject(it.Data)
+			if err != nil {
+				rq.writeError(err)
+				return
+			}
+			objs = append(objs, u)
+		}
+		t := s.table(rq, sv, objs, true)
+		t.ResourceVersion = strconv.FormatInt(res.Revision, 10)
+		t.Continue = cont
+		t.RemainingItemCount = remaining
+		writeJSON(rq, http.StatusOK, t)
+	case formPartial:
+		list := metav1.PartialObjectMetadataList{
+			TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadataList", APIVersion: "meta.k8s.io/v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(res.Revision, 10), Continue: cont, RemainingItemCount: remaining},
+		}
+		for _, it := range res.Items {
+			u, err := parseObject(it.Data)
+			if err != nil {
+				rq.writeError(err)
+				return
+			}
+			list.Items = append(list.Items, *partialMeta(u))
+		}
+		writeJSON(rq, http.StatusOK, &list)
+	default:
+		items := make([][]byte, len(res.Items))
+		for i, it := range res.Items {
+			items[i] = it.Data
+		}
+		writeRaw(rq.w, http.StatusOK, "application/json", encodeList(sv, res.Revision, cont, remaining, items))
+	}
+}
+
+// encodeList writes a list around stored JSON without re-encoding items.
+func encodeList(sv *served, rev int64, cont string, remaining *int64, items [][]byte) []byte {
+	size := 128
+	for _, it := range items {
+		size += len(it) + 1
+	}
+	var b bytes.Buffer
+	b.Grow(size)
+	meta := metav1.ListMeta{ResourceVersion: strconv.FormatInt(rev, 10), Continue: cont, RemainingItemCount: remaining}
+	mb, _ := json.Marshal(meta)
+	fmt.Fprintf(&b, `{"kind":%q,"apiVersion":%q,"metadata":%s,"items":[`, sv.listKind, sv.apiVersion(), mb)
+	for i, it := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(it)
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// Output forms a client may ask for with Accept.
+type outputForm int
+
+const (
+	formObject outputForm = iota
+	formTable
+	formPartial
+)
+
+// outputForm reads the Accept header the way kube's negotiation does for
+// the forms served here: the first acceptable entry wins.
+func (rq *request) outputForm() outputForm {
+	accept := rq.r.Header.Get("Accept")
+	if accept == "" {
+		return formObject
+	}
+	for _, part := range strings.Split(accept, ",") {
+		params := map[string]string{}
+		fieldsOf := strings.Split(part, ";")
+		mt := strings.TrimSpace(fieldsOf[0])
+		for _, p := range fieldsOf[1:] {
+			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok {
+				params[k] = v
+			}
+		}
+		if mt != "application/json" && mt != "*/*" && mt != "application/*" {
+			continue
+		}
+		switch params["as"] {
+		case "":
+			return formObject
+		case "Table":
+			if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+				return formTable
+			}
+		case "PartialObjectMetadata", "PartialObjectMetadataList":
+			if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+				return formPartial
+			}
+		}
+	}
+	return formObject
+}
+
+func partialMeta(u *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	var om metav1.ObjectMeta
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		b, _ := json.Marshal(md)
+		_ = json.Unmarshal(b, &om)
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+		ObjectMeta: om,
+	}
+}
+
+// table renders objects as a metav1.Table, with the row object per the
+// includeObject parameter (Metadata by default).
+func (s *Server) table(rq *request, sv *served, objs []*unstructured.Unstructured, withColumns bool) *metav1.Table {
+	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/v1"}}
+	if withColumns {
+		t.ColumnDefinitions = sv.table.Columns()
+	}
+	include := metav1.IncludeMetadata
+	if v := rq.r.URL.Query().Get("includeObject"); v != "" {
+		include = metav1.IncludeObjectPolicy(v)
+	}
+	now := time.Now()
+	t.Rows = make([]metav1.TableRow, 0, len(objs))
+	for _, o := range objs {
+		row := metav1.TableRow{Cells: sv.table.Cells(o, now)}
+		switch include {
+		case metav1.IncludeObject:
+			b, _ := json.Marshal(o.Object)
+			row.Object.Raw = b
+		case metav1.IncludeMetadata:
+			b, _ := json.Marshal(partialMeta(o))
+			row.Object.Raw = b
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+var namespacesGR = schema.GroupResource{Resource: "namespaces"}

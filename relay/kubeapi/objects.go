@@ -1,0 +1,409 @@
+package kubeapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Field validation directives (the fieldValidation query parameter).
+const (
+	fieldValidationIgnore = "Ignore"
+	fieldValidationWarn   = "Warn"
+	fieldValidationStrict = "Strict"
+)
+
+// readBody reads a request body of at most MaxBodyBytes and converts YAML
+// to JSON. Protobuf and CBOR bodies get 415.
+func (rq *request) readBody() ([]byte, error) {
+	limit := rq.srv.cfg.MaxBodyBytes
+	b, err := io.ReadAll(io.LimitReader(rq.r.Body, limit+1))
+	if err != nil {
+		return nil, apierrors.NewBadRequest("unable to read request body: " + err.Error())
+	}
+	if int64(len(b)) > limit {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
+	}
+	ct := rq.r.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch mt {
+	case "", "application/json", "*/*":
+		return b, nil
+	case "application/yaml":
+		j, err := yaml.YAMLToJSON(b)
+		if err != nil {
+			return nil, apierrors.NewBadRequest("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: " + err.Error())
+		}
+		return j, nil
+	case "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml":
+		return b, nil
+	case runtime.ContentTypeProtobuf:
+		return protobufToJSON(b)
+	default:
+		return nil, unsupportedMediaType(ct)
+	}
+}
+
+func unsupportedMediaType(ct string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got %q)", ct),
+	}}
+}
+
+// decodeObject parses a request body into an object of the served kind.
+// Missing apiVersion/kind default to the endpoint's; a mismatch is a 400.
+func decodeObject(sv *served, body []byte) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := utiljson.Unmarshal(body, &m); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding request body: %v", err))
+	}
+	if m == nil {
+		return nil, apierrors.NewBadRequest("request body must be a JSON or YAML object")
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	if av, ok := m["apiVersion"]; ok && av != sv.apiVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%v) does not match the expected API version (%s)", av, sv.apiVersion()))
+	}
+	if k, ok := m["kind"]; ok && k != sv.kind {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%v) does not match the expected kind (%s)", k, sv.kind))
+	}
+	if md, ok := m["metadata"]; ok {
+		if _, isMap := md.(map[string]any); !isMap && md != nil {
+			return nil, apierrors.NewBadRequest("metadata must be an object")
+		}
+	}
+	obj.SetAPIVersion(sv.apiVersion())
+	obj.SetKind(sv.kind)
+	return obj, nil
+}
+
+// normalize shapes obj as kube would store it. Built-in kinds go through
+// their Go type (dropping unknown fields and normalizing values such as
+// quantities); custom resources are pruned, defaulted and validated by their
+// schema. Unknown fields are handled per the fieldValidation directive.
+func normalize(rq *request, sv *served, obj, old *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	directive := rq.fieldValidation()
+	var unknown []string
+	if sv.newTyped != nil {
+		raw, err := json.Marshal(obj.Object)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		typed := sv.newTyped()
+		strictErrs, err := kjson.UnmarshalStrict(raw, typed)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding request body into %s: %v", sv.kind, err))
+		}
+		for _, e := range strictErrs {
+			unknown = append(unknown, e.Error())
+		}
+		m, err := toUnstructuredMap(typed)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		obj = &unstructured.Unstructured{Object: m}
+		obj.SetAPIVersion(sv.apiVersion())
+		obj.SetKind(sv.kind)
+	} else if sv.crdVer != nil {
+		pruned, errs := sv.crdVer.Prepare(obj, old)
+		for _, p := range pruned {
+			unknown = append(unknown, fmt.Sprintf("unknown field %q", p))
+		}
+		if len(errs) > 0 {
+			return nil, apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+		}
+	}
+	if len(unknown) > 0 {
+		switch directive {
+		case fieldValidationStrict:
+			return nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(unknown, ", "))
+		case fieldValidationWarn:
+			for _, u := range unknown {
+				addWarning(rq.w, u)
+			}
+		}
+	}
+	return obj, nil
+}
+
+func toUnstructuredMap(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// fieldValidation returns the directive of the request (kube's default is
+// Warn when the client says nothing).
+func (rq *request) fieldValidation() string {
+	switch v := rq.r.URL.Query().Get("fieldValidation"); v {
+	case fieldValidationIgnore, fieldValidationStrict:
+		return v
+	default:
+		return fieldValidationWarn
+	}
+}
+
+// dryRun reports whether the request asks for dryRun=All.
+func (rq *request) dryRun() (bool, error) {
+	vals := rq.r.URL.Query()["dryRun"]
+	for _, v := range vals {
+		if v != metav1.DryRunAll {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %q (supported: %q)", v, metav1.DryRunAll))
+		}
+	}
+	return len(vals) > 0, nil
+}
+
+// nameValidator returns the name rule kube applies to a kind.
+func nameValidator(sv *served) apivalidation.ValidateNameFunc {
+	if sv.crd != nil {
+		return path.ValidatePathSegmentName
+	}
+	switch sv.resource {
+	case "namespaces":
+		return apivalidation.NameIsDNSLabel
+	case "services":
+		return apivalidation.NameIsDNS1035Label
+	case "roles", "clusterroles", "rolebindings", "clusterrolebindings", "nodes":
+		return path.ValidatePathSegmentName
+	}
+	return apivalidation.NameIsDNSSubdomain
+}
+
+// validateMeta checks metadata as kube's generic object-meta validation does.
+func validateMeta(sv *served, obj *unstructured.Unstructured) field.ErrorList {
+	return apivalidation.ValidateObjectMetaAccessor(obj, sv.namespaced, nameValidator(sv), field.NewPath("metadata"))
+}
+
+// prepareCreate sets the fields the server owns on a new object.
+func prepareCreate(sv *served, obj *unstructured.Unstructured, now time.Time) error {
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		obj.SetName(obj.GetGenerateName() + utilrand.String(5))
+	}
+	if errs := validateMeta(sv, obj); len(errs) > 0 {
+		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+	}
+	obj.SetUID(types.UID(newUID()))
+	obj.SetCreationTimestamp(metav1.NewTime(now))
+	obj.SetResourceVersion("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetSelfLink("")
+	if tracksGeneration(sv, obj) {
+		obj.SetGeneration(1)
+	} else {
+		unstructured.RemoveNestedField(obj.Object, "metadata", "generation")
+	}
+	applyCreateDefaults(sv, obj)
+	return nil
+}
+
+func newUID() string { return uuid.NewString() }
+
+// tracksGeneration: custom resources always; built-in kinds that have a spec,
+// except namespaces (whose spec only holds finalizers).
+func tracksGeneration(sv *served, obj *unstructured.Unstructured) bool {
+	if sv.crd != nil {
+		return true
+	}
+	if sv.resource == "namespaces" || sv.resource == "nodes" || sv.resource == "services" {
+		return false
+	}
+	_, ok := obj.Object["spec"]
+	return ok
+}
+
+// applyCreateDefaults fills the few defaults that clients rely on when
+// reading back what they created.
+func applyCreateDefaults(sv *served, obj *unstructured.Unstructured) {
+	switch sv.gr().String() {
+	case "namespaces":
+		if _, ok, _ := unstructured.NestedSlice(obj.Object, "spec", "finalizers"); !ok {
+			_ = unstructured.SetNestedStringSlice(obj.Object, []string{"kubernetes"}, "spec", "finalizers")
+		}
+		_ = unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["kubernetes.io/metadata.name"] = obj.GetName()
+		obj.SetLabels(labels)
+	case "pods":
+		if _, ok, _ := unstructured.NestedString(obj.Object, "status", "phase"); !ok {
+			_ = unstructured.SetNestedField(obj.Object, "Pending", "status", "phase")
+		}
+	case "deployments.apps", "replicasets.apps", "statefulsets.apps", "replicationcontrollers":
+		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "replicas"); !ok {
+			_ = unstructured.SetNestedField(obj.Object, int64(1), "spec", "replicas")
+		}
+	}
+}
+
+// prepareUpdate carries the server-owned fields of cur into obj and applies
+// the rules of the endpoint: the main resource cannot change status when a
+// status subresource exists; the status subresource changes only status.
+func prepareUpdate(sv *served, subresource string, obj, cur *unstructured.Unstructured) error {
+	switch {
+	case subresource == "status":
+		next := cur.DeepCopy()
+		if st, ok := obj.Object["status"]; ok {
+			next.Object["status"] = st
+		} else {
+			delete(next.Object, "status")
+		}
+		metav1.ResetObjectMetaForStatus(next, cur)
+		next.SetResourceVersion(obj.GetResourceVersion())
+		*obj = *next
+	case sv.status:
+		if st, ok := cur.Object["status"]; ok {
+			obj.Object["status"] = st
+		} else {
+			delete(obj.Object, "status")
+		}
+	}
+	obj.SetUID(cur.GetUID())
+	obj.SetCreationTimestamp(cur.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	obj.SetSelfLink("")
+	if obj.GetGenerateName() == "" {
+		obj.SetGenerateName(cur.GetGenerateName())
+	}
+	if errs := apivalidation.ValidateObjectMetaAccessorUpdate(obj, cur, field.NewPath("metadata")); len(errs) > 0 {
+		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+	}
+	if errs := validateMeta(sv, obj); len(errs) > 0 {
+		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+	}
+	if cur.GetDeletionTimestamp() != nil && len(newFinalizers(obj.GetFinalizers(), cur.GetFinalizers())) > 0 {
+		errs := field.ErrorList{field.Forbidden(field.NewPath("metadata", "finalizers"), "no new finalizers can be added if the object is being deleted")}
+		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+	}
+	if sv.resource == "namespaces" && sv.group == "" {
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["kubernetes.io/metadata.name"] = obj.GetName()
+		obj.SetLabels(labels)
+	}
+	// Generation moves when anything outside metadata and status changes.
+	gen := cur.GetGeneration()
+	if tracksGeneration(sv, obj) || gen != 0 {
+		if gen == 0 {
+			gen = 1
+		}
+		if !equalOutsideMetaAndStatus(obj, cur) {
+			gen++
+		}
+		obj.SetGeneration(gen)
+	}
+	return nil
+}
+
+func newFinalizers(next, prev []string) []string {
+	var out []string
+	for _, f := range next {
+		found := false
+		for _, p := range prev {
+			if p == f {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func equalOutsideMetaAndStatus(a, b *unstructured.Unstructured) bool {
+	strip := func(m map[string]any) map[string]any {
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			if k != "metadata" && k != "status" && k != "apiVersion" && k != "kind" {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return apiequality.Semantic.DeepEqual(strip(a.Object), strip(b.Object))
+}
+
+// sameObject reports whether two versions are equal but for resourceVersion
+// (and managed fields timestamps, once those exist): such an update is a
+// no-op and is not written.
+func sameObject(a, b *unstructured.Unstructured) bool {
+	ac, bc := a.DeepCopy(), b.DeepCopy()
+	ac.SetResourceVersion("")
+	bc.SetResourceVersion("")
+	return reflect.DeepEqual(ac.Object, bc.Object)
+}
+
+// parseObject decodes stored JSON.
+func parseObject(data []byte) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := utiljson.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("kubeapi: corrupt stored object: %w", err)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// fieldErrors is a one-error field.ErrorList for path (dotted) and value.
+func fieldErrors(path string, value any, detail string) field.ErrorList {
+	return field.ErrorList{field.Invalid(field.NewPath(path), value, detail)}
+}
+
+// protobufCodec decodes the protobuf bodies that client-go's typed clients
+// (and so kubectl) send for built-in kinds.
+var protobufCodec = protobuf.NewSerializer(protobufScheme, protobufScheme)
+
+var protobufScheme = func() *runtime.Scheme {
+	sch := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(sch))
+	utilruntime.Must(apiextensionsv1.AddToScheme(sch))
+	metav1.AddToGroupVersion(sch, schema.GroupVersion{Version: "v1"})
+	return sch
+}()
+
+func protobufToJSON(b []byte) ([]byte, error) {
+	obj, gvk, err := protobufCodec.Decode(b, nil, nil)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding protobuf request body: %v", err))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	return json.Marshal(obj)
+}

@@ -1,0 +1,138 @@
+package kubeapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+var (
+	spacesGR   = schema.GroupResource{Group: "canopy.dev", Resource: "spaces"}
+	notFoundGR = schema.GroupResource{}
+)
+
+// forbiddenMessager is implemented by auth errors that carry kube's text.
+type forbiddenMessager interface{ ForbiddenMessage() string }
+
+// writeError answers with a metav1.Status. Errors that are not
+// apierrors.APIStatus become 500s, except store sentinels which map to their
+// kube equivalents.
+func (rq *request) writeError(err error) {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		st = apierrors.NewInternalError(err)
+		rq.srv.log.Error("internal error", "space", rq.space, "path", rq.r.URL.Path, "error", err)
+	}
+	status := st.Status()
+	status.Kind, status.APIVersion = "Status", "v1"
+	if status.Status == "" {
+		status.Status = metav1.StatusFailure
+	}
+	code := int(status.Code)
+	if code == 0 {
+		code = http.StatusInternalServerError
+	}
+	writeJSON(rq, code, &status)
+}
+
+// forbidden builds kube's 403 for an authorization denial.
+func forbidden(u user.Info, a authorizer.Attributes, reason string) error {
+	gr := schema.GroupResource{Group: a.GetAPIGroup(), Resource: a.GetResource()}
+	if a.GetSubresource() != "" {
+		gr.Resource += "/" + a.GetSubresource()
+	}
+	var msg string
+	switch {
+	case !a.IsResourceRequest():
+		msg = fmt.Sprintf("User %q cannot %s path %q", u.GetName(), a.GetVerb(), a.GetPath())
+	case a.GetNamespace() != "":
+		msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", u.GetName(), a.GetVerb(), gr.Resource, a.GetAPIGroup(), a.GetNamespace())
+	default:
+		msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", u.GetName(), a.GetVerb(), gr.Resource, a.GetAPIGroup())
+	}
+	if reason != "" {
+		msg += ": " + reason
+	}
+	if !a.IsResourceRequest() {
+		return &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+			Message: fmt.Sprintf("forbidden: %s", msg),
+		}}
+	}
+	return apierrors.NewForbidden(gr, a.GetName(), errors.New(msg))
+}
+
+// asForbidden turns an impersonation refusal into a 403.
+func asForbidden(err error) error {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return err
+	}
+	msg := err.Error()
+	var fm forbiddenMessager
+	if errors.As(err, &fm) {
+		msg = fm.ForbiddenMessage()
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: msg,
+	}}
+}
+
+// storeError maps a store error for object gr/name to its API error.
+func storeError(err error, gr schema.GroupResource, name string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apierrors.NewNotFound(gr, name)
+	case errors.Is(err, store.ErrExists):
+		return apierrors.NewAlreadyExists(gr, name)
+	case errors.Is(err, store.ErrConflict):
+		return apierrors.NewConflict(gr, name, errors.New(registryConflictMessage))
+	case errors.Is(err, store.ErrExpired):
+		return apierrors.NewResourceExpired("too old resource version")
+	}
+	return err
+}
+
+// registryConflictMessage is kube's text for an optimistic-concurrency failure.
+const registryConflictMessage = "the object has been modified; please apply your changes to the latest version and try again"
+
+func writeJSON(rq *request, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(rq.w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeRaw(rq.w, code, "application/json", b)
+}
+
+func writeRaw(w http.ResponseWriter, code int, contentType string, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func writeText(w http.ResponseWriter, code int, s string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(s))
+}
+
+// addWarning adds a kube warning header (299) that kubectl prints.
+func addWarning(w http.ResponseWriter, msg string) {
+	msg = strings.ReplaceAll(msg, `"`, `\"`)
+	w.Header().Add("Warning", `299 - "`+msg+`"`)
+}

@@ -1,0 +1,274 @@
+package kubeapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Authenticator finds who sent a request. It returns an error wrapping
+// ErrUnauthenticated-like conditions; the server answers 401 for any error.
+type Authenticator interface {
+	Authenticate(r *http.Request, space string) (user.Info, error)
+}
+
+// Authorizer decides what a user may do in a space, and resolves
+// impersonation headers.
+type Authorizer interface {
+	Authorize(ctx context.Context, space string, attrs authorizer.Attributes) (authorizer.Decision, string, error)
+	Impersonate(ctx context.Context, space string, requester user.Info, h http.Header) (user.Info, error)
+	RulesFor(space string, u user.Info, namespace string) ([]authorizationv1.ResourceRule, []authorizationv1.NonResourceRule, bool)
+}
+
+// TokenIssuer signs ServiceAccount tokens for the TokenRequest subresource.
+type TokenIssuer interface {
+	IssueServiceAccountToken(space, namespace, name, uid string, audiences []string, ttl time.Duration) (string, time.Time, error)
+}
+
+// Config is everything a Server needs.
+type Config struct {
+	Store         *store.Store
+	Authenticator Authenticator
+	Authorizer    Authorizer
+	Tokens        TokenIssuer
+	Logger        *slog.Logger
+	// Version is served at /version.
+	Version version.Info
+	// MaxBodyBytes bounds request bodies (default 3 MiB, as kube-apiserver).
+	MaxBodyBytes int64
+	// MinWatchTimeout is the shortest server-chosen watch duration (default
+	// 30 min; each watch gets a random length between it and twice it).
+	MinWatchTimeout time.Duration
+	// Ready reports readiness for /readyz (nil: always ready).
+	Ready func() error
+}
+
+// Server is the kube API of a root relay. It is an http.Handler and is safe
+// for concurrent use.
+type Server struct {
+	cfg      Config
+	store    *store.Store
+	log      *slog.Logger
+	catalog  *catalog
+	metrics  *metrics
+	infoFact *genericrequest.RequestInfoFactory
+	mux      *http.ServeMux
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 3 << 20
+	}
+	if cfg.MinWatchTimeout == 0 {
+		cfg.MinWatchTimeout = 30 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg:     cfg,
+		store:   cfg.Store,
+		log:     cfg.Logger,
+		catalog: newCatalog(cfg.Store),
+		metrics: newMetrics(cfg.Store),
+		infoFact: &genericrequest.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		},
+	}
+	return s
+}
+
+// Handler returns the HTTP handler with metrics instrumentation.
+func (s *Server) Handler() http.Handler { return s }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	rq := &request{w: rw, r: r, srv: s}
+	s.serve(rq)
+	s.metrics.observe(rq, rw.code, time.Since(start))
+}
+
+// request carries one API call through the pipeline.
+type request struct {
+	w     http.ResponseWriter
+	r     *http.Request
+	srv   *Server
+	space string
+	user  user.Info
+	info  *genericrequest.RequestInfo
+	// verb label for metrics (WATCH, LIST, GET, ...)
+	metricVerb     string
+	metricResource string
+}
+
+func (s *Server) serve(rq *request) {
+	r := rq.r
+	path := r.URL.Path
+	// Probes answer without credentials so that process supervisors can
+	// use them; everything else needs an authenticated user.
+	switch path {
+	case "/healthz", "/livez":
+		writeText(rq.w, http.StatusOK, "ok")
+		return
+	case "/readyz":
+		if s.cfg.Ready != nil {
+			if err := s.cfg.Ready(); err != nil {
+				writeText(rq.w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+				return
+			}
+		}
+		writeText(rq.w, http.StatusOK, "ok")
+		return
+	}
+
+	space, rest, err := s.splitSpace(path)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	rq.space = space
+
+	u, err := s.cfg.Authenticator.Authenticate(r, space)
+	if err != nil {
+		rq.writeError(apierrors.NewUnauthorized("Unauthorized"))
+		return
+	}
+	if u, err = s.cfg.Authorizer.Impersonate(r.Context(), space, u, r.Header); err != nil {
+		rq.writeError(asForbidden(err))
+		return
+	}
+	rq.user = u
+
+	// RequestInfoFactory parses the path relative to the space.
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = rest
+	info, err := s.infoFact.NewRequestInfo(r2)
+	if err != nil {
+		rq.writeError(apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	rq.info = info
+	rq.metricVerb = strings.ToUpper(info.Verb)
+	rq.metricResource = info.Resource
+
+	attrs := attributesFor(u, info)
+	dec, reason, err := s.cfg.Authorizer.Authorize(r.Context(), space, attrs)
+	if err != nil && dec != authorizer.DecisionAllow {
+		s.log.Warn("authorization error", "space", space, "error", err)
+	}
+	if dec != authorizer.DecisionAllow {
+		rq.writeError(forbidden(u, attrs, reason))
+		return
+	}
+
+	if !info.IsResourceRequest {
+		s.serveNonResource(rq, rest)
+		return
+	}
+	s.serveResource(rq)
+}
+
+// splitSpace strips the /spaces/<name> prefix. Paths without it belong to
+// the default space. The space must exist.
+func (s *Server) splitSpace(path string) (space, rest string, err error) {
+	space, rest = DefaultSpace, path
+	if strings.HasPrefix(path, "/spaces/") {
+		p := strings.TrimPrefix(path, "/spaces/")
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			space, rest = p, "/"
+		} else {
+			space, rest = p[:i], p[i:]
+		}
+	}
+	if !s.catalog.spaceExists(space) {
+		return "", "", apierrors.NewNotFound(spacesGR, space)
+	}
+	return space, rest, nil
+}
+
+func (s *Server) serveNonResource(rq *request, rest string) {
+	switch {
+	case rest == "/version" || rest == "/version/":
+		writeJSON(rq, http.StatusOK, s.cfg.Version)
+	case rest == "/metrics":
+		s.metrics.serve(rq.w, rq.r)
+	case rest == "/api" || rest == "/api/":
+		s.serveDiscoveryRoot(rq, true)
+	case rest == "/apis" || rest == "/apis/":
+		s.serveDiscoveryRoot(rq, false)
+	case strings.HasPrefix(rest, "/openapi/"):
+		s.serveOpenAPI(rq, rest)
+	case rest == "/healthz" || rest == "/livez" || rest == "/readyz":
+		writeText(rq.w, http.StatusOK, "ok")
+	case strings.HasPrefix(rest, "/api/") || strings.HasPrefix(rest, "/apis/"):
+		if !s.serveDiscoveryPath(rq, rest) {
+			rq.writeError(apierrors.NewNotFound(notFoundGR, ""))
+		}
+	default:
+		rq.writeError(apierrors.NewNotFound(notFoundGR, ""))
+	}
+}
+
+func attributesFor(u user.Info, info *genericrequest.RequestInfo) authorizer.AttributesRecord {
+	return authorizer.AttributesRecord{
+		User:            u,
+		Verb:            info.Verb,
+		Namespace:       info.Namespace,
+		APIGroup:        info.APIGroup,
+		APIVersion:      info.APIVersion,
+		Resource:        info.Resource,
+		Subresource:     info.Subresource,
+		Name:            info.Name,
+		ResourceRequest: info.IsResourceRequest,
+		Path:            info.Path,
+	}
+}
+
+// statusRecorder remembers the status code for metrics and passes Flush
+// through for watches.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+var errClientGone = errors.New("kubeapi: client went away")

@@ -1,0 +1,72 @@
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Space kinds (DESIGN.md section 3).
+const (
+	SpaceKindWDS       = "wds"
+	SpaceKindInventory = "inventory"
+	SpaceKindMailbox   = "mailbox"
+)
+
+// SystemNamespaces are created in every new space, as a kube cluster has them.
+var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// EnsureSpace creates space name of the given kind, with its system
+// namespaces, unless it exists. It is idempotent.
+func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
+	now := metav1.NewTime(time.Now())
+	rec := map[string]any{
+		"apiVersion": "canopy.dev/v1alpha1", "kind": "Space",
+		"metadata": map[string]any{"name": name, "uid": newUID(), "creationTimestamp": now.UTC().Format(time.RFC3339)},
+		"spec":     map[string]any{"kind": kind},
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	ops := []store.Op{{Type: store.OpCreate, Key: store.Key{Resource: SpaceResource, Name: name}, Data: data}}
+	for _, ns := range SystemNamespaces {
+		obj := map[string]any{
+			"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{
+				"name": ns, "uid": newUID(), "creationTimestamp": now.UTC().Format(time.RFC3339),
+				"labels": map[string]any{"kubernetes.io/metadata.name": ns},
+			},
+			"spec":   map[string]any{"finalizers": []any{"kubernetes"}},
+			"status": map[string]any{"phase": "Active"},
+		}
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: name, Resource: store.Resource{Resource: "namespaces"}, Name: ns}, Data: b})
+	}
+	_, err = s.store.Txn(ctx, ops...)
+	if errors.Is(err, store.ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// Spaces lists the names of all spaces.
+func (s *Server) Spaces() ([]string, error) {
+	list, err := s.store.List(store.ListOptions{Space: "", Resource: SpaceResource})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(list.Items))
+	for _, it := range list.Items {
+		out = append(out, it.Key.Name)
+	}
+	return out, nil
+}

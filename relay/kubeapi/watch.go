@@ -1,0 +1,271 @@
+package kubeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// initialEventsEndAnnotation marks the bookmark that ends the initial
+// events of a watch-list (sendInitialEvents=true).
+const initialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+func (s *Server) serveWatch(rq *request, sv *served) {
+	q := rq.r.URL.Query()
+	lo, err := rq.listOptions(sv)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	rv := q.Get("resourceVersion")
+	match := q.Get("resourceVersionMatch")
+	bookmarks := q.Get("allowWatchBookmarks") == "true"
+
+	var sendInitial *bool
+	if v := q.Get("sendInitialEvents"); v != "" {
+		b := v == "true"
+		sendInitial = &b
+	}
+	if sendInitial != nil {
+		if match != string(metav1.ResourceVersionMatchNotOlderThan) {
+			rq.writeError(invalidListOptions("sendInitialEvents", "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan"))
+			return
+		}
+		if *sendInitial && !bookmarks {
+			rq.writeError(invalidListOptions("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"))
+			return
+		}
+	} else if match != "" {
+		rq.writeError(invalidListOptions("resourceVersionMatch", "resourceVersionMatch is forbidden for watch"))
+		return
+	}
+
+	ctx := rq.r.Context()
+	timeout := s.cfg.MinWatchTimeout + time.Duration(rand.Int64N(int64(s.cfg.MinWatchTimeout)))
+	if v := q.Get("timeoutSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			rq.writeError(apierrors.NewBadRequest("invalid timeoutSeconds: " + v))
+			return
+		}
+		if n > 0 {
+			timeout = time.Duration(n) * time.Second
+		}
+	}
+
+	// Decide where the watch starts and which synthetic events come first.
+	var initial []*store.Object
+	var since int64
+	switch {
+	case sendInitial != nil && *sendInitial, sendInitial == nil && (rv == "" || rv == "0"):
+		if sendInitial != nil && rv != "" && rv != "0" {
+			if err := s.waitForResourceVersion(ctx, rq); err != nil {
+				rq.writeError(err)
+				return
+			}
+		}
+		lo.Limit, lo.After = 0, ""
+		list, err := s.store.List(lo)
+		if err != nil {
+			rq.writeError(storeError(err, sv.gr(), ""))
+			return
+		}
+		initial, since = list.Items, list.Revision
+	default:
+		if rv == "" || rv == "0" {
+			since = s.store.Revision()
+		} else {
+			n, err := strconv.ParseInt(rv, 10, 64)
+			if err != nil || n < 0 {
+				rq.writeError(apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q", rv)))
+				return
+			}
+			since = n
+		}
+	}
+	wopts := store.WatchOptions{
+		Space: lo.Space, Resource: lo.Resource, Namespace: lo.Namespace,
+		Label: lo.Label, Field: lo.Field, Since: since, Bookmarks: bookmarks,
+	}
+	if since == 0 {
+		// Revision 0 would mean "from now" to the store; the store's
+		// revision is where "now" is when nothing was ever written.
+		wopts.Since = s.store.Revision()
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w, werr := s.store.Watch(wctx, wopts)
+
+	h := rq.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache, private")
+	h.Set("Transfer-Encoding", "chunked")
+	rq.w.WriteHeader(http.StatusOK)
+	flusher, _ := rq.w.(http.Flusher)
+	enc := &watchEncoder{rq: rq, sv: sv, table: rq.outputForm() == formTable, partial: rq.outputForm() == formPartial}
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if werr != nil {
+		if errors.Is(werr, store.ErrExpired) {
+			enc.writeError(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", since, s.store.Stats().OldestRevision)))
+		} else {
+			enc.writeError(werr)
+		}
+		flush()
+		return
+	}
+	defer w.Stop()
+	s.metrics.watchers.Inc()
+	defer s.metrics.watchers.Dec()
+
+	for _, obj := range initial {
+		if err := enc.writeObject("ADDED", obj.Data); err != nil {
+			return
+		}
+	}
+	if sendInitial != nil && *sendInitial {
+		if err := enc.writeBookmark(since, true); err != nil {
+			return
+		}
+	}
+	flush()
+	for {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				if err := w.Err(); errors.Is(err, store.ErrExpired) {
+					enc.writeError(apierrors.NewResourceExpired("too old resource version"))
+					flush()
+				}
+				return
+			}
+			var err error
+			switch ev.Type {
+			case store.Bookmark:
+				err = enc.writeBookmark(ev.Revision, false)
+			case store.Deleted:
+				err = enc.writeObject("DELETED", withResourceVersion(ev.Object.Data, ev.Revision))
+			default:
+				err = enc.writeObject(string(ev.Type), ev.Object.Data)
+			}
+			if err != nil {
+				return
+			}
+			// Flush once the burst already queued has been written.
+			if len(w.Events()) == 0 {
+				flush()
+			}
+		case <-wctx.Done():
+			return
+		}
+	}
+}
+
+func invalidListOptions(fieldName, msg string) error {
+	return apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
+		field.ErrorList{field.Forbidden(field.NewPath(fieldName), msg)})
+}
+
+// watchEncoder writes watch events as kube's JSON stream: one
+// {"type":...,"object":...} document per line.
+type watchEncoder struct {
+	rq      *request
+	sv      *served
+	table   bool
+	partial bool
+	buf     bytes.Buffer
+}
+
+func (e *watchEncoder) writeObject(typ string, data []byte) error {
+	obj := data
+	if e.table || e.partial {
+		u, err := parseObject(data)
+		if err != nil {
+			return err
+		}
+		var v any
+		if e.table {
+			t := e.rq.srv.table(e.rq, e.sv, []*unstructured.Unstructured{u}, true)
+			t.ResourceVersion = u.GetResourceVersion()
+			v = t
+		} else {
+			v = partialMeta(u)
+		}
+		if obj, err = json.Marshal(v); err != nil {
+			return err
+		}
+	}
+	return e.write(typ, obj)
+}
+
+func (e *watchEncoder) writeBookmark(rev int64, initialEnd bool) error {
+	md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
+	if initialEnd {
+		md["annotations"] = map[string]string{initialEventsEndAnnotation: "true"}
+	}
+	kind, apiVersion := e.sv.kind, e.sv.apiVersion()
+	if e.table {
+		kind, apiVersion = "Table", "meta.k8s.io/v1"
+	} else if e.partial {
+		kind, apiVersion = "PartialObjectMetadata", "meta.k8s.io/v1"
+	}
+	b, err := json.Marshal(map[string]any{"kind": kind, "apiVersion": apiVersion, "metadata": md})
+	if err != nil {
+		return err
+	}
+	return e.write("BOOKMARK", b)
+}
+
+func (e *watchEncoder) writeError(err error) {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		st = apierrors.NewInternalError(err)
+	}
+	status := st.Status()
+	status.Kind, status.APIVersion = "Status", "v1"
+	b, _ := json.Marshal(&status)
+	_ = e.write("ERROR", b)
+}
+
+func (e *watchEncoder) write(typ string, obj []byte) error {
+	e.buf.Reset()
+	e.buf.WriteString(`{"type":"`)
+	e.buf.WriteString(typ)
+	e.buf.WriteString(`","object":`)
+	e.buf.Write(obj)
+	e.buf.WriteString("}\n")
+	_, err := e.rq.w.Write(e.buf.Bytes())
+	return err
+}
+
+// withResourceVersion returns data with metadata.resourceVersion replaced:
+// a DELETED event carries the revision of the deletion, as kube's does.
+func withResourceVersion(data []byte, rev int64) []byte {
+	u, err := parseObject(data)
+	if err != nil {
+		return data
+	}
+	u.SetResourceVersion(strconv.FormatInt(rev, 10))
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return data
+	}
+	return b
+}

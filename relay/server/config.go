@@ -1,0 +1,13 @@
+package server
+
+// Config configures a root relay. cmd/relay fills it from flags.
+type Config struct {
+	// Name is this relay's name (--name).
+	Name string
+	// DataDir holds the PKI, the log and admin.kubeconfig (--data-dir).
+	DataDir string
+	// APIAddr is where the kube API listens (--api-addr).
+	APIAddr string
+	// LinkAddr is where children dial in (--link-addr).
+	LinkAddr string
+}

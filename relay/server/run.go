@@ -1,0 +1,245 @@
+// Package server wires a root relay together: PKI, the store on its log,
+// authentication and authorization, the kube API and its controllers.
+//
+// It owns start-up and shutdown order and the data directory layout; it
+// must not contain API semantics (relay/kubeapi) or storage logic
+// (relay/store, consensus).
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Root is a running root relay.
+type Root struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *store.Store
+	node   *consensus.Node
+	api    *kubeapi.Server
+	authz  *auth.Authorizer
+	tls    *tls.Config
+	ca     *pki.CA
+	token  string
+	ln     net.Listener
+	ready  chan struct{}
+	server string
+}
+
+// Run starts a root relay and blocks until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	r, err := Open(cfg, slog.Default())
+	if err != nil {
+		return err
+	}
+	return r.Serve(ctx)
+}
+
+// Open prepares a root: it creates or loads the data directory, replays the
+// log into the store, makes sure the initial spaces exist and binds the API
+// address. Serve then serves until its context ends.
+func Open(cfg Config, log *slog.Logger) (*Root, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	pkiDir := pki.Dir(cfg.DataDir)
+	ca, err := pki.LoadOrCreateCA(pkiDir)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := pki.ServingHosts(cfg.Name, cfg.APIAddr, cfg.LinkAddr)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.EnsureServing(pkiDir, hosts)
+	if err != nil {
+		return nil, err
+	}
+	token, err := pki.LoadOrCreateToken(filepath.Join(pkiDir, pki.AdminTokenFile))
+	if err != nil {
+		return nil, err
+	}
+	saKey, err := pki.LoadOrCreateSigningKey(filepath.Join(pkiDir, pki.SigningKeyFile))
+	if err != nil {
+		return nil, err
+	}
+
+	st := store.New(store.Options{Fields: kubeapi.FieldsFor})
+	node, err := consensus.Open(consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}, st)
+	if err != nil {
+		return nil, err
+	}
+	st.SetLog(node)
+
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		node.Close()
+		return nil, fmt.Errorf("server: --api-addr: %w", err)
+	}
+	server := "https://" + ln.Addr().String()
+
+	authn, err := auth.NewAuthenticator(auth.AuthenticatorConfig{
+		AdminToken: token, ClientCAs: ca.Pool(), SAKey: saKey, Store: st, Issuer: server,
+	})
+	if err != nil {
+		_ = ln.Close()
+		node.Close()
+		return nil, err
+	}
+	authz := auth.NewAuthorizer(st)
+	api := kubeapi.New(kubeapi.Config{
+		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
+		Logger: log, Version: Version(),
+		Ready: func() error {
+			if !authz.Synced() {
+				return errors.New("authorizer not synced")
+			}
+			return nil
+		},
+	})
+	r := &Root{
+		cfg: cfg, log: log, store: st, node: node, api: api, authz: authz, ca: ca, token: token, ln: ln, server: server,
+		ready: make(chan struct{}),
+		tls: &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			ClientAuth:   tls.VerifyClientCertIfGiven,
+			ClientCAs:    ca.Pool(),
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"h2", "http/1.1"},
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sp := range []struct{ name, kind string }{{kubeapi.DefaultSpace, kubeapi.SpaceKindWDS}, {kubeapi.InventorySpace, kubeapi.SpaceKindInventory}} {
+		if err := api.EnsureSpace(ctx, sp.name, sp.kind); err != nil {
+			r.close()
+			return nil, fmt.Errorf("server: creating space %q: %w", sp.name, err)
+		}
+	}
+	if err := r.writeKubeconfig(); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Addr is the API's listen address (useful with port 0).
+func (r *Root) Addr() string { return r.ln.Addr().String() }
+
+// Server is the https URL of the API.
+func (r *Root) Server() string { return r.server }
+
+// KubeconfigPath is where the admin kubeconfig is written.
+func (r *Root) KubeconfigPath() string { return filepath.Join(r.cfg.DataDir, pki.AdminKubeconfigFile) }
+
+// Store exposes the store, for tests and benchmarks in this module.
+func (r *Root) Store() *store.Store { return r.store }
+
+// Ready is closed once the API serves requests.
+func (r *Root) Ready() <-chan struct{} { return r.ready }
+
+func (r *Root) writeKubeconfig() error {
+	spaces, err := r.api.Spaces()
+	if err != nil {
+		return err
+	}
+	kc, err := pki.BuildKubeconfig(pki.KubeconfigOptions{
+		Server: r.server, CAPEM: r.ca.CertPEM, Token: r.token, Spaces: spaces, Current: kubeapi.DefaultSpace,
+	})
+	if err != nil {
+		return err
+	}
+	return pki.WriteKubeconfig(r.KubeconfigPath(), kc)
+}
+
+// Serve runs the API and the controllers until ctx is done, then shuts
+// down in order: stop accepting, finish requests, stop controllers, close
+// the log.
+func (r *Root) Serve(ctx context.Context) error {
+	defer r.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	go func() { errc <- r.authz.Start(ctx) }()
+	go func() { errc <- r.api.StartControllers(ctx) }()
+
+	hs := &http.Server{
+		Handler:           r.api,
+		TLSConfig:         r.tls,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		err := hs.Serve(tls.NewListener(r.ln, r.tls))
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		errc <- err
+	}()
+	close(r.ready)
+	r.log.Info("root relay serving", "relay", r.cfg.Name, "api", r.server, "kubeconfig", r.KubeconfigPath())
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = hs.Shutdown(sctx)
+	return err
+}
+
+func (r *Root) close() {
+	_ = r.ln.Close()
+	r.store.Close()
+	if err := r.node.Close(); err != nil {
+		r.log.Warn("closing log", "error", err)
+	}
+}
+
+// Version is what /version reports: the Kubernetes API version compiled in
+// (from k8s.io/api), marked as Canopy's.
+func Version() version.Info {
+	v := version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.0+canopy", GoVersion: runtime.Version(),
+		Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "k8s.io/api" {
+				// k8s.io/api v0.X.Y ships with Kubernetes 1.X.Y.
+				parts := strings.Split(strings.TrimPrefix(d.Version, "v0."), ".")
+				if len(parts) >= 2 {
+					v.Minor = parts[0]
+					v.GitVersion = "v1." + parts[0] + "." + parts[1] + "+canopy"
+				}
+			}
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v.GitCommit = s.Value
+			}
+		}
+	}
+	return v
+}

@@ -1,0 +1,318 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"strconv"
+
+	"github.com/google/btree"
+	"k8s.io/apimachinery/pkg/fields"
+)
+
+// commandVersion leads every command; Apply rejects other versions.
+const commandVersion = 1
+
+// minOpSize is the smallest encoding of one op: a type byte, five empty key
+// strings, a zero ExpectRevision, an empty ExpectUID and empty data.
+const minOpSize = 9
+
+// encodeCommand encodes ops as one command: the version byte, the op count,
+// then per op its type, key, ExpectRevision, ExpectUID and data. The encoding
+// is deterministic. validateOps must have accepted ops.
+func encodeCommand(ops []Op) []byte {
+	n := 16
+	for _, op := range ops {
+		n += 64 + len(op.Key.Space) + len(op.Key.Resource.Group) + len(op.Key.Resource.Resource) +
+			len(op.Key.Namespace) + len(op.Key.Name) + len(op.ExpectUID) + len(op.Data)
+	}
+	e := encoder{buf: make([]byte, 0, n)}
+	e.byte(commandVersion)
+	e.uvarint(uint64(len(ops)))
+	for _, op := range ops {
+		e.byte(byte(op.Type))
+		e.key(op.Key)
+		e.varint(op.ExpectRevision)
+		e.str(op.ExpectUID)
+		e.bytes(op.Data)
+	}
+	return e.buf
+}
+
+// decodeCommand decodes a command of encodeCommand. The ops' Data alias cmd.
+func decodeCommand(cmd []byte) ([]Op, error) {
+	d := decoder{buf: cmd}
+	if v := d.byte(); d.err == nil && v != commandVersion {
+		return nil, fmt.Errorf("%w: command version %d", ErrInvalid, v)
+	}
+	n := d.uvarint()
+	if n > uint64(len(d.buf)/minOpSize) {
+		d.fail()
+	}
+	var ops []Op
+	if d.err == nil {
+		ops = make([]Op, n)
+	}
+	for i := range ops {
+		ops[i] = Op{
+			Type:           OpType(d.byte()),
+			Key:            d.key(),
+			ExpectRevision: d.varint(),
+			ExpectUID:      d.str(),
+			Data:           d.bytes(),
+		}
+	}
+	if d.err == nil && len(d.buf) > 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the command", ErrInvalid, len(d.buf))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: command: %v", ErrInvalid, d.err)
+	}
+	return ops, nil
+}
+
+// validateOps checks what can be checked without the store's state: op
+// types, keys (a resource and a name are required) and that no key appears
+// twice, so that a Txn produces at most one event per key.
+func validateOps(ops []Op) error {
+	var seen map[Key]struct{}
+	if len(ops) > 1 {
+		seen = make(map[Key]struct{}, len(ops))
+	}
+	for i, op := range ops {
+		var err error
+		switch {
+		case op.Type < OpCreate || op.Type > OpDelete:
+			err = fmt.Errorf("%w: op type %d", ErrInvalid, op.Type)
+		case op.Key.Resource.Resource == "" || op.Key.Name == "":
+			err = fmt.Errorf("%w: a key needs a resource and a name", ErrInvalid)
+		case seen != nil:
+			if _, dup := seen[op.Key]; dup {
+				err = fmt.Errorf("%w: key appears twice in one txn", ErrInvalid)
+			}
+			seen[op.Key] = struct{}{}
+		}
+		if err != nil {
+			return &OpError{Index: i, Key: op.Key, Err: err}
+		}
+	}
+	return nil
+}
+
+// Apply implements FSM: it applies the command cmd, proposed by Txn, at
+// revision index and returns a Result or an error. It is the store's only
+// state transition and is deterministic: replicas that apply the same
+// commands at the same indexes hold the same objects. Apply must be called
+// from one goroutine at a time with increasing indexes (gaps are fine).
+//
+// Every command advances the revision to index, even one that fails: the
+// index is consumed. A failed command changes nothing else. Apply never
+// blocks on watchers and never panics on malformed commands.
+func (s *Store) Apply(index uint64, cmd []byte) any {
+	if index > math.MaxInt64 {
+		return fmt.Errorf("%w: log index %d overflows a revision", ErrInvalid, index)
+	}
+	rev := int64(index)
+
+	// Decode and build the new versions before taking the lock: it is
+	// the costly part and needs no state.
+	ops, err := decodeCommand(cmd)
+	if err == nil {
+		err = validateOps(ops)
+	}
+	var objs []*Object
+	if err == nil {
+		objs, err = s.prepare(ops, rev)
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if rev <= s.rev {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: log index %d is not after revision %d", ErrInvalid, index, s.rev)
+	}
+	var evs []Event
+	if err == nil {
+		evs, err = s.commit(ops, objs, rev)
+	}
+	s.rev = rev
+	s.wakeWaiters()
+	s.fanMu.Lock()
+	s.mu.Unlock()
+	s.fanOut(evs)
+	s.fanRev = rev
+	s.fanMu.Unlock()
+
+	if err != nil {
+		return err
+	}
+	return Result{Revision: rev, Objects: objs}
+}
+
+// prepare builds the versions that the creates and updates of ops store at
+// rev; the entries of deletes stay nil.
+func (s *Store) prepare(ops []Op, rev int64) ([]*Object, error) {
+	objs := make([]*Object, len(ops))
+	for i, op := range ops {
+		if op.Type == OpDelete {
+			continue
+		}
+		o, err := s.newVersion(op.Key, op.Data, rev)
+		if err != nil {
+			return nil, &OpError{Index: i, Key: op.Key, Err: err}
+		}
+		objs[i] = o
+	}
+	return objs, nil
+}
+
+// commit checks ops against the current state, then applies them all,
+// records their events in history and returns the events. On failure it
+// changes nothing. For deletes it fills objs with the deleted versions.
+// s.mu must be held for writing.
+func (s *Store) commit(ops []Op, objs []*Object, rev int64) ([]Event, error) {
+	for i, op := range ops {
+		cur := lookup(s.tables, op.Key)
+		if err := check(op, cur); err != nil {
+			return nil, &OpError{Index: i, Key: op.Key, Err: err}
+		}
+		if op.Type == OpUpdate {
+			objs[i].CreateRevision = cur.CreateRevision
+		}
+	}
+
+	evs := make([]Event, len(ops))
+	for i, op := range ops {
+		k := op.Key
+		t := s.writable(k.Space, k.Resource)
+		e := entry{ns: k.Namespace, name: k.Name, obj: objs[i]}
+		switch op.Type {
+		case OpCreate:
+			t.objs.ReplaceOrInsert(e)
+			s.objects++
+			s.bytes += int64(len(e.obj.Data))
+			evs[i] = Event{Type: Added, Revision: rev, Object: e.obj}
+		case OpUpdate:
+			old, _ := t.objs.ReplaceOrInsert(e)
+			s.bytes += int64(len(e.obj.Data) - len(old.obj.Data))
+			evs[i] = Event{Type: Modified, Revision: rev, Object: e.obj, Prev: old.obj}
+		case OpDelete:
+			old, _ := t.objs.Delete(e)
+			if t.objs.Len() == 0 {
+				s.tables.Delete(tableRef{space: k.Space, res: k.Resource})
+			}
+			objs[i] = old.obj
+			s.objects--
+			s.bytes -= int64(len(old.obj.Data))
+			evs[i] = Event{Type: Deleted, Revision: rev, Object: old.obj, Prev: old.obj}
+		}
+		s.hist.add(evs[i])
+	}
+	return evs, nil
+}
+
+// check checks op's preconditions against cur, the current version (nil
+// when there is none).
+func check(op Op, cur *Object) error {
+	if op.Type == OpCreate {
+		if cur != nil {
+			return ErrExists
+		}
+		return nil
+	}
+	switch {
+	case cur == nil:
+		return ErrNotFound
+	case op.ExpectRevision != 0 && op.ExpectRevision != cur.Revision:
+		return fmt.Errorf("%w: revision is %d, expected %d", ErrConflict, cur.Revision, op.ExpectRevision)
+	case op.ExpectUID != "" && op.ExpectUID != cur.UID:
+		return fmt.Errorf("%w: uid is %q, expected %q", ErrConflict, cur.UID, op.ExpectUID)
+	}
+	return nil
+}
+
+// writable returns the table of (space, res) for modification, creating it,
+// or replacing it by a clone when a snapshot shares it. s.mu must be held
+// for writing.
+func (s *Store) writable(space string, res Resource) *table {
+	ref, ok := s.tables.Get(tableRef{space: space, res: res})
+	if ok && ref.t.gen == s.gen {
+		return ref.t
+	}
+	t := &table{gen: s.gen}
+	if ok {
+		t.objs = ref.t.objs.Clone()
+	} else {
+		t.objs = btree.NewG(treeDegree, entryLess)
+	}
+	s.tables.ReplaceOrInsert(tableRef{space: space, res: res, t: t})
+	return t
+}
+
+// newVersion builds the version of k that a write at rev stores: data with
+// metadata.resourceVersion set to rev, re-encoded (object keys sorted).
+func (s *Store) newVersion(k Key, data []byte, rev int64) (*Object, error) {
+	top, meta, err := parseObject(data)
+	if err != nil {
+		return nil, err
+	}
+	rv := strconv.AppendInt([]byte{'"'}, rev, 10)
+	meta["resourceVersion"] = append(rv, '"')
+	if top["metadata"], err = json.Marshal(meta); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	out, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return s.newObject(k, rev, rev, out, meta)
+}
+
+// parseObject decodes data, which must be a JSON object with a metadata
+// object, one level deep, and that metadata object.
+func parseObject(data []byte) (top, meta map[string]json.RawMessage, err error) {
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if top == nil {
+		return nil, nil, fmt.Errorf("%w: object is null", ErrInvalid)
+	}
+	if err := json.Unmarshal(top["metadata"], &meta); err != nil || meta == nil {
+		return nil, nil, fmt.Errorf("%w: metadata is missing or not an object", ErrInvalid)
+	}
+	return top, meta, nil
+}
+
+// newObject returns the object version stored at k with its UID, labels and
+// field set extracted from data and meta, its parsed metadata.
+func (s *Store) newObject(k Key, rev, createRev int64, data []byte, meta map[string]json.RawMessage) (*Object, error) {
+	o := &Object{Key: k, Revision: rev, CreateRevision: createRev, Data: data}
+	if raw, ok := meta["uid"]; ok {
+		if err := json.Unmarshal(raw, &o.UID); err != nil {
+			return nil, fmt.Errorf("%w: metadata.uid: %v", ErrInvalid, err)
+		}
+	}
+	if raw, ok := meta["labels"]; ok {
+		if err := json.Unmarshal(raw, &o.Labels); err != nil {
+			return nil, fmt.Errorf("%w: metadata.labels: %v", ErrInvalid, err)
+		}
+	}
+	o.Fields = fields.Set{}
+	if s.opts.Fields != nil {
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.UseNumber()
+		var obj map[string]any
+		if err := d.Decode(&obj); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		maps.Copy(o.Fields, s.opts.Fields(k.Resource, obj))
+	}
+	o.Fields["metadata.name"] = k.Name
+	o.Fields["metadata.namespace"] = k.Namespace
+	return o, nil
+}

@@ -1,0 +1,50 @@
+// Package store is Canopy's multi-space object store: the embedded backend
+// behind every space (DESIGN.md §2-3).
+//
+// # What it owns
+//
+//   - Objects: immutable versions of JSON objects, addressed by Key (space,
+//     resource, namespace, name) and kept in one copy-on-write B-tree per
+//     (space, resource), so lists come out ordered by namespace then name and
+//     a snapshot is a clone, not a copy.
+//   - Revisions: one global revision across all spaces, equal to the Log
+//     index of the last applied command. A Txn is one command, so all its
+//     writes share one revision, which is written into each object as
+//     metadata.resourceVersion.
+//   - History: the last Options.HistorySize events, so a watch can resume
+//     from a recent revision.
+//   - Watch: per-watcher bounded queues fed by Apply without ever blocking
+//     it, kube selection semantics (Added on entering a selection, Deleted
+//     on leaving it) and bookmarks.
+//
+// # What it must not do
+//
+// The store knows nothing of Kubernetes API semantics beyond reading
+// metadata.uid and metadata.labels and writing metadata.resourceVersion: no
+// uid or generation assignment, no finalizers, no defaulting or validation
+// of kinds. That is the API server's job, above the store.
+//
+// The store does no I/O. Durability and replication are the Log's job: a
+// write becomes a command, the Log makes it durable (with Raft, replicated)
+// and applies it through FSM.Apply, which is the only state transition.
+// Snapshot and Restore move bytes through the io.Writer and io.Reader they
+// are handed.
+//
+// # Write path
+//
+// Txn encodes its ops as one versioned binary command and hands it to the
+// Log; the Log calls Apply(index, cmd) on every replica; Apply checks every op
+// against the current state, applies all or none, appends the events to the
+// history and fans them out to the watchers that asked for that (space,
+// resource). NewMemLog is the Log for tests and simulations; New uses one
+// until SetLog replaces it.
+//
+// # Locking
+//
+// Store.mu (a sync.RWMutex) guards the objects, the revision and the
+// history; Store.fanMu guards the watcher registry and serializes fan-out;
+// each watcher's own mutex guards its queue. The lock order is mu, then
+// fanMu, then a watcher's mutex. Apply commits under mu, takes fanMu, then
+// releases mu before fanning out, so readers wait only for the commit, never
+// for delivery, and a watcher's consumer never holds any store lock.
+package store

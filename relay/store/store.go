@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+	"k8s.io/apimachinery/pkg/fields"
+)
+
+// Options configures a Store. The zero value of every field selects its
+// default.
+type Options struct {
+	// HistorySize is the number of events kept for watch resumption;
+	// default 100 000.
+	HistorySize int
+	// BookmarkInterval is how often an idle watcher that asked for
+	// bookmarks gets one; default 5s.
+	BookmarkInterval time.Duration
+	// WatcherQueue bounds the events queued for one watcher; a watcher that
+	// would exceed it is closed with ErrTooSlow. Default 10 000.
+	WatcherQueue int
+	// Fields returns extra field-selector fields of an object of resource
+	// r; obj is a fresh decoding of the object as stored (numbers are
+	// json.Number). metadata.name and metadata.namespace are always set
+	// and cannot be overridden. Fields runs inside Apply, so it must be
+	// deterministic and fast. Nil: only the metadata fields.
+	Fields func(r Resource, obj map[string]any) fields.Set
+}
+
+func (o Options) withDefaults() Options {
+	if o.HistorySize <= 0 {
+		o.HistorySize = 100_000
+	}
+	if o.BookmarkInterval <= 0 {
+		o.BookmarkInterval = 5 * time.Second
+	}
+	if o.WatcherQueue <= 0 {
+		o.WatcherQueue = 10_000
+	}
+	return o
+}
+
+// Stats describes a store at one revision.
+type Stats struct {
+	Objects int
+	// Bytes is the sum of the objects' len(Data).
+	Bytes    int64
+	Watchers int
+	Revision int64
+	// OldestRevision is the oldest revision a watch may resume from: any
+	// WatchOptions.Since >= OldestRevision is served from history.
+	OldestRevision int64
+}
+
+// state is what Apply changes and Restore replaces.
+type state struct {
+	rev     int64
+	tables  *btree.BTreeG[tableRef]
+	objects int
+	bytes   int64
+}
+
+// Store is the object store. It implements Reader and FSM.
+//
+// Concurrency: Apply, Snapshot and Restore are the FSM side and must be
+// called from one goroutine at a time (the Log's); Snapshot's WriteTo may
+// run concurrently with later Applies. Every other method is safe for
+// concurrent use, with each other and with the FSM side, except SetLog,
+// which must be called before the first write. Reads (Get, List, Revision,
+// Stats) wait only for an Apply's commit, never for watch delivery.
+type Store struct {
+	opts Options
+
+	// mu guards the fields down to fanMu. Lock order: mu, fanMu, then a
+	// watcher's mu.
+	mu     sync.RWMutex
+	log    Log
+	closed bool
+	state
+	gen  uint64 // current snapshot generation, see table
+	hist history
+	// waitMu guards revChanged, which is closed when the revision moves
+	// and is nil while nobody waits. Waiters take it under mu.RLock.
+	waitMu     sync.Mutex
+	revChanged chan struct{}
+
+	// fanMu guards the watcher registry and fanRev, and serializes
+	// fan-out, so that events reach each watcher in revision order.
+	fanMu      sync.Mutex
+	fanRev     int64 // every event up to fanRev has been fanned out
+	watchers   map[watchKey]map[*watcher]struct{}
+	nwatchers  int
+	bookmarked map[*watcher]struct{} // watchers that asked for bookmarks
+	ticking    bool                  // the bookmark ticker runs
+
+	done chan struct{} // closed by Close
+}
+
+var (
+	_ Reader = (*Store)(nil)
+	_ FSM    = (*Store)(nil)
+)
+
+// New returns an empty store at revision 0. Until SetLog replaces it, writes
+// go through NewMemLog.
+func New(opts Options) *Store {
+	opts = opts.withDefaults()
+	s := &Store{
+		opts:       opts,
+		state:      state{tables: newTables()},
+		hist:       history{size: opts.HistorySize},
+		watchers:   make(map[watchKey]map[*watcher]struct{}),
+		bookmarked: make(map[*watcher]struct{}),
+		done:       make(chan struct{}),
+	}
+	s.log = NewMemLog(s)
+	return s
+}
+
+// SetLog makes Txn propose through l, which must apply committed commands
+// with s.Apply. Call it before the first write.
+func (s *Store) SetLog(l Log) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = l
+}
+
+// Txn applies ops atomically at one revision: it proposes them to the Log as
+// one command and returns what Apply made of it. When an op fails, nothing is
+// applied and the error is an *OpError wrapping ErrNotFound, ErrExists,
+// ErrConflict or ErrInvalid. Txn without ops is a barrier: it returns the
+// revision at which it went through the Log.
+func (s *Store) Txn(ctx context.Context, ops ...Op) (Result, error) {
+	if err := validateOps(ops); err != nil {
+		return Result{}, err
+	}
+	s.mu.RLock()
+	l, closed := s.log, s.closed
+	s.mu.RUnlock()
+	if closed {
+		return Result{}, ErrClosed
+	}
+	out, err := l.Propose(ctx, encodeCommand(ops))
+	if err != nil {
+		return Result{}, err
+	}
+	switch out := out.(type) {
+	case Result:
+		return out, nil
+	case error:
+		return Result{}, out
+	}
+	return Result{}, fmt.Errorf("store: unexpected apply result %T", out)
+}
+
+// Create stores a new object at k. data is copied.
+func (s *Store) Create(ctx context.Context, k Key, data []byte) (*Object, error) {
+	return s.one(ctx, Op{Type: OpCreate, Key: k, Data: data})
+}
+
+// Update replaces the object at k; expectRevision, when non-zero, must be
+// its current revision. data is copied.
+func (s *Store) Update(ctx context.Context, k Key, data []byte, expectRevision int64) (*Object, error) {
+	return s.one(ctx, Op{Type: OpUpdate, Key: k, Data: data, ExpectRevision: expectRevision})
+}
+
+// Delete removes the object at k and returns its last version;
+// expectRevision and expectUID, when set, must match it.
+func (s *Store) Delete(ctx context.Context, k Key, expectRevision int64, expectUID string) (*Object, error) {
+	return s.one(ctx, Op{Type: OpDelete, Key: k, ExpectRevision: expectRevision, ExpectUID: expectUID})
+}
+
+func (s *Store) one(ctx context.Context, op Op) (*Object, error) {
+	res, err := s.Txn(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	return res.Objects[0], nil
+}
+
+// Revision returns the index of the last applied command.
+func (s *Store) Revision() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rev
+}
+
+// Get returns the current version of k. The object is shared: do not modify
+// it.
+func (s *Store) Get(k Key) (*Object, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if o := lookup(s.tables, k); o != nil {
+		return o, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNotFound, k)
+}
+
+// WaitForRevision blocks until Revision() >= rev, ctx is done (returning
+// its error) or the store is closed (ErrClosed).
+func (s *Store) WaitForRevision(ctx context.Context, rev int64) error {
+	for {
+		s.mu.RLock()
+		if s.closed {
+			s.mu.RUnlock()
+			return ErrClosed
+		}
+		if s.rev >= rev {
+			s.mu.RUnlock()
+			return nil
+		}
+		s.waitMu.Lock()
+		if s.revChanged == nil {
+			s.revChanged = make(chan struct{})
+		}
+		ch := s.revChanged
+		s.waitMu.Unlock()
+		s.mu.RUnlock()
+
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// wakeWaiters wakes WaitForRevision callers; s.mu must be held for writing.
+func (s *Store) wakeWaiters() {
+	s.waitMu.Lock()
+	if s.revChanged != nil {
+		close(s.revChanged)
+		s.revChanged = nil
+	}
+	s.waitMu.Unlock()
+}
+
+// Stats returns counters of the current state.
+func (s *Store) Stats() Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.fanMu.Lock()
+	n := s.nwatchers
+	s.fanMu.Unlock()
+	return Stats{
+		Objects:        s.objects,
+		Bytes:          s.bytes,
+		Watchers:       n,
+		Revision:       s.rev,
+		OldestRevision: s.hist.floor,
+	}
+}
+
+// Close ends every watcher with ErrClosed and makes further calls fail with
+// ErrClosed. It is idempotent.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	close(s.done)
+	s.wakeWaiters()
+	s.fanMu.Lock()
+	s.endWatchers(ErrClosed)
+	s.fanMu.Unlock()
+}

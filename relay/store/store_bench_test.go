@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// benchData is a pod-sized object of about 600 bytes.
+var benchData = body("0a1b2c3d-4e5f-6789-abcd-ef0123456789",
+	map[string]string{"app": "web", "tier": "frontend", "canopy.dev/placement": "edge-eu"},
+	map[string]any{
+		"replicas": 3,
+		"template": map[string]any{
+			"containers": []any{map[string]any{
+				"name":      "web",
+				"image":     "registry.example.com/web:1.27.3",
+				"ports":     []any{map[string]any{"containerPort": 8080, "protocol": "TCP"}},
+				"resources": map[string]any{"requests": map[string]any{"cpu": "250m", "memory": "256Mi"}},
+				"env":       []any{map[string]any{"name": "MODE", "value": "production"}},
+			}},
+			"nodeSelector": map[string]any{"kubernetes.io/os": "linux"},
+		},
+	})
+
+// benchStore returns a store holding n objects in space ws, resource pods,
+// spread over 10 namespaces, and their keys.
+func benchStore(b *testing.B, n int) (*Store, []Key) {
+	s := New(Options{})
+	b.Cleanup(s.Close)
+	keys := make([]Key, n)
+	ops := make([]Op, 0, 1000)
+	for i := range keys {
+		keys[i] = key("ws", pods, fmt.Sprint("ns", i%10), fmt.Sprintf("pod-%06d", i))
+		ops = append(ops, Op{Type: OpCreate, Key: keys[i], Data: benchData})
+		if len(ops) == cap(ops) || i == n-1 {
+			if _, err := s.Txn(context.Background(), ops...); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	return s, keys
+}
+
+func BenchmarkCreate(b *testing.B) {
+	s := New(Options{})
+	b.Cleanup(s.Close)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchData)))
+	i := 0
+	for b.Loop() {
+		if _, err := s.Create(ctx, key("ws", pods, "ns", strconv.Itoa(i)), benchData); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	s, keys := benchStore(b, 10_000)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := s.Get(keys[i%len(keys)]); err != nil {
+			b.Fatal(err)
+		}
+		i += 7919 // a prime: visit keys out of order
+	}
+}
+
+func BenchmarkList(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		s, _ := benchStore(b, n)
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := s.List(ListOptions{Space: "ws", Resource: pods})
+				if err != nil || len(res.Items) != n {
+					b.Fatal(len(res.Items), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("objects=%d/limit=50", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := s.List(ListOptions{Space: "ws", Resource: pods, Limit: 50})
+				if err != nil || len(res.Items) != 50 || res.Remaining != int64(n-50) {
+					b.Fatal(len(res.Items), res.Remaining, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWatchFanout1000 measures one update applied and delivered to
+// 1 000 watchers of its resource.
+func BenchmarkWatchFanout1000(b *testing.B) {
+	const watchers = 1000
+	s, keys := benchStore(b, 1)
+	ctx := context.Background()
+	var delivered sync.WaitGroup
+	for range watchers {
+		w, err := s.Watch(ctx, WatchOptions{Space: "ws", Resource: pods})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(w.Stop)
+		go func() {
+			for range w.Events() {
+				delivered.Done()
+			}
+		}()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		delivered.Add(watchers)
+		if _, err := s.Update(ctx, keys[0], benchData, 0); err != nil {
+			b.Fatal(err)
+		}
+		delivered.Wait()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*watchers), "ns/delivery")
+}

@@ -1,0 +1,396 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Watch starts a watcher. Events with a revision after opts.Since (after the
+// current revision when Since is 0) that match opts arrive in revision order,
+// those still in history first. Since older than history fails with
+// ErrExpired. The watcher ends when ctx is done, on Stop, when its consumer
+// falls more than Options.WatcherQueue events behind (ErrTooSlow), on
+// Restore (ErrExpired) and on Close (ErrClosed).
+func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := &watcher{
+		s:         s,
+		filter:    newFilter(opts),
+		bookmarks: opts.Bookmarks,
+		max:       s.opts.WatcherQueue,
+		ch:        make(chan Event),
+		done:      make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+	}
+
+	// Holding mu (read) keeps Apply from committing while the history is
+	// replayed and fanMu is awaited, so the watcher misses nothing and
+	// gets nothing twice.
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	if opts.Since > 0 {
+		if opts.Since < s.hist.floor {
+			s.mu.RUnlock()
+			return nil, fmt.Errorf("%w: revision %d is older than %d", ErrExpired, opts.Since, s.hist.floor)
+		}
+		s.hist.since(opts.Since, func(ev Event) {
+			if ev, ok := w.filter.translate(ev); ok {
+				w.backlog = append(w.backlog, ev)
+			}
+		})
+	}
+	w.floor = max(opts.Since, s.rev)
+	s.fanMu.Lock()
+	s.register(w)
+	s.fanMu.Unlock()
+	s.mu.RUnlock()
+
+	go w.run(ctx)
+	return w, nil
+}
+
+// watchKey indexes watchers by what they watch, so that fan-out visits only
+// the watchers of an event's (space, resource) and the wildcard ones.
+type watchKey struct {
+	allSpaces bool
+	space     string
+	allRes    bool
+	res       Resource
+}
+
+// filter is a watcher's selection.
+type filter struct {
+	watchKey
+	since int64 // only events after since
+	ns    string
+	label labels.Selector // nil: everything
+	field fields.Selector // nil: everything
+}
+
+func newFilter(o WatchOptions) filter {
+	f := filter{
+		watchKey: watchKey{
+			allSpaces: o.Space == "",
+			space:     o.Space,
+			allRes:    o.Resource.Resource == "",
+		},
+		since: o.Since,
+		ns:    o.Namespace,
+	}
+	if !f.allRes {
+		f.res = o.Resource
+	}
+	if o.Label != nil && !o.Label.Empty() {
+		f.label = o.Label
+	}
+	if o.Field != nil && !o.Field.Empty() {
+		f.field = o.Field
+	}
+	return f
+}
+
+func (f *filter) matches(o *Object) bool {
+	k := o.Key
+	switch {
+	case !f.allSpaces && k.Space != f.space,
+		!f.allRes && k.Resource != f.res,
+		f.ns != "" && k.Namespace != f.ns,
+		f.label != nil && !f.label.Matches(o.Labels),
+		f.field != nil && !f.field.Matches(o.Fields):
+		return false
+	}
+	return true
+}
+
+// translate returns the event a watcher with this filter sees for ev, if
+// any: a change into the selection is Added, one out of it Deleted.
+func (f *filter) translate(ev Event) (Event, bool) {
+	if ev.Revision <= f.since {
+		return Event{}, false
+	}
+	if ev.Type != Modified {
+		return ev, f.matches(ev.Object)
+	}
+	now, was := f.matches(ev.Object), f.matches(ev.Prev)
+	switch {
+	case now && was:
+		return ev, true
+	case now:
+		return Event{Type: Added, Revision: ev.Revision, Object: ev.Object}, true
+	case was:
+		return Event{Type: Deleted, Revision: ev.Revision, Object: ev.Object, Prev: ev.Prev}, true
+	}
+	return Event{}, false
+}
+
+// watcher implements Watcher. Fan-out pushes onto its queue without
+// blocking; its goroutine (run) moves events from the backlog, then the queue,
+// to ch.
+type watcher struct {
+	s         *Store
+	filter    filter
+	bookmarks bool
+	floor     int64 // bookmarks never report less: max(Since, revision at start)
+	max       int   // queue bound
+
+	ch   chan Event
+	done chan struct{} // closed when the watch ends
+	wake chan struct{} // signals run that the queue has events
+
+	backlog []Event // history replayed at start; owned by run
+
+	mu    sync.Mutex
+	queue []Event // pending events are queue[head:]
+	head  int
+	busy  bool // an event was queued since the last bookmark tick
+	ended bool
+	err   error
+}
+
+func (w *watcher) Events() <-chan Event { return w.ch }
+
+func (w *watcher) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *watcher) Stop() { w.end(nil) }
+
+// end unregisters the watcher and ends it with err.
+func (w *watcher) end(err error) {
+	w.s.fanMu.Lock()
+	w.s.unregister(w)
+	w.s.fanMu.Unlock()
+	w.mu.Lock()
+	w.finishLocked(err)
+	w.mu.Unlock()
+}
+
+// finishLocked ends the watch with err unless it already ended. w.mu must be
+// held.
+func (w *watcher) finishLocked(err error) {
+	if w.ended {
+		return
+	}
+	w.ended, w.err = true, err
+	w.queue, w.head = nil, 0
+	close(w.done)
+}
+
+// finish is finishLocked for callers that do not hold w.mu.
+func (w *watcher) finish(err error) {
+	w.mu.Lock()
+	w.finishLocked(err)
+	w.mu.Unlock()
+}
+
+// push queues ev. It returns false when the watcher has ended, possibly
+// because ev overflowed its queue, and must be unregistered.
+func (w *watcher) push(ev Event) bool {
+	w.mu.Lock()
+	ok := w.enqueueLocked(ev)
+	w.busy = true
+	w.mu.Unlock()
+	if ok {
+		w.signal()
+	}
+	return ok
+}
+
+// bookmark queues a Bookmark at rev when no event was queued since the last
+// call and none is pending.
+func (w *watcher) bookmark(rev int64) {
+	w.mu.Lock()
+	idle := !w.busy && w.head == len(w.queue)
+	w.busy = false
+	ok := idle && w.enqueueLocked(Event{Type: Bookmark, Revision: max(rev, w.floor)})
+	w.mu.Unlock()
+	if ok {
+		w.signal()
+	}
+}
+
+func (w *watcher) enqueueLocked(ev Event) bool {
+	if w.ended {
+		return false
+	}
+	if len(w.queue)-w.head >= w.max {
+		w.finishLocked(ErrTooSlow)
+		return false
+	}
+	if w.head > 0 && len(w.queue) == cap(w.queue) {
+		n := copy(w.queue, w.queue[w.head:])
+		clear(w.queue[n:])
+		w.queue, w.head = w.queue[:n], 0
+	}
+	w.queue = append(w.queue, ev)
+	return true
+}
+
+func (w *watcher) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run delivers events to ch until the watch ends, then closes ch.
+func (w *watcher) run(ctx context.Context) {
+	defer close(w.ch)
+	for {
+		ev, ok := w.next(ctx)
+		if !ok {
+			return
+		}
+		select {
+		case w.ch <- ev:
+		case <-w.done:
+			return
+		case <-ctx.Done():
+			w.end(nil)
+			return
+		}
+	}
+}
+
+// next waits for the next event to deliver; false means the watch ended.
+func (w *watcher) next(ctx context.Context) (Event, bool) {
+	if len(w.backlog) > 0 {
+		ev := w.backlog[0]
+		w.backlog = w.backlog[1:]
+		if len(w.backlog) == 0 {
+			w.backlog = nil
+		}
+		return ev, true
+	}
+	for {
+		w.mu.Lock()
+		if w.ended {
+			w.mu.Unlock()
+			return Event{}, false
+		}
+		if w.head < len(w.queue) {
+			ev := w.queue[w.head]
+			w.queue[w.head] = Event{}
+			w.head++
+			if w.head == len(w.queue) {
+				w.queue, w.head = w.queue[:0], 0
+			}
+			w.mu.Unlock()
+			return ev, true
+		}
+		w.mu.Unlock()
+
+		select {
+		case <-w.wake:
+		case <-w.done:
+			return Event{}, false
+		case <-ctx.Done():
+			w.end(nil)
+			return Event{}, false
+		}
+	}
+}
+
+// register adds w to the registry, starting the bookmark ticker if w is the
+// first to want bookmarks. s.fanMu must be held.
+func (s *Store) register(w *watcher) {
+	b := s.watchers[w.filter.watchKey]
+	if b == nil {
+		b = make(map[*watcher]struct{})
+		s.watchers[w.filter.watchKey] = b
+	}
+	b[w] = struct{}{}
+	s.nwatchers++
+	if w.bookmarks {
+		s.bookmarked[w] = struct{}{}
+		if !s.ticking {
+			s.ticking = true
+			go s.tickBookmarks()
+		}
+	}
+}
+
+// unregister removes w from the registry, if there. s.fanMu must be held.
+func (s *Store) unregister(w *watcher) {
+	b := s.watchers[w.filter.watchKey]
+	if _, ok := b[w]; !ok {
+		return
+	}
+	delete(b, w)
+	if len(b) == 0 {
+		delete(s.watchers, w.filter.watchKey)
+	}
+	delete(s.bookmarked, w)
+	s.nwatchers--
+}
+
+// endWatchers ends every watcher with err. s.fanMu must be held.
+func (s *Store) endWatchers(err error) {
+	for _, b := range s.watchers {
+		for w := range b {
+			w.finish(err)
+		}
+	}
+	clear(s.watchers)
+	clear(s.bookmarked)
+	s.nwatchers = 0
+}
+
+// fanOut queues evs on the watchers that select them, closing those that
+// overflow. It never blocks on a consumer. s.fanMu must be held.
+func (s *Store) fanOut(evs []Event) {
+	if s.nwatchers == 0 {
+		return
+	}
+	for _, ev := range evs {
+		k := ev.Object.Key
+		for _, wk := range [...]watchKey{
+			{space: k.Space, res: k.Resource},
+			{space: k.Space, allRes: true},
+			{allSpaces: true, res: k.Resource},
+			{allSpaces: true, allRes: true},
+		} {
+			for w := range s.watchers[wk] {
+				if ev, ok := w.filter.translate(ev); ok && !w.push(ev) {
+					s.unregister(w)
+				}
+			}
+		}
+	}
+}
+
+// tickBookmarks is the one ticker behind every watcher's bookmarks. It stops
+// when no watcher wants bookmarks any more, or on Close.
+func (s *Store) tickBookmarks() {
+	t := time.NewTicker(s.opts.BookmarkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		s.fanMu.Lock()
+		if len(s.bookmarked) == 0 {
+			s.ticking = false
+			s.fanMu.Unlock()
+			return
+		}
+		for w := range s.bookmarked {
+			w.bookmark(s.fanRev)
+		}
+		s.fanMu.Unlock()
+	}
+}

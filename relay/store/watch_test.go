@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func checkEvent(t *testing.T, ev Event, typ EventType, rev int64, obj, prev *Object) {
+	t.Helper()
+	if ev.Type != typ || ev.Revision != rev || ev.Object != obj || ev.Prev != prev {
+		t.Fatalf("got %s@%d object %p prev %p, want %s@%d object %p prev %p",
+			ev.Type, ev.Revision, ev.Object, ev.Prev, typ, rev, obj, prev)
+	}
+}
+
+func TestWatchFromNow(t *testing.T) {
+	s := newStore(t, Options{})
+	k := key("ws", pods, "ns", "a")
+	mustCreate(t, s, key("ws", pods, "ns", "before"), body("u", nil, 0))
+	w := mustWatch(t, s, WatchOptions{Space: "ws", Resource: pods})
+
+	c := mustCreate(t, s, k, body("u", nil, 1))
+	u := mustUpdate(t, s, k, body("u", nil, 2))
+	d := mustDelete(t, s, k)
+	checkEvent(t, next(t, w), Added, c.Revision, c, nil)
+	checkEvent(t, next(t, w), Modified, u.Revision, u, c)
+	checkEvent(t, next(t, w), Deleted, s.Revision(), u, u)
+	if d != u {
+		t.Fatalf("delete returned %p, want the last version %p", d, u)
+	}
+}
+
+func TestWatchTxnEvents(t *testing.T) {
+	s := newStore(t, Options{})
+	a, b := key("ws", pods, "ns", "a"), key("ws", pods, "ns", "b")
+	oa := mustCreate(t, s, a, body("u", nil, 0))
+	w := mustWatch(t, s, WatchOptions{Space: "ws"})
+	res, err := s.Txn(context.Background(),
+		Op{Type: OpCreate, Key: b, Data: body("u", nil, 1)},
+		Op{Type: OpDelete, Key: a},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEvent(t, next(t, w), Added, res.Revision, res.Objects[0], nil)
+	checkEvent(t, next(t, w), Deleted, res.Revision, oa, oa)
+}
+
+func TestWatchFromHistory(t *testing.T) {
+	s := newStore(t, Options{})
+	var objs []*Object
+	for i := range 5 {
+		objs = append(objs, mustCreate(t, s, key("ws", pods, "ns", fmt.Sprint(i)), body("u", nil, i)))
+	}
+	w := mustWatch(t, s, WatchOptions{Space: "ws", Since: objs[1].Revision})
+	for _, o := range objs[2:] {
+		checkEvent(t, next(t, w), Added, o.Revision, o, nil)
+	}
+	live := mustCreate(t, s, key("ws", pods, "ns", "live"), body("u", nil, 0))
+	checkEvent(t, next(t, w), Added, live.Revision, live, nil)
+
+	// Since in the future: nothing until after Since.
+	future := mustWatch(t, s, WatchOptions{Space: "ws", Since: s.Revision() + 1})
+	mustCreate(t, s, key("ws", pods, "ns", "skipped"), body("u", nil, 0))
+	after := mustCreate(t, s, key("ws", pods, "ns", "after"), body("u", nil, 0))
+	checkEvent(t, next(t, future), Added, after.Revision, after, nil)
+}
+
+func TestWatchExpired(t *testing.T) {
+	s := newStore(t, Options{HistorySize: 4})
+	ctx := context.Background()
+	for i := range 3 {
+		mustCreate(t, s, key("ws", pods, "ns", fmt.Sprint(i)), body("u", nil, i))
+	}
+	// A txn of three events at revision 4 pushes out revisions 1 and 2.
+	res, err := s.Txn(ctx,
+		Op{Type: OpCreate, Key: key("ws", pods, "ns", "x"), Data: body("u", nil, 0)},
+		Op{Type: OpCreate, Key: key("ws", pods, "ns", "y"), Data: body("u", nil, 0)},
+		Op{Type: OpCreate, Key: key("ws", pods, "ns", "z"), Data: body("u", nil, 0)},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().OldestRevision; got != 2 {
+		t.Fatalf("oldest revision %d, want 2", got)
+	}
+	if _, err := s.Watch(ctx, WatchOptions{Since: 1}); !errors.Is(err, ErrExpired) {
+		t.Fatalf("Since 1: %v", err)
+	}
+	w := mustWatch(t, s, WatchOptions{Since: 2})
+	if ev := next(t, w); ev.Revision != 3 {
+		t.Fatalf("first event at %d, want 3", ev.Revision)
+	}
+	for _, o := range res.Objects {
+		checkEvent(t, next(t, w), Added, res.Revision, o, nil)
+	}
+
+	// Two more events drop revision 3 and the first event of revision 4:
+	// only Since >= 4 is served from now on.
+	mustCreate(t, s, key("ws", pods, "ns", "5"), body("u", nil, 0))
+	mustCreate(t, s, key("ws", pods, "ns", "6"), body("u", nil, 0))
+	if _, err := s.Watch(ctx, WatchOptions{Since: 3}); !errors.Is(err, ErrExpired) {
+		t.Fatalf("Since 3 after rollover: %v", err)
+	}
+	mustWatch(t, s, WatchOptions{Since: 4})
+}
+
+func TestWatchSelectionChanges(t *testing.T) {
+	web := labels.Set{"app": "web"}
+	db := labels.Set{"app": "db"}
+	s := newStore(t, Options{})
+	w := mustWatch(t, s, WatchOptions{Space: "ws", Label: labels.SelectorFromSet(web)})
+	k := key("ws", pods, "ns", "a")
+
+	mustCreate(t, s, k, body("u", db, 0))           // out: nothing
+	in := mustUpdate(t, s, k, body("u", web, 1))    // enters: Added
+	still := mustUpdate(t, s, k, body("u", web, 2)) // stays: Modified
+	out := mustUpdate(t, s, k, body("u", db, 3))    // leaves: Deleted
+	mustUpdate(t, s, k, body("u", db, 4))           // out: nothing
+	mustDelete(t, s, k)                             // out: nothing
+	marker := mustCreate(t, s, key("ws", pods, "ns", "m"), body("u", web, 0))
+
+	checkEvent(t, next(t, w), Added, in.Revision, in, nil)
+	checkEvent(t, next(t, w), Modified, still.Revision, still, in)
+	checkEvent(t, next(t, w), Deleted, out.Revision, out, still)
+	checkEvent(t, next(t, w), Added, marker.Revision, marker, nil)
+}
+
+func TestWatchScopes(t *testing.T) {
+	s := newStore(t, Options{BookmarkInterval: 5 * time.Millisecond, Fields: nodeFields})
+	writes := []Key{
+		key("", pods, "", "sys"),
+		key("ws", pods, "ns1", "a"),
+		key("ws", pods, "ns2", "a"),
+		key("ws", deploys, "ns1", "a"),
+		key("ws", Resource{Group: "x", Resource: "pods"}, "ns1", "a"),
+		key("other", pods, "ns1", "a"),
+	}
+	for _, tc := range []struct {
+		name string
+		opts WatchOptions
+		want []int // indexes into writes
+	}{
+		{"every space", WatchOptions{}, []int{0, 1, 2, 3, 4, 5}},
+		{"space", WatchOptions{Space: "ws"}, []int{1, 2, 3, 4}},
+		{"space and resource", WatchOptions{Space: "ws", Resource: pods}, []int{1, 2}},
+		{"resource in every space", WatchOptions{Resource: pods}, []int{0, 1, 2, 5}},
+		{"namespace", WatchOptions{Space: "ws", Namespace: "ns1"}, []int{1, 3, 4}},
+		{"namespace in every space", WatchOptions{Resource: pods, Namespace: "ns1"}, []int{1, 5}},
+		{"field", WatchOptions{Field: fields.OneTermEqualSelector("metadata.namespace", "ns2")}, []int{2}},
+		{"custom field", WatchOptions{Field: fields.OneTermEqualSelector("spec.node", "na")}, []int{1, 2, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.Bookmarks = true
+			w := mustWatch(t, s, opts)
+			from := s.Revision()
+			for _, k := range writes {
+				mustCreate(t, s, k, body("u", nil, map[string]any{"node": "n" + k.Name}))
+			}
+			var got []int
+			for _, ev := range collect(t, w, s.Revision()) {
+				got = append(got, int(ev.Revision-from-1))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got writes %v, want %v", got, tc.want)
+			}
+			for _, k := range writes {
+				mustDelete(t, s, k)
+			}
+		})
+	}
+}
+
+func TestWatchBookmarks(t *testing.T) {
+	s := newStore(t, Options{BookmarkInterval: 5 * time.Millisecond})
+	first := mustCreate(t, s, key("ws", pods, "busy", "first"), body("u", nil, 0))
+	quiet := mustWatch(t, s, WatchOptions{Space: "ws", Namespace: "quiet", Bookmarks: true})
+	plain := mustWatch(t, s, WatchOptions{Space: "ws"})
+
+	// An idle watcher gets bookmarks at the revision it is at.
+	if ev := next(t, quiet); ev.Type != Bookmark || ev.Revision != first.Revision || ev.Object != nil {
+		t.Fatalf("first event %+v, want a bookmark at %d", ev, first.Revision)
+	}
+	// Changes it does not select move its bookmarks forward.
+	last := mustCreate(t, s, key("ws", pods, "busy", "a"), body("u", nil, 0))
+	for {
+		ev := next(t, quiet)
+		if ev.Type != Bookmark {
+			t.Fatalf("unexpected %s", ev.Type)
+		}
+		if ev.Revision == last.Revision {
+			break
+		}
+	}
+	// A watcher that did not ask gets none.
+	if ev := next(t, plain); ev.Type != Added || ev.Object != last {
+		t.Fatalf("plain watcher got %+v", ev)
+	}
+
+	// Bookmarks after a replay report at least the revision replayed to.
+	replay := mustWatch(t, s, WatchOptions{Space: "ws", Since: last.Revision - 1, Bookmarks: true})
+	checkEvent(t, next(t, replay), Added, last.Revision, last, nil)
+	if ev := next(t, replay); ev.Type != Bookmark || ev.Revision != last.Revision {
+		t.Fatalf("after replay: %+v", ev)
+	}
+
+	// The ticker stops with its last bookmark watcher and restarts with
+	// the next one.
+	quiet.Stop()
+	replay.Stop()
+	eventually(t, "the bookmark ticker to stop", func() bool {
+		s.fanMu.Lock()
+		defer s.fanMu.Unlock()
+		return !s.ticking
+	})
+	again := mustWatch(t, s, WatchOptions{Bookmarks: true})
+	if ev := next(t, again); ev.Type != Bookmark {
+		t.Fatalf("got %+v, want a bookmark", ev)
+	}
+}
+
+func TestWatchTooSlow(t *testing.T) {
+	const queue, writes = 8, 100
+	s := newStore(t, Options{WatcherQueue: queue})
+	slow := mustWatch(t, s, WatchOptions{Space: "ws"}) // never read while writing
+	fast := mustWatch(t, s, WatchOptions{Space: "ws"})
+
+	// Apply never waits for the slow watcher: all writes complete, and a
+	// watcher that keeps up gets every event.
+	for i := range writes {
+		o := mustCreate(t, s, key("ws", pods, "ns", fmt.Sprint(i)), body("u", nil, i))
+		checkEvent(t, next(t, fast), Added, o.Revision, o, nil)
+	}
+	if err := ended(t, slow); !errors.Is(err, ErrTooSlow) {
+		t.Fatalf("slow watcher: %v", err)
+	}
+	if n := s.Stats().Watchers; n != 1 {
+		t.Fatalf("%d watchers registered, want 1", n)
+	}
+}
+
+func TestWatchStop(t *testing.T) {
+	s := newStore(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	byCtx, err := s.Watch(ctx, WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byStop := mustWatch(t, s, WatchOptions{})
+	// Pending events do not keep a stopped watcher open.
+	mustCreate(t, s, key("ws", pods, "ns", "a"), body("u", nil, 0))
+
+	byStop.Stop()
+	byStop.Stop()
+	cancel()
+	for name, w := range map[string]Watcher{"Stop": byStop, "context": byCtx} {
+		if err := ended(t, w); err != nil {
+			t.Errorf("ended by %s: Err() = %v, want nil", name, err)
+		}
+	}
+	eventually(t, "watchers to unregister", func() bool { return s.Stats().Watchers == 0 })
+
+	if _, err := s.Watch(ctx, WatchOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch with a done context: %v", err)
+	}
+}
