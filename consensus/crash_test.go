@@ -23,7 +23,7 @@ const (
 	helperRoundEnv = "CONSENSUS_CRASH_ROUND"
 	// helperWriters proposes concurrently, so the child is killed in the
 	// middle of group commits, not between two single writes.
-	helperWriters = 4
+	helperWriters = 16
 	// helperMaxPerWriter stops a child whose parent is gone (its stdout
 	// would normally break first).
 	helperMaxPerWriter = 100_000

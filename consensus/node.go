@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -133,7 +135,7 @@ func (cfg Config) raftConfig(logger *slog.Logger) *raft.Config {
 type Node struct {
 	raft *raft.Raft
 	fsm  *fsmAdapter
-	wal  *raftwal.WAL
+	wal  *walStore
 
 	closing   atomic.Bool
 	closeOnce sync.Once
@@ -144,6 +146,28 @@ type Node struct {
 }
 
 var _ store.Log = (*Node)(nil)
+
+// walStore is raft's log and stable store. raft-wal's Close leaves its
+// metadata database open (and its file locked), so walStore owns that
+// database and closes it too.
+type walStore struct {
+	*raftwal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+func openWAL(dir string, logger hclog.Logger) (*walStore, error) {
+	meta := &metadb.BoltMetaDB{}
+	wal, err := raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithLogger(logger))
+	if err != nil {
+		return nil, errors.Join(err, meta.Close())
+	}
+	return &walStore{WAL: wal, meta: meta}, nil
+}
+
+// Close closes the log, then its metadata database.
+func (w *walStore) Close() error {
+	return errors.Join(w.WAL.Close(), w.meta.Close())
+}
 
 // Open starts the node whose state lives in cfg.Dir, bootstrapping a
 // single-voter cluster on first start, and drives fsm, which must be empty.
@@ -164,7 +188,7 @@ func Open(cfg Config, fsm store.FSM) (*Node, error) {
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("consensus: %w", err)
 	}
-	wal, err := raftwal.Open(walDir, raftwal.WithLogger(newHCLogger(logger, "raft-wal")))
+	wal, err := openWAL(walDir, newHCLogger(logger, "raft-wal"))
 	if err != nil {
 		return nil, fmt.Errorf("consensus: opening log %s: %w", walDir, err)
 	}

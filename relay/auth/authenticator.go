@@ -23,8 +23,9 @@ import (
 // AdminUser is the user name the admin token authenticates as.
 const AdminUser = "canopy:admin"
 
-// AuthenticatorConfig says which credentials the API accepts. The zero value
-// of each field switches the corresponding method off.
+// AuthenticatorConfig says which credentials the API accepts. Each kind of
+// credential is off while its field (AdminToken, ClientCAs, SAKey) is zero;
+// the zero AuthenticatorConfig authenticates nobody.
 type AuthenticatorConfig struct {
 	// AdminToken is a bearer token that authenticates as AdminUser in the
 	// groups system:masters and system:authenticated. Empty: no admin token.

@@ -131,7 +131,11 @@ func normalize(rq *request, sv *served, obj, old *unstructured.Unstructured) (*u
 		obj.SetAPIVersion(sv.apiVersion())
 		obj.SetKind(sv.kind)
 	} else if sv.crdVer != nil {
-		pruned, errs := sv.crdVer.Prepare(obj, old)
+		prepare := sv.crdVer.Prepare
+		if rq.info != nil && rq.info.Subresource == "status" {
+			prepare = sv.crdVer.PrepareStatus
+		}
+		pruned, errs := prepare(obj, old)
 		for _, p := range pruned {
 			unknown = append(unknown, fmt.Sprintf("unknown field %q", p))
 		}

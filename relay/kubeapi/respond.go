@@ -3,15 +3,12 @@ package kubeapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -43,33 +40,6 @@ func (rq *request) writeError(err error) {
 		code = http.StatusInternalServerError
 	}
 	writeJSON(rq, code, &status)
-}
-
-// forbidden builds kube's 403 for an authorization denial.
-func forbidden(u user.Info, a authorizer.Attributes, reason string) error {
-	gr := schema.GroupResource{Group: a.GetAPIGroup(), Resource: a.GetResource()}
-	if a.GetSubresource() != "" {
-		gr.Resource += "/" + a.GetSubresource()
-	}
-	var msg string
-	switch {
-	case !a.IsResourceRequest():
-		msg = fmt.Sprintf("User %q cannot %s path %q", u.GetName(), a.GetVerb(), a.GetPath())
-	case a.GetNamespace() != "":
-		msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", u.GetName(), a.GetVerb(), gr.Resource, a.GetAPIGroup(), a.GetNamespace())
-	default:
-		msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", u.GetName(), a.GetVerb(), gr.Resource, a.GetAPIGroup())
-	}
-	if reason != "" {
-		msg += ": " + reason
-	}
-	if !a.IsResourceRequest() {
-		return &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
-			Message: fmt.Sprintf("forbidden: %s", msg),
-		}}
-	}
-	return apierrors.NewForbidden(gr, a.GetName(), errors.New(msg))
 }
 
 // asForbidden turns an impersonation refusal into a 403.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/canopy-dev/canopy/relay/auth"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -174,7 +175,7 @@ func (s *Server) serve(rq *request) {
 		s.log.Warn("authorization error", "space", space, "error", err)
 	}
 	if dec != authorizer.DecisionAllow {
-		rq.writeError(forbidden(u, attrs, reason))
+		rq.writeError(auth.NewForbidden(u, attrs, reason))
 		return
 	}
 

@@ -22,7 +22,7 @@ const (
 var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 // EnsureSpace creates space name of the given kind, with its system
-// namespaces, unless it exists. It is idempotent.
+// namespaces and default ClusterRoles, unless it exists. It is idempotent.
 func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 	now := metav1.NewTime(time.Now())
 	rec := map[string]any{
@@ -50,6 +50,19 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 			return err
 		}
 		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: name, Resource: store.Resource{Resource: "namespaces"}, Name: ns}, Data: b})
+	}
+	for _, cr := range defaultClusterRoles() {
+		m, err := toUnstructuredMap(cr)
+		if err != nil {
+			return err
+		}
+		md := m["metadata"].(map[string]any)
+		md["uid"], md["creationTimestamp"] = newUID(), now.UTC().Format(time.RFC3339)
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: name, Resource: store.Resource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, Name: cr.Name}, Data: b})
 	}
 	_, err = s.store.Txn(ctx, ops...)
 	if errors.Is(err, store.ErrExists) {

@@ -196,7 +196,7 @@ func (s *Server) serveTokenRequest(rq *request, sv *served) {
 		Spec:       tr.Spec,
 		Status:     authenticationv1.TokenRequestStatus{Token: tok, ExpirationTimestamp: metav1.NewTime(exp)},
 	}
-	secs := int64(ttl / time.Second)
+	secs := int64(time.Until(exp).Round(time.Second) / time.Second)
 	out.Spec.ExpirationSeconds = &secs
 	writeJSON(rq, http.StatusCreated, &out)
 }

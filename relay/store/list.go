@@ -51,6 +51,13 @@ func (s *Store) List(opts ListOptions) (ListResult, error) {
 	}
 	if opts.Resource.Resource != "" {
 		if ref, ok := s.tables.Get(tableRef{space: opts.Space, res: opts.Resource}); ok {
+			if l.selectsAll() {
+				n := ref.t.objs.Len()
+				if l.limit > 0 {
+					n = min(n, l.limit)
+				}
+				l.items = make([]*Object, 0, n)
+			}
 			l.table(ref)
 		}
 	} else {
@@ -85,14 +92,15 @@ type lister struct {
 
 func (l *lister) full() bool { return l.limit > 0 && len(l.items) == l.limit }
 
+// selectsAll reports whether every object of a table is selected.
+func (l *lister) selectsAll() bool { return l.ns == "" && l.label == nil && l.field == nil }
+
 // table lists the selected objects of one table.
 func (l *lister) table(ref tableRef) {
 	resumes := l.after != nil && ref.res == l.after.Resource
-	if l.full() && l.ns == "" && l.label == nil && l.field == nil && !resumes {
-		// Nothing to filter: count the whole table without visiting it.
-		l.remaining += ref.t.objs.Len()
-		return
-	}
+	// Without a selector and with the whole table in range, what remains
+	// of it once the page is full is a subtraction, not a scan.
+	countable := l.selectsAll() && !resumes
 	start := entry{ns: l.ns}
 	if resumes {
 		// The least key after the last one listed.
@@ -100,10 +108,16 @@ func (l *lister) table(ref tableRef) {
 			start = next
 		}
 	}
+	visited := 0
 	ref.t.objs.AscendGreaterOrEqual(start, func(e entry) bool {
 		if l.ns != "" && e.ns != l.ns {
 			return false
 		}
+		if countable && l.full() {
+			l.remaining += ref.t.objs.Len() - visited
+			return false
+		}
+		visited++
 		o := e.obj
 		switch {
 		case l.label != nil && !l.label.Matches(o.Labels),

@@ -17,7 +17,8 @@ type Options struct {
 	// default 100 000.
 	HistorySize int
 	// BookmarkInterval is how often an idle watcher that asked for
-	// bookmarks gets one; default 5s.
+	// bookmarks gets one (the first one to two intervals after its last
+	// event: one ticker serves all watchers); default 5s.
 	BookmarkInterval time.Duration
 	// WatcherQueue bounds the events queued for one watcher; a watcher that
 	// would exceed it is closed with ErrTooSlow. Default 10 000.
@@ -26,7 +27,8 @@ type Options struct {
 	// r; obj is a fresh decoding of the object as stored (numbers are
 	// json.Number). metadata.name and metadata.namespace are always set
 	// and cannot be overridden. Fields runs inside Apply, so it must be
-	// deterministic and fast. Nil: only the metadata fields.
+	// deterministic and fast, and must not panic. Nil: only the metadata
+	// fields.
 	Fields func(r Resource, obj map[string]any) fields.Set
 }
 

@@ -67,8 +67,8 @@ func lookup(tables *btree.BTreeG[tableRef], k Key) *Object {
 	return e.obj
 }
 
-// spaceTables calls fn for each table of space in order, starting with res
-// (or the first table when res is the zero Resource), until fn returns false.
+// spaceTables calls fn for each table of space in order, from the first
+// whose resource is not before res, until fn returns false.
 func spaceTables(tables *btree.BTreeG[tableRef], space string, res Resource, fn func(tableRef) bool) {
 	tables.AscendGreaterOrEqual(tableRef{space: space, res: res}, func(ref tableRef) bool {
 		return ref.space == space && fn(ref)

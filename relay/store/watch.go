@@ -172,9 +172,7 @@ func (w *watcher) end(err error) {
 	w.s.fanMu.Lock()
 	w.s.unregister(w)
 	w.s.fanMu.Unlock()
-	w.mu.Lock()
-	w.finishLocked(err)
-	w.mu.Unlock()
+	w.finish(err)
 }
 
 // finishLocked ends the watch with err unless it already ended. w.mu must be
@@ -221,6 +219,9 @@ func (w *watcher) bookmark(rev int64) {
 	}
 }
 
+// enqueueLocked appends ev to the queue, or ends the watch with ErrTooSlow
+// when the queue is full; false means the watch has ended. w.mu must be
+// held.
 func (w *watcher) enqueueLocked(ev Event) bool {
 	if w.ended {
 		return false
@@ -238,6 +239,7 @@ func (w *watcher) enqueueLocked(ev Event) bool {
 	return true
 }
 
+// signal wakes run if it waits for events.
 func (w *watcher) signal() {
 	select {
 	case w.wake <- struct{}{}:

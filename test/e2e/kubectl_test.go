@@ -857,10 +857,8 @@ func testKubectlAuth(t *testing.T, r *root, cs *kubernetes.Clientset) {
 		t.Errorf("the configmap the robot could not delete: %v", err)
 	}
 
-	// No credentials, or a bad token: 401.
-	if _, err := r.kubectlWith(t, bare, "get", "configmaps", "-n", ns); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
-		t.Errorf("no credentials: want Unauthorized, got %v", err)
-	}
+	// A bad token: 401. (Without any credentials kubectl prompts for a
+	// user name on stdin instead; badinput_test checks that 401 raw.)
 	if _, err := r.kubectlWith(t, bare, "--token=not-a-token", "get", "configmaps", "-n", ns); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("bad token: want Unauthorized, got %v", err)
 	}
@@ -999,7 +997,7 @@ func testKubectlCRD(t *testing.T, r *root, cs *kubernetes.Clientset) {
 		// kubectl says so from discovery, or from a 404 when its discovery
 		// cache still had widgets.
 		if !strings.Contains(err.Error(), `the server doesn't have a resource type "widgets"`) &&
-			!strings.Contains(err.Error(), "could not find the requested resource") {
+			!strings.Contains(err.Error(), "(NotFound)") {
 			return err
 		}
 		return nil
