@@ -124,13 +124,12 @@ func TestCrashKeepsAckedProposals(t *testing.T) {
 		// log kept of a writer must be a prefix of its sequence.
 		perWriter := map[string][]int{}
 		for key := range state.Keys {
-			prefix, i, _ := strings.Cut(key[strings.IndexByte(key, '/')+1:], "/")
-			seq, err := strconv.Atoi(i)
+			cut := strings.LastIndexByte(key, '/')
+			seq, err := strconv.Atoi(key[cut+1:])
 			if err != nil {
 				t.Fatalf("bad key %q", key)
 			}
-			writer := key[:strings.IndexByte(key, '/')] + "/" + prefix
-			perWriter[writer] = append(perWriter[writer], seq)
+			perWriter[key[:cut]] = append(perWriter[key[:cut]], seq)
 		}
 		for writer, seqs := range perWriter {
 			slices.Sort(seqs)

@@ -225,7 +225,7 @@ func Open(cfg Config, fsm store.FSM) (*Node, error) {
 	if err := n.waitReady(cfg.ReadyTimeout); err != nil {
 		return nil, errors.Join(err, n.Close())
 	}
-	logger.Info("consensus ready", "index", n.AppliedIndex(), "took", time.Since(start).Round(time.Millisecond))
+	logger.Info("consensus ready", "revision", n.AppliedIndex(), "took", time.Since(start).Round(time.Millisecond))
 	return n, nil
 }
 

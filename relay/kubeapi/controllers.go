@@ -312,15 +312,8 @@ func (lc *lifecycle) deleteKey(ctx context.Context, k store.Key, policy metav1.D
 // to go; orphan removes its references from dependents. Then it removes its
 // finalizer.
 func (lc *lifecycle) finishOwner(ctx context.Context, k store.Key) (bool, error) {
-	obj, err := lc.s.store.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	u, err := parseObject(obj.Data)
-	if err != nil || u.GetDeletionTimestamp() == nil {
+	obj, u, err := lc.getDeleting(k)
+	if u == nil {
 		return false, err
 	}
 	lc.mu.Lock()
@@ -369,6 +362,22 @@ func (lc *lifecycle) finishOwner(ctx context.Context, k store.Key) (bool, error)
 		return false, lc.removeFinalizer(ctx, k, finalizerForeground)
 	}
 	return false, nil
+}
+
+// getDeleting reads an object that is being deleted; u is nil when it is
+// gone or not being deleted.
+func (lc *lifecycle) getDeleting(k store.Key) (obj *store.Object, u *unstructured.Unstructured, err error) {
+	obj, err = lc.s.store.Get(k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if u, err = parseObject(obj.Data); err != nil || u.GetDeletionTimestamp() == nil {
+		return nil, nil, err
+	}
+	return obj, u, nil
 }
 
 // dropOwnerRef removes the reference to owner from a dependent.
@@ -435,15 +444,7 @@ func (lc *lifecycle) update(ctx context.Context, k store.Key, mutate func(*unstr
 // finishNamespace deletes everything in a terminating namespace, then
 // removes the namespace's "kubernetes" finalizer, which deletes it.
 func (lc *lifecycle) finishNamespace(ctx context.Context, k store.Key) (bool, error) {
-	obj, err := lc.s.store.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	u, err := parseObject(obj.Data)
-	if err != nil || u.GetDeletionTimestamp() == nil {
+	if _, u, err := lc.getDeleting(k); u == nil {
 		return false, err
 	}
 	list, err := lc.s.store.List(store.ListOptions{Space: k.Space, Namespace: k.Name})

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -130,7 +129,7 @@ func (s *Server) serveDiscoveryPath(rq *request, rest string) bool {
 	default:
 		return false
 	}
-	rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+	rq.writeError(errNoResource())
 	return true
 }
 

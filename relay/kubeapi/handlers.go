@@ -24,7 +24,7 @@ func (s *Server) serveResource(rq *request) {
 	info := rq.info
 	sv, ok := s.catalog.lookup(rq.space, info.APIGroup, info.APIVersion, info.Resource)
 	if !ok {
-		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		rq.writeError(errNoResource())
 		return
 	}
 	if rq.metricResource == "" {
@@ -34,7 +34,7 @@ func (s *Server) serveResource(rq *request) {
 	// kube's authorization expects); for every other cluster-scoped
 	// resource a namespace in the path is an unknown URL.
 	if info.Namespace != "" && !sv.namespaced && sv.gr() != namespacesGR {
-		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		rq.writeError(errNoResource())
 		return
 	}
 	if h, ok := virtualResources[sv.gr()]; ok {
@@ -44,12 +44,12 @@ func (s *Server) serveResource(rq *request) {
 	switch info.Subresource {
 	case "", "status":
 		if info.Subresource == "status" && !sv.status {
-			rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+			rq.writeError(errNoResource())
 			return
 		}
 	case "scale":
 		if sv.scale == nil {
-			rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+			rq.writeError(errNoResource())
 			return
 		}
 		s.serveScale(rq, sv)
@@ -59,10 +59,10 @@ func (s *Server) serveResource(rq *request) {
 			s.serveTokenRequest(rq, sv)
 			return
 		}
-		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		rq.writeError(errNoResource())
 		return
 	default:
-		rq.writeError(apierrors.NewNotFound(schema.GroupResource{}, ""))
+		rq.writeError(errNoResource())
 		return
 	}
 	if sv.namespaced && info.Namespace == "" && (info.Verb == "create" || info.Name != "") {

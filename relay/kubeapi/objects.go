@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -123,6 +124,7 @@ func normalize(rq *request, sv *served, obj, old *unstructured.Unstructured) (*u
 		for _, e := range strictErrs {
 			unknown = append(unknown, e.Error())
 		}
+		convertTyped(typed)
 		m, err := toUnstructuredMap(typed)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
@@ -225,6 +227,15 @@ func prepareCreate(sv *served, obj *unstructured.Unstructured, now time.Time) er
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetSelfLink("")
+	if sv.status && sv.resource != "nodes" {
+		// Status is the server's (or a controller's) to write, through the
+		// status subresource: a create starts from an empty one.
+		if sv.crd != nil {
+			delete(obj.Object, "status")
+		} else {
+			obj.Object["status"] = map[string]any{}
+		}
+	}
 	if tracksGeneration(sv, obj) {
 		obj.SetGeneration(1)
 	} else {
@@ -410,4 +421,19 @@ func protobufToJSON(b []byte) ([]byte, error) {
 	}
 	obj.GetObjectKind().SetGroupVersionKind(*gvk)
 	return json.Marshal(obj)
+}
+
+// convertTyped applies what kube's conversion to its internal types does to
+// a decoded object: a Secret's stringData is merged into data (winning over
+// it) and never stored.
+func convertTyped(obj runtime.Object) {
+	if sec, ok := obj.(*corev1.Secret); ok && len(sec.StringData) > 0 {
+		if sec.Data == nil {
+			sec.Data = map[string][]byte{}
+		}
+		for k, v := range sec.StringData {
+			sec.Data[k] = []byte(v)
+		}
+		sec.StringData = nil
+	}
 }

@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	openapiv2 "github.com/google/gnostic-models/openapiv2"
+	"google.golang.org/protobuf/proto"
 )
 
 // serveOpenAPI answers /openapi/v3 and /openapi/v3/<group-version>.
@@ -18,11 +19,17 @@ import (
 // dryRun, fieldManager). kubectl reads them to learn that the server
 // validates fields itself, and so sends fieldValidation=Strict instead of
 // validating on the client. Object schemas (for kubectl explain and
-// client-side validation) and /openapi/v2 are not published yet: v2 and
-// unknown paths answer 404.
+// client-side validation) are not published yet: /openapi/v2 is a valid
+// Swagger 2.0 document without definitions, so kubectl's client-side
+// validation finds no schema and leaves the decision to the server (which
+// is how an unknown kind reaches kubectl's own "no matches for kind" error).
 func (s *Server) serveOpenAPI(rq *request, rest string) {
+	if rest == "/openapi/v2" {
+		writeRaw(rq.w, http.StatusOK, openAPIV2ProtoType, emptyOpenAPIV2)
+		return
+	}
 	if !strings.HasPrefix(rest, "/openapi/v3") {
-		rq.writeError(apierrors.NewNotFound(notFoundGR, ""))
+		rq.writeError(errNoResource())
 		return
 	}
 	prefix := ""
@@ -42,7 +49,7 @@ func (s *Server) serveOpenAPI(rq *request, rest string) {
 	}
 	doc, ok := docs[gv]
 	if !ok {
-		rq.writeError(apierrors.NewNotFound(notFoundGR, ""))
+		rq.writeError(errNoResource())
 		return
 	}
 	writeRaw(rq.w, http.StatusOK, "application/json", doc)
@@ -114,3 +121,19 @@ func (s *Server) openAPIDocs(space string) map[string][]byte {
 	}
 	return out
 }
+
+const openAPIV2ProtoType = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+// emptyOpenAPIV2 is a Swagger 2.0 document with no paths or definitions, in
+// the protobuf form kubectl asks for.
+var emptyOpenAPIV2 = func() []byte {
+	b, err := proto.Marshal(&openapiv2.Document{
+		Swagger: "2.0",
+		Info:    &openapiv2.Info{Title: "Canopy", Version: "v1"},
+		Paths:   &openapiv2.Paths{},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()

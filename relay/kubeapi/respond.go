@@ -13,10 +13,15 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
-var (
-	spacesGR   = schema.GroupResource{Group: "canopy.dev", Resource: "spaces"}
-	notFoundGR = schema.GroupResource{}
-)
+var spacesGR = schema.GroupResource{Group: "canopy.dev", Resource: "spaces"}
+
+// errNoResource is kube's 404 for a path that serves nothing.
+func errNoResource() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: "the server could not find the requested resource", Details: &metav1.StatusDetails{},
+	}}
+}
 
 // forbiddenMessager is implemented by auth errors that carry kube's text.
 type forbiddenMessager interface{ ForbiddenMessage() string }

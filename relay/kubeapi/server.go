@@ -221,10 +221,10 @@ func (s *Server) serveNonResource(rq *request, rest string) {
 		writeText(rq.w, http.StatusOK, "ok")
 	case strings.HasPrefix(rest, "/api/") || strings.HasPrefix(rest, "/apis/"):
 		if !s.serveDiscoveryPath(rq, rest) {
-			rq.writeError(apierrors.NewNotFound(notFoundGR, ""))
+			rq.writeError(errNoResource())
 		}
 	default:
-		rq.writeError(apierrors.NewNotFound(notFoundGR, ""))
+		rq.writeError(errNoResource())
 	}
 }
 

@@ -161,7 +161,14 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 			case store.Bookmark:
 				err = enc.writeBookmark(ev.Revision, false)
 			case store.Deleted:
-				err = enc.writeObject("DELETED", withResourceVersion(ev.Object.Data, ev.Revision))
+				// Like kube: the last version the watcher could see (for an
+				// object leaving the selection, the one before the change),
+				// carrying the revision of the event.
+				last := ev.Object
+				if ev.Prev != nil {
+					last = ev.Prev
+				}
+				err = enc.writeObject("DELETED", withResourceVersion(last.Data, ev.Revision))
 			default:
 				err = enc.writeObject(string(ev.Type), ev.Object.Data)
 			}

@@ -42,6 +42,7 @@ type Root struct {
 	ca     *pki.CA
 	token  string
 	ln     net.Listener
+	lock   *os.File
 	ready  chan struct{}
 	server string
 }
@@ -62,6 +63,16 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close()
+		}
+	}()
 	pkiDir := pki.Dir(cfg.DataDir)
 	ca, err := pki.LoadOrCreateCA(pkiDir)
 	if err != nil {
@@ -140,6 +151,7 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		r.close()
 		return nil, err
 	}
+	r.lock, ok = lock, true
 	return r, nil
 }
 
@@ -216,6 +228,9 @@ func (r *Root) close() {
 	r.store.Close()
 	if err := r.node.Close(); err != nil {
 		r.log.Warn("closing log", "error", err)
+	}
+	if r.lock != nil {
+		_ = r.lock.Close()
 	}
 }
 

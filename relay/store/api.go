@@ -20,8 +20,10 @@ var (
 	// with a metadata object) or continue token.
 	ErrInvalid = errors.New("store: invalid input")
 	// ErrExpired is returned by Watch when the requested revision is older
-	// than the history kept, and closes watchers when Restore replaces the
-	// state under them: the consumer must list again.
+	// than the history kept, by List when the state a continue token
+	// (ListOptions.After) was listed from is no longer kept, and closes
+	// watchers when Restore replaces the state under them: the consumer
+	// must list again (from the first page).
 	ErrExpired = errors.New("store: revision compacted")
 	// ErrTooSlow closes a watcher whose consumer fell too far behind.
 	ErrTooSlow = errors.New("store: watcher fell behind")
@@ -160,13 +162,21 @@ type ListOptions struct {
 	Field     fields.Selector // nil: everything
 	// Limit bounds the number of items returned (0: no limit).
 	Limit int64
-	// After continues a paged list: only keys strictly after this
-	// position (as returned in ListResult.Continue for the same options)
-	// are listed. The next page reflects the state at its own Revision.
+	// After continues a paged list: only keys strictly after the position
+	// of this opaque token (ListResult.Continue of the previous page, for
+	// the same space and resource) are listed, from the state at the first
+	// page's revision, which the store retains for
+	// Options.PagingRetention after the first page, and for at most
+	// Options.PagingStates revisions. The page's Revision is then the
+	// first page's. A token whose state is no longer retained (expired,
+	// dropped for newer ones, by Restore, or a token of another replica
+	// not at its revision) fails with ErrExpired, unless the store is
+	// still at that revision; a malformed one fails with ErrInvalid.
 	After string
 }
 
-// ListResult is one page of a list, consistent at Revision.
+// ListResult is one page of a list, consistent at Revision: every page of a
+// paged list carries the first page's Revision.
 type ListResult struct {
 	Items    []*Object
 	Revision int64

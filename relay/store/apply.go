@@ -147,6 +147,7 @@ func (s *Store) Apply(index uint64, cmd []byte) any {
 	s.fanOut(evs)
 	s.fanRev = rev
 	s.fanMu.Unlock()
+	s.dropExpiredPages()
 
 	if err != nil {
 		return err
@@ -237,7 +238,8 @@ func check(op Op, cur *Object) error {
 }
 
 // writable returns the table of (space, res) for modification, creating it,
-// or replacing it by a clone when a snapshot shares it. s.mu must be held
+// or replacing it by a clone when a snapshot or a state retained for paged
+// lists shares it. s.mu must be held
 // for writing.
 func (s *Store) writable(space string, res Resource) *table {
 	ref, ok := s.tables.Get(tableRef{space: space, res: res})

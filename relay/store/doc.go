@@ -13,6 +13,13 @@
 //     metadata.resourceVersion.
 //   - History: the last Options.HistorySize events, so a watch can resume
 //     from a recent revision.
+//   - Paged lists: every page is served from the state of the first page's
+//     revision, as kube's are. A List that returns a continue token
+//     retains the copy-on-write state it listed from (O(1), shared by all
+//     lists at that revision) for Options.PagingRetention, at most
+//     Options.PagingStates of them; a token whose state is gone is
+//     ErrExpired. A retained state pins only what later writes replace
+//     (Options.PagingStates tells the worst case).
 //   - Watch: per-watcher bounded queues fed by Apply without ever blocking
 //     it, kube selection semantics (Added on entering a selection, Deleted
 //     on leaving it) and bookmarks.
@@ -47,4 +54,7 @@
 // fanMu, then a watcher's mutex. Apply commits under mu, takes fanMu, then
 // releases mu before fanning out, so readers wait only for the commit, never
 // for delivery, and a watcher's consumer never holds any store lock.
+// Store.pagesMu guards the states retained for paged lists, taken after mu or
+// alone: a next page served from a retained state takes only pagesMu, for a
+// lookup, and then reads tables no one modifies.
 package store

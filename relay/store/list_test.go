@@ -195,32 +195,6 @@ func TestListPaging(t *testing.T) {
 	}
 }
 
-func TestListPagingAgainstCurrentState(t *testing.T) {
-	s := newStore(t, Options{})
-	for i := range 10 {
-		mustCreate(t, s, key("ws", pods, "ns", fmt.Sprintf("p%d", i)), body("u", nil, i))
-	}
-	page, err := s.List(ListOptions{Space: "ws", Resource: pods, Limit: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The last item listed goes away, one item before and one after the
-	// position come in: the next page starts right after the position.
-	mustDelete(t, s, key("ws", pods, "ns", "p2"))
-	mustCreate(t, s, key("ws", pods, "ns", "p0a"), body("u", nil, 0))
-	mustCreate(t, s, key("ws", pods, "ns", "p2a"), body("u", nil, 0))
-	next, err := s.List(ListOptions{Space: "ws", Resource: pods, Limit: 3, After: page.Continue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := keysOf(next.Items), []string{"ws/pods/ns/p2a", "ws/pods/ns/p3", "ws/pods/ns/p4"}; !slices.Equal(got, want) {
-		t.Fatalf("next page %v, want %v", got, want)
-	}
-	if next.Remaining != 5 || next.Revision != s.Revision() {
-		t.Fatalf("remaining %d, revision %d", next.Remaining, next.Revision)
-	}
-}
-
 func TestListBadContinue(t *testing.T) {
 	s := newStore(t, Options{})
 	for i := range 3 {

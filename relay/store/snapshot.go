@@ -112,13 +112,19 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 }
 
 // Restore implements FSM: it replaces the whole state with a snapshot
-// written by WriteTo, all or nothing. The history is dropped and every
-// watcher ends with ErrExpired (its consumer must list again); the revision
-// becomes the snapshot's. Restore must not run concurrently with Apply or
-// Snapshot.
+// written by WriteTo, all or nothing. The history and the states retained
+// for paged lists are dropped, every watcher ends with ErrExpired and
+// continue tokens of earlier revisions fail with ErrExpired (consumers must
+// list again); the revision becomes the snapshot's. Restore must not run
+// concurrently with Apply or Snapshot.
 func (s *Store) Restore(r io.Reader) error {
+	// A List retaining a state meanwhile bumps gen again: the new tables
+	// then count as shared and are cloned on their first write, which is
+	// only wasteful.
 	s.mu.RLock()
+	s.pagesMu.Lock()
 	gen := s.gen
+	s.pagesMu.Unlock()
 	s.mu.RUnlock()
 	st, err := s.readSnapshot(r, gen)
 	if err != nil {
@@ -132,6 +138,7 @@ func (s *Store) Restore(r io.Reader) error {
 	}
 	s.state = st
 	s.hist.reset(st.rev)
+	s.dropPages()
 	s.wakeWaiters()
 	s.fanMu.Lock()
 	s.endWatchers(ErrExpired)

@@ -30,6 +30,22 @@ type Options struct {
 	// deterministic and fast, and must not panic. Nil: only the metadata
 	// fields.
 	Fields func(r Resource, obj map[string]any) fields.Set
+	// PagingRetention is how long the state a paged list is consistent at
+	// is kept after the last first page listed from it: a continue token
+	// older than that fails with ErrExpired. Default 5 minutes (kube's etcd
+	// compaction interval).
+	PagingRetention time.Duration
+	// PagingStates bounds the states kept for paged lists, one per
+	// revision at which a first page was listed; beyond it, the oldest is
+	// dropped. Default 128.
+	//
+	// A kept state costs O(1) to take and shares everything with the
+	// current state; it pins only what later writes replace: the versions
+	// they updated or deleted and the B-tree nodes they copied (a path per
+	// table written, once per node and kept state). The worst case, every
+	// object rewritten between first pages at PagingStates revisions
+	// within PagingRetention, is PagingStates whole copies of the state.
+	PagingStates int
 }
 
 func (o Options) withDefaults() Options {
@@ -41,6 +57,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WatcherQueue <= 0 {
 		o.WatcherQueue = 10_000
+	}
+	if o.PagingRetention <= 0 {
+		o.PagingRetention = 5 * time.Minute
+	}
+	if o.PagingStates <= 0 {
+		o.PagingStates = 128
 	}
 	return o
 }
@@ -75,6 +97,7 @@ type state struct {
 // Stats) wait only for an Apply's commit, never for watch delivery.
 type Store struct {
 	opts Options
+	now  func() time.Time // the clock of paging retention; tests fake it
 
 	// mu guards the fields down to fanMu. Lock order: mu, fanMu, then a
 	// watcher's mu.
@@ -82,7 +105,10 @@ type Store struct {
 	log    Log
 	closed bool
 	state
-	gen  uint64 // current snapshot generation, see table
+	// gen is the current snapshot generation, see table. It is written
+	// with mu held for writing, or for reading and with pagesMu (by
+	// retain); read it holding mu for writing, or pagesMu.
+	gen  uint64
 	hist history
 	// waitMu guards revChanged, which is closed when the revision moves
 	// and is nil while nobody waits. Waiters take it under mu.RLock.
@@ -99,6 +125,11 @@ type Store struct {
 	ticking    bool                  // the bookmark ticker runs
 
 	done chan struct{} // closed by Close
+
+	// pagesMu guards pages, the states retained for paged lists, ordered
+	// by revision (see paging.go). It is taken after mu, or alone.
+	pagesMu sync.Mutex
+	pages   []pagedState
 }
 
 var (
@@ -112,6 +143,7 @@ func New(opts Options) *Store {
 	opts = opts.withDefaults()
 	s := &Store{
 		opts:       opts,
+		now:        time.Now,
 		state:      state{tables: newTables()},
 		hist:       history{size: opts.HistorySize},
 		watchers:   make(map[watchKey]map[*watcher]struct{}),
@@ -259,8 +291,8 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// Close ends every watcher with ErrClosed and makes further calls fail with
-// ErrClosed. It is idempotent.
+// Close ends every watcher with ErrClosed, drops the states retained for
+// paged lists and makes further calls fail with ErrClosed. It is idempotent.
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,4 +305,5 @@ func (s *Store) Close() {
 	s.fanMu.Lock()
 	s.endWatchers(ErrClosed)
 	s.fanMu.Unlock()
+	s.dropPages()
 }

@@ -69,25 +69,10 @@ func TestConcurrentStress(t *testing.T) {
 	}
 
 	var readers sync.WaitGroup
-	readers.Go(func() { // lists are ordered and consistent with their revision
-		for rev := int64(1); s.WaitForRevision(stopped, rev) == nil; rev = s.Revision() + 1 {
-			for _, sp := range spaces {
-				res, err := s.List(ListOptions{Space: sp, Limit: 7})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for i, o := range res.Items {
-					if o.Revision > res.Revision {
-						t.Errorf("listed %s at %d in a list at %d", o.Key, o.Revision, res.Revision)
-					}
-					if i > 0 && compareKeys(res.Items[i-1].Key, o.Key) >= 0 {
-						t.Errorf("list out of order: %s before %s", res.Items[i-1].Key, o.Key)
-					}
-				}
-			}
-		}
-	})
+	// Two listers: their first pages retain states concurrently.
+	for range 2 {
+		readers.Go(func() { listPages(stopped, t, s, spaces) })
+	}
 	readers.Go(func() { // snapshots are written out while writes go on
 		for rev := int64(1); s.WaitForRevision(stopped, rev) == nil; rev = s.Revision() + 1 {
 			snap, err := s.Snapshot()
@@ -159,6 +144,44 @@ func TestConcurrentStress(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Fatalf("watcher %d: replayed keys %v, stored %v", i, got, want)
+		}
+	}
+}
+
+// listPages pages through each space, once per new revision until stopped:
+// every page of a list carries its first page's revision, and the pages
+// are ordered and hold no version newer than it.
+func listPages(stopped context.Context, t *testing.T, s *Store, spaces []string) {
+	for rev := int64(1); s.WaitForRevision(stopped, rev) == nil; rev = s.Revision() + 1 {
+		for _, sp := range spaces {
+			opts := ListOptions{Space: sp, Limit: 7}
+			var items []*Object
+			first := int64(0)
+			for {
+				res, err := s.List(opts)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if first == 0 {
+					first = res.Revision
+				} else if res.Revision != first {
+					t.Errorf("page at %d of a list at %d", res.Revision, first)
+				}
+				items = append(items, res.Items...)
+				if res.Continue == "" {
+					break
+				}
+				opts.After = res.Continue
+			}
+			for i, o := range items {
+				if o.Revision > first {
+					t.Errorf("listed %s at %d in a list at %d", o.Key, o.Revision, first)
+				}
+				if i > 0 && compareKeys(items[i-1].Key, o.Key) >= 0 {
+					t.Errorf("list out of order: %s before %s", items[i-1].Key, o.Key)
+				}
+			}
 		}
 	}
 }

@@ -25,9 +25,10 @@ func entryLess(a, b entry) bool {
 
 // table holds the objects of one (space, resource).
 //
-// A table is shared with every Snapshot taken while gen was the store's
-// generation; the store then never modifies it again and writes to a clone
-// instead (see Store.writable), so a snapshot keeps seeing its own version.
+// A table is shared with every Snapshot, and every state retained for paged
+// lists, taken while gen was the store's generation; the store then never
+// modifies it again and writes to a clone instead (see Store.writable), so a
+// snapshot keeps seeing its own version.
 type table struct {
 	gen  uint64
 	objs *btree.BTreeG[entry]

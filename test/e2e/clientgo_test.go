@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -507,7 +508,10 @@ func testInformer(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	defer func() {
+		cancel() // Shutdown waits for the informers, which stop on ctx
+		factory.Shutdown()
+	}()
 	syncCtx, syncCancel := context.WithTimeout(ctx, 20*time.Second)
 	defer syncCancel()
 	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
@@ -613,6 +617,35 @@ func testWatchResume(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 	}
 	if ev := nextEvent(t, w, 10*time.Second); ev.Type != watch.Deleted || ev.Object.(*corev1.ConfigMap).Name != "r" {
 		t.Errorf("live event: %s %+v, want DELETED r", ev.Type, ev.Object)
+	}
+
+	// A label-selected watch sees an object leave the selection as
+	// DELETED and enter it as ADDED.
+	if _, err := cms.Create(ctx, configMap(ns, "sel", map[string]string{"pick": "yes"}, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "pick=yes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := cms.Watch(ctx, metav1.ListOptions{LabelSelector: "pick=yes", ResourceVersion: ls.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Stop()
+	for _, step := range []struct {
+		label string
+		want  watch.EventType
+	}{{"no", watch.Deleted}, {"yes", watch.Added}} {
+		if _, err := cms.Patch(ctx, "sel", types.MergePatchType, []byte(`{"metadata":{"labels":{"pick":"`+step.label+`"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := nextEvent(t, ws, 10*time.Second); ev.Type != step.want || ev.Object.(*corev1.ConfigMap).Name != "sel" {
+			t.Errorf("label pick=%s under a pick=yes watch: %s %+v, want %s", step.label, ev.Type, ev.Object, step.want)
+		}
+	}
+	if err := cms.Delete(ctx, "sel", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	// From "0": the current state as ADDED events first.
@@ -758,15 +791,15 @@ func testWatchList(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 	for {
 		ev := nextEvent(t, w, 10*time.Second)
 		if ev.Type == watch.Bookmark {
-			m, err := metav1.ObjectMetaFor(ev.Object)
+			m, err := meta.Accessor(ev.Object)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
+			if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
 				t.Errorf("bookmark before the initial-events-end bookmark: %+v", m)
 				continue
 			}
-			if rv, _ := strconv.ParseUint(m.ResourceVersion, 10, 64); rv < maxRV {
+			if rv, _ := strconv.ParseUint(m.GetResourceVersion(), 10, 64); rv < maxRV {
 				t.Errorf("initial-events-end bookmark at rv %d, before the objects' rv %d", rv, maxRV)
 			}
 			break
@@ -997,10 +1030,10 @@ func testGCForeground(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 		for {
 			ev := nextEvent(t, w, 20*time.Second)
 			if ev.Type == watch.Deleted {
-				m, _ := metav1.ObjectMetaFor(ev.Object)
-				rv, err := strconv.ParseUint(m.ResourceVersion, 10, 64)
+				m, _ := meta.Accessor(ev.Object)
+				rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
 				if err != nil {
-					t.Fatalf("deleted event resourceVersion %q", m.ResourceVersion)
+					t.Fatalf("deleted event resourceVersion %q", m.GetResourceVersion())
 				}
 				return rv
 			}

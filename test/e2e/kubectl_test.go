@@ -51,6 +51,7 @@ func TestKubectl(t *testing.T) {
 		{"crd", testKubectlCRD},
 		{"namespace-delete", testKubectlNamespaceDelete},
 		{"spaces", testKubectlSpaces},
+		{"endpoints", testKubectlEndpoints},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -272,6 +273,36 @@ spec:
 	if d.Generation != 2 {
 		t.Errorf("deployment generation after one spec change: %d, want 2", d.Generation)
 	}
+
+	// Server-side dry run stores nothing.
+	dry := strings.ReplaceAll(created, "name: created", "name: dry")
+	wantContains(t, "apply --dry-run=server", r.mustKubectlIn(t, dry, "apply", "--dry-run=server", "-f", "-"), "configmap/dry created (server dry run)")
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("server dry run stored the object: %v", err)
+	}
+	r.mustKubectl(t, "delete", "configmap", "created", "-n", ns, "--dry-run=server")
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "created", metav1.GetOptions{}); err != nil {
+		t.Errorf("server dry-run delete deleted the object: %v", err)
+	}
+
+	// Generators.
+	wantContains(t, "create deployment", r.mustKubectl(t, "create", "deployment", "hello", "-n", ns, "--image=nginx:1.25", "--replicas=2"), "deployment.apps/hello created")
+	wantContains(t, "create configmap", r.mustKubectl(t, "create", "configmap", "lit", "-n", ns, "--from-literal=k=v"), "configmap/lit created")
+	wantContains(t, "create secret", r.mustKubectl(t, "create", "secret", "generic", "sec", "-n", ns, "--from-literal=p=s3cret"), "secret/sec created")
+	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "sec", metav1.GetOptions{})
+	if err != nil || string(sec.Data["p"]) != "s3cret" || sec.Type != corev1.SecretTypeOpaque {
+		t.Errorf("created secret: %+v %v", sec, err)
+	}
+	if out := r.mustKubectl(t, "get", "deploy", "hello", "-n", ns, "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}"); out != "2 nginx:1.25" {
+		t.Errorf("created deployment: %q", out)
+	}
+
+	// delete -f - deletes what the manifest names.
+	out = r.mustKubectlIn(t, v2, "delete", "-f", "-")
+	wantContains(t, "delete -f -", out, `configmap "applied" deleted`, `deployment.apps "web" deleted`)
+	if _, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after delete -f: %v", err)
+	}
 }
 
 func mapsEqual(a, b map[string]string) bool {
@@ -320,6 +351,42 @@ func testKubectlGet(t *testing.T, r *root, cs *kubernetes.Clientset) {
 		if strings.Contains(out, "configmap/") {
 			t.Errorf("get all lists configmaps:\n%s", out)
 		}
+	})
+	t.Run("tables", func(t *testing.T) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod1"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "nginx"}, {Name: "b", Image: "busybox"}}},
+		}
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc1"},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "web"},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		}
+		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: "ev1"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "pod1", APIVersion: "v1"},
+			Reason:         "Tested", Message: "an e2e event", Type: corev1.EventTypeNormal,
+			FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+		}
+		if _, err := cs.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		wantMatch(t, "get pods", r.mustKubectl(t, "get", "pods", "-n", ns),
+			`^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE$`, `^pod1\s+0/2\s+Pending\s+0\s+\S+$`)
+		wantMatch(t, "get pods -o wide", r.mustKubectl(t, "get", "pods", "-n", ns, "-o", "wide"),
+			`^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+IP\s+NODE\s+NOMINATED NODE\s+READINESS GATES$`)
+		wantMatch(t, "get svc", r.mustKubectl(t, "get", "svc", "-n", ns, "-o", "wide"),
+			`^NAME\s+TYPE\s+CLUSTER-IP\s+EXTERNAL-IP\s+PORT\(S\)\s+AGE\s+SELECTOR$`, `^svc1\s+ClusterIP\s+None\s+<none>\s+80/TCP\s+\S+\s+app=web$`)
+		wantMatch(t, "get events", r.mustKubectl(t, "get", "events", "-n", ns),
+			`^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE$`, `\s+Normal\s+Tested\s+pod/pod1\s+an e2e event$`)
+		wantMatch(t, "get crd", r.mustKubectl(t, "get", "namespaces", "-l", "kubernetes.io/metadata.name="+ns),
+			`^`+ns+`\s+Active\s`)
 	})
 	t.Run("yaml-json", func(t *testing.T) {
 		var cm corev1.ConfigMap
@@ -424,7 +491,7 @@ func testKubectlGetWatch(t *testing.T, r *root, cs *kubernetes.Clientset) {
 		o := out.String()
 		pos := 0
 		for _, w := range want {
-			loc := regexp.MustCompile("(?m)"+w).FindStringIndex(o[pos:])
+			loc := regexp.MustCompile("(?m)" + w).FindStringIndex(o[pos:])
 			if loc == nil {
 				return fmt.Errorf("watch output lacks /%s/ (in order) in:\n%s", w, o)
 			}
@@ -947,8 +1014,10 @@ func testKubectlCRD(t *testing.T, r *root, cs *kubernetes.Clientset) {
 
 	out := r.mustKubectlIn(t, widget(ns, "w1", 3, "red")+"---\n"+widget(ns, "w2", 5, "blue"), "apply", "-f", "-")
 	wantContains(t, "apply widgets", out, "widget.e2e.canopy.dev/w1 created", "widget.e2e.canopy.dev/w2 created")
+	wantContains(t, "re-apply widget", r.mustKubectlIn(t, widget(ns, "w2", 5, "blue"), "apply", "-f", "-"), "widget.e2e.canopy.dev/w2 unchanged")
+	wantContains(t, "apply changed widget", r.mustKubectlIn(t, widget(ns, "w2", 6, "blue"), "apply", "-f", "-"), "widget.e2e.canopy.dev/w2 configured")
 	out = r.mustKubectl(t, "get", "widgets", "-n", ns)
-	wantMatch(t, "get widgets", out, `^NAME\s+SIZE\s+COLOR\s+READY\s+AGE$`, `^w1\s+3\s+red\s`, `^w2\s+5\s+blue\s`)
+	wantMatch(t, "get widgets", out, `^NAME\s+SIZE\s+COLOR\s+READY\s+AGE$`, `^w1\s+3\s+red\s`, `^w2\s+6\s+blue\s`)
 	if got := lines(r.mustKubectl(t, "get", "wg", "-n", ns, "-o", "name")); !slices.Equal(got, []string{"widget.e2e.canopy.dev/w1", "widget.e2e.canopy.dev/w2"}) {
 		t.Errorf("get by short name: %q", got)
 	}
@@ -1139,4 +1208,23 @@ func testKubectlSpaces(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "in-default", metav1.GetOptions{}); err != nil {
 		t.Errorf("default object after a delete in inventory: %v", err)
 	}
+}
+
+func testKubectlEndpoints(t *testing.T, r *root, _ *kubernetes.Clientset) {
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+		if out := r.mustKubectl(t, "get", "--raw="+path); strings.TrimSpace(out) != "ok" {
+			t.Errorf("%s: %q", path, out)
+		}
+	}
+	var v struct{ Major, Minor, GitVersion string }
+	if err := json.Unmarshal([]byte(r.mustKubectl(t, "get", "--raw=/version")), &v); err != nil || v.Major != "1" || v.GitVersion == "" {
+		t.Errorf("/version: %+v %v", v, err)
+	}
+	r.mustKubectl(t, "get", "configmaps", "-n", "default")
+	metrics := r.mustKubectl(t, "get", "--raw=/metrics")
+	wantMatch(t, "/metrics", metrics,
+		`^apiserver_request_total\{.*verb="LIST".*\} \d+`,
+		`^apiserver_request_duration_seconds_bucket\{`,
+		`^canopy_store_objects \d+`,
+		`^canopy_api_watches \d+`)
 }
