@@ -29,6 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/canopy-dev/canopy/relay/resources"
 	"sigs.k8s.io/yaml"
 )
 
@@ -125,6 +127,7 @@ func normalize(rq *request, sv *served, obj, old *unstructured.Unstructured) (*u
 			unknown = append(unknown, e.Error())
 		}
 		convertTyped(typed)
+		resources.Default(typed)
 		m, err := toUnstructuredMap(typed)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
@@ -260,8 +263,8 @@ func tracksGeneration(sv *served, obj *unstructured.Unstructured) bool {
 	return ok
 }
 
-// applyCreateDefaults fills the few defaults that clients rely on when
-// reading back what they created.
+// applyCreateDefaults fills what kube's create strategies set beyond API
+// defaulting (resources.Default, applied while decoding).
 func applyCreateDefaults(sv *served, obj *unstructured.Unstructured) {
 	switch sv.gr().String() {
 	case "namespaces":
@@ -278,10 +281,6 @@ func applyCreateDefaults(sv *served, obj *unstructured.Unstructured) {
 	case "pods":
 		if _, ok, _ := unstructured.NestedString(obj.Object, "status", "phase"); !ok {
 			_ = unstructured.SetNestedField(obj.Object, "Pending", "status", "phase")
-		}
-	case "deployments.apps", "replicasets.apps", "statefulsets.apps", "replicationcontrollers":
-		if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "replicas"); !ok {
-			_ = unstructured.SetNestedField(obj.Object, int64(1), "spec", "replicas")
 		}
 	}
 }

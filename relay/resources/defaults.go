@@ -21,6 +21,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,7 +42,8 @@ import (
 // (+default markers) of the k8s.io/api types, with the feature gates a
 // default 1.37 kube-apiserver enables. Defaults only fill what is unset:
 // explicitly set values are kept, the few exceptions being kube's own (a
-// Service with sessionAffinity None loses its sessionAffinityConfig).
+// Service with sessionAffinity None loses its sessionAffinityConfig; a
+// Namespace's kubernetes.io/metadata.name label is always its name).
 // Applying Default twice is the same as applying it once.
 //
 // Beyond defaulting proper, a Service also gets the fields kube's Service
@@ -49,9 +51,10 @@ import (
 // cluster does: spec.clusterIPs from spec.clusterIP, spec.ipFamilyPolicy and
 // spec.ipFamilies. Cluster IPs and node ports themselves are not allocated.
 //
-// Default uses no clock and no randomness: defaults kube computes from the
-// time of the request (a DeviceTaint's timeAdded) are left to the caller.
-// obj must not be a nil pointer.
+// The items of a typed list (a PodList) are defaulted as objects of their
+// kind. Default uses no clock and no randomness: defaults kube computes from
+// the time of the request (a DeviceTaint's timeAdded) are left to the
+// caller. obj must not be a nil pointer.
 func Default(obj runtime.Object) {
 	switch o := obj.(type) {
 	// core/v1 (k8s.io/kubernetes/pkg/apis/core/v1).
@@ -184,12 +187,14 @@ func Default(obj runtime.Object) {
 		setDefault(&o.Spec.FailurePolicy, admissionregistrationv1.Fail)
 		defaultMatchResources(o.Spec.MatchConstraints)
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		// SetDefaults_MatchResources.
 		defaultMatchResources(o.Spec.MatchResources)
 	case *admissionregistrationv1.MutatingAdmissionPolicy:
 		// SetDefaults_MutatingAdmissionPolicySpec and SetDefaults_MatchResources.
 		setDefault(&o.Spec.FailurePolicy, admissionregistrationv1.Fail)
 		defaultMatchResources(o.Spec.MatchConstraints)
 	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+		// SetDefaults_MatchResources.
 		defaultMatchResources(o.Spec.MatchResources)
 
 	// resource.k8s.io/v1 (k8s.io/kubernetes/pkg/apis/resource/v1).
@@ -215,6 +220,17 @@ func Default(obj runtime.Object) {
 	case *apiregistration.APIService:
 		if s := o.Spec.Service; s != nil {
 			setDefault(&s.Port, 443)
+		}
+
+	case nil:
+		// Nothing to default.
+	default:
+		// Lists (PodList, ...): their items, as kube's list defaulters do.
+		if meta.IsListType(obj) {
+			_ = meta.EachListItem(obj, func(item runtime.Object) error {
+				Default(item)
+				return nil
+			})
 		}
 	}
 }
@@ -315,7 +331,7 @@ func defaultPod(pod *corev1.Pod) {
 // limit as pod-level limit.
 func defaultHugePagePodLimits(pod *corev1.Pod) {
 	r := pod.Spec.Resources
-	if r == nil || len(r.Limits) == 0 && len(r.Requests) == 0 {
+	if r == nil || (len(r.Limits) == 0 && len(r.Requests) == 0) {
 		return
 	}
 	limits := r.Limits
@@ -750,7 +766,7 @@ func defaultService(svc *corev1.Service) {
 		}
 	}
 	externallyAccessible := spec.Type == corev1.ServiceTypeLoadBalancer || spec.Type == corev1.ServiceTypeNodePort ||
-		spec.Type == corev1.ServiceTypeClusterIP && len(spec.ExternalIPs) > 0
+		(spec.Type == corev1.ServiceTypeClusterIP && len(spec.ExternalIPs) > 0)
 	if externallyAccessible && spec.ExternalTrafficPolicy == "" {
 		spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
 	}
@@ -968,13 +984,11 @@ func defaultStatefulSet(ss *appsv1.StatefulSet) {
 		setDefault(&u.RollingUpdate.MaxUnavailable, intstr.FromInt32(1))
 	}
 	setDefault(&spec.PersistentVolumeClaimRetentionPolicy, appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{})
-	if p := spec.PersistentVolumeClaimRetentionPolicy; true {
-		if p.WhenDeleted == "" {
-			p.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
-		}
-		if p.WhenScaled == "" {
-			p.WhenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
-		}
+	if p := spec.PersistentVolumeClaimRetentionPolicy; p.WhenDeleted == "" {
+		p.WhenDeleted = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	if p := spec.PersistentVolumeClaimRetentionPolicy; p.WhenScaled == "" {
+		p.WhenScaled = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	}
 	setDefault(&spec.Replicas, 1)
 	setDefault(&spec.RevisionHistoryLimit, 10)

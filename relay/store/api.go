@@ -162,16 +162,16 @@ type ListOptions struct {
 	Field     fields.Selector // nil: everything
 	// Limit bounds the number of items returned (0: no limit).
 	Limit int64
-	// After continues a paged list: only keys strictly after the position
-	// of this opaque token (ListResult.Continue of the previous page, for
-	// the same space and resource) are listed, from the state at the first
-	// page's revision, which the store retains for
+	// After continues a paged list with this opaque token, the
+	// ListResult.Continue of the previous page (same space and resource):
+	// only keys strictly after the token's position are listed, from the
+	// state at the first page's revision, and the page's Revision is the
+	// first page's. The store retains that state for
 	// Options.PagingRetention after the first page, and for at most
-	// Options.PagingStates revisions. The page's Revision is then the
-	// first page's. A token whose state is no longer retained (expired,
-	// dropped for newer ones, by Restore, or a token of another replica
-	// not at its revision) fails with ErrExpired, unless the store is
-	// still at that revision; a malformed one fails with ErrInvalid.
+	// Options.PagingStates revisions; once it is dropped (by age, for newer
+	// ones, by Restore, or never kept: a token of another replica), the
+	// token fails with ErrExpired, unless the store is still at that
+	// revision. A malformed token fails with ErrInvalid.
 	After string
 }
 

@@ -239,8 +239,7 @@ func check(op Op, cur *Object) error {
 
 // writable returns the table of (space, res) for modification, creating it,
 // or replacing it by a clone when a snapshot or a state retained for paged
-// lists shares it. s.mu must be held
-// for writing.
+// lists shares it. s.mu must be held for writing.
 func (s *Store) writable(space string, res Resource) *table {
 	ref, ok := s.tables.Get(tableRef{space: space, res: res})
 	if ok && ref.t.gen == s.gen {

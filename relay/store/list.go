@@ -51,7 +51,7 @@ func (s *Store) List(opts ListOptions) (ListResult, error) {
 		if err != nil {
 			return ListResult{}, err
 		}
-		if c.key.Space != opts.Space || opts.Resource.Resource != "" && c.key.Resource != opts.Resource {
+		if string(c.space) != opts.Space || opts.Resource.Resource != "" && c.key.Resource != opts.Resource {
 			return ListResult{}, fmt.Errorf("%w: continue token of another space or resource", ErrInvalid)
 		}
 		l.after = &c
@@ -81,7 +81,10 @@ func (s *Store) List(opts ListOptions) (ListResult, error) {
 // revision of the state it is listed from.
 type cursor struct {
 	rev int64
-	key Key // the last key listed
+	// key is the last key listed; decodeContinue leaves its Space empty
+	// and sets space instead, which costs no allocation.
+	key   Key
+	space []byte
 	// off is the number of entries of key's table up to and including key
 	// in the state at rev, when the page that ended there counted them (it
 	// selected every object); 0 when unknown. It lets the next page count
@@ -187,10 +190,11 @@ func (l *lister) table(ref tableRef) {
 // encodeContinue returns the opaque token of c: the version, c's revision,
 // key (space, resource, namespace, name) and offset.
 func encodeContinue(c cursor) string {
-	var e encoder
+	k := c.key
+	e := encoder{buf: make([]byte, 0, 40+len(k.Space)+len(k.Resource.Group)+len(k.Resource.Resource)+len(k.Namespace)+len(k.Name))}
 	e.byte(continueVersion)
 	e.varint(c.rev)
-	e.key(c.key)
+	e.key(k)
 	e.uvarint(uint64(c.off))
 	return base64.RawURLEncoding.EncodeToString(e.buf)
 }
@@ -212,7 +216,8 @@ func decodeContinue(tok string) (cursor, error) {
 		d.str()
 	case v == continueVersion:
 		c.rev = d.varint()
-		c.key = d.key()
+		c.space = d.bytes()
+		c.key = Key{Resource: d.resource(), Namespace: d.str(), Name: d.str()}
 		off := d.uvarint()
 		if d.err == nil && (c.rev <= 0 || off > math.MaxInt) {
 			d.fail()

@@ -459,7 +459,7 @@ func TestListPagingTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.off = 1 << 40
+	c.key.Space, c.off = "ws", 1<<40
 	var got []string
 	for tok := encodeContinue(c); tok != ""; {
 		res, err := nextPage(s, tok)

@@ -113,9 +113,9 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 
 // Restore implements FSM: it replaces the whole state with a snapshot
 // written by WriteTo, all or nothing. The history and the states retained
-// for paged lists are dropped, every watcher ends with ErrExpired and
-// continue tokens of earlier revisions fail with ErrExpired (consumers must
-// list again); the revision becomes the snapshot's. Restore must not run
+// for paged lists are dropped: every watcher ends with ErrExpired, and so do
+// the continue tokens issued before (unless of the restored revision), so
+// consumers list again. The revision becomes the snapshot's. Restore must not run
 // concurrently with Apply or Snapshot.
 func (s *Store) Restore(r io.Reader) error {
 	// A List retaining a state meanwhile bumps gen again: the new tables

@@ -106,8 +106,8 @@ type Store struct {
 	closed bool
 	state
 	// gen is the current snapshot generation, see table. It is written
-	// with mu held for writing, or for reading and with pagesMu (by
-	// retain); read it holding mu for writing, or pagesMu.
+	// holding mu for writing (Snapshot), or mu for reading and pagesMu
+	// (retain); read it holding mu for writing, or mu and pagesMu.
 	gen  uint64
 	hist history
 	// waitMu guards revChanged, which is closed when the revision moves
