@@ -160,6 +160,7 @@ func (l *lister) table(ref tableRef) {
 		visited = l.after.off
 		counted = counted && visited > 0
 	}
+	listed := len(l.items)
 	ref.t.objs.AscendGreaterOrEqual(start, func(e entry) bool {
 		if l.ns != "" && e.ns != l.ns {
 			return false
@@ -178,13 +179,16 @@ func (l *lister) table(ref tableRef) {
 			l.remaining++
 		default:
 			l.items = append(l.items, o)
-			l.lastOff = 0
-			if counted {
-				l.lastOff = visited
-			}
 		}
 		return true
 	})
+	if len(l.items) > listed {
+		// Counted, every entry visited was listed.
+		l.lastOff = 0
+		if counted {
+			l.lastOff = visited
+		}
+	}
 }
 
 // encodeContinue returns the opaque token of c: the version, c's revision,

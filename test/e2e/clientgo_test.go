@@ -51,6 +51,7 @@ func TestClientGo(t *testing.T) {
 		{"gc-background", testGCBackground},
 		{"gc-orphan", testGCOrphan},
 		{"gc-foreground", testGCForeground},
+		{"client-certificate", testClientCertificate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,128 @@
+package kubeapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// allowAll authenticates every request as an admin and allows everything:
+// these tests are about API semantics, not access control (relay/auth and
+// test/e2e cover that).
+type allowAll struct{}
+
+func (allowAll) Authenticate(*http.Request, string) (user.Info, error) {
+	return &user.DefaultInfo{Name: "tester", Groups: []string{"system:masters"}}, nil
+}
+func (allowAll) Authorize(context.Context, string, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionAllow, "", nil
+}
+func (allowAll) Impersonate(_ context.Context, _ string, u user.Info, _ http.Header) (user.Info, error) {
+	return u, nil
+}
+func (allowAll) RulesFor(string, user.Info, string) ([]authorizationv1.ResourceRule, []authorizationv1.NonResourceRule, bool) {
+	return nil, nil, false
+}
+
+// newTestServer serves a Server over a store with a short history.
+func newTestServer(t *testing.T, history int) (*httptest.Server, *store.Store) {
+	t.Helper()
+	st := store.New(store.Options{HistorySize: history, Fields: FieldsFor})
+	st.SetLog(store.NewMemLog(st))
+	t.Cleanup(st.Close)
+	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
+	if err := s.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	return hs, st
+}
+
+func do(t *testing.T, method, url, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		b.WriteString(sc.Text())
+	}
+	return resp, []byte(b.String())
+}
+
+func createConfigMaps(t *testing.T, url string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		resp, body := do(t, "POST", url+"/api/v1/namespaces/default/configmaps",
+			fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d"}}`, i))
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create: %d %s", resp.StatusCode, body)
+		}
+	}
+}
+
+// A watch from a revision older than the kept history ends with a 410
+// Expired ERROR event, which tells client-go's reflector to re-list.
+func TestWatchExpired(t *testing.T) {
+	hs, _ := newTestServer(t, 5)
+	createConfigMaps(t, hs.URL, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=2", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ev struct {
+		Type   string        `json:"type"`
+		Object metav1.Status `json:"object"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "ERROR" || ev.Object.Code != http.StatusGone || ev.Object.Reason != metav1.StatusReasonExpired {
+		t.Fatalf("watch from a compacted revision: %+v, want ERROR 410 Expired", ev)
+	}
+}
+
+// resourceVersionMatch=Exact is served only at the current revision.
+func TestListExactResourceVersion(t *testing.T) {
+	hs, st := newTestServer(t, 100)
+	createConfigMaps(t, hs.URL, 3)
+	cur := st.Revision()
+	list := hs.URL + "/api/v1/namespaces/default/configmaps?resourceVersionMatch=Exact&resourceVersion="
+	if resp, body := do(t, "GET", fmt.Sprint(list, cur), ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("exact at current revision: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, "GET", fmt.Sprint(list, cur-1), ""); resp.StatusCode != http.StatusGone {
+		t.Fatalf("exact at an older revision: %d, want 410", resp.StatusCode)
+	}
+	if resp, _ := do(t, "GET", hs.URL+"/api/v1/namespaces/default/configmaps?resourceVersionMatch=Exact", ""); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("match without resourceVersion: %d, want 400", resp.StatusCode)
+	}
+}
