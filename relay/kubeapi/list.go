@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -163,7 +164,14 @@ func (s *Server) serveList(rq *request, sv *served) {
 		return
 	}
 	res, err := s.store.List(lo)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrExpired):
+		rq.writeError(apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."))
+		return
+	case errors.Is(err, store.ErrInvalid):
+		rq.writeError(apierrors.NewBadRequest("continue key is not valid: " + err.Error()))
+		return
+	case err != nil:
 		rq.writeError(storeError(err, sv.gr(), ""))
 		return
 	}

@@ -183,7 +183,8 @@ func (l *lister) table(ref tableRef) {
 		return true
 	})
 	if len(l.items) > listed {
-		// Counted, every entry visited was listed.
+		// When counted, every entry visited was listed: the last one
+		// listed is entry number visited of the table.
 		l.lastOff = 0
 		if counted {
 			l.lastOff = visited
