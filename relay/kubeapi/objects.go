@@ -15,8 +15,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -198,7 +198,7 @@ func (rq *request) dryRun() (bool, error) {
 // nameValidator returns the name rule kube applies to a kind.
 func nameValidator(sv *served) apivalidation.ValidateNameFunc {
 	if sv.crd != nil {
-		return path.ValidatePathSegmentName
+		return validatePathSegmentName
 	}
 	switch sv.resource {
 	case "namespaces":
@@ -206,9 +206,18 @@ func nameValidator(sv *served) apivalidation.ValidateNameFunc {
 	case "services":
 		return apivalidation.NameIsDNS1035Label
 	case "roles", "clusterroles", "rolebindings", "clusterrolebindings", "nodes":
-		return path.ValidatePathSegmentName
+		return validatePathSegmentName
 	}
 	return apivalidation.NameIsDNSSubdomain
+}
+
+// validatePathSegmentName is the name rule of kinds whose names only need
+// to be usable as one URL path segment.
+func validatePathSegmentName(name string, prefix bool) []string {
+	if prefix {
+		return content.IsPathSegmentPrefix(name)
+	}
+	return content.IsPathSegmentName(name)
 }
 
 // validateMeta checks metadata as kube's generic object-meta validation does.

@@ -2,7 +2,6 @@ package kubeapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -66,7 +65,6 @@ type Server struct {
 	catalog  *catalog
 	metrics  *metrics
 	infoFact *genericrequest.RequestInfoFactory
-	mux      *http.ServeMux
 }
 
 // New builds a Server from cfg.
@@ -271,5 +269,3 @@ func (s *statusRecorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-var errClientGone = errors.New("kubeapi: client went away")

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,16 +93,6 @@ func next(t testing.TB, w Watcher) Event {
 	panic("unreachable")
 }
 
-// nextChange is next, skipping bookmarks.
-func nextChange(t testing.TB, w Watcher) Event {
-	t.Helper()
-	for {
-		if ev := next(t, w); ev.Type != Bookmark {
-			return ev
-		}
-	}
-}
-
 // ended drains w until it ends and returns its Err.
 func ended(t testing.TB, w Watcher) error {
 	t.Helper()
@@ -168,9 +157,4 @@ func dump(t testing.TB, s *Store, spaces ...string) []string {
 func describe(o *Object) string {
 	return fmt.Sprintf("%s rev=%d create=%d uid=%q labels=%v fields=%v data=%s",
 		o.Key, o.Revision, o.CreateRevision, o.UID, o.Labels, o.Fields, o.Data)
-}
-
-func sameObject(a, b *Object) bool {
-	return a.Key == b.Key && a.Revision == b.Revision && a.CreateRevision == b.CreateRevision &&
-		a.UID == b.UID && bytes.Equal(a.Data, b.Data)
 }

@@ -425,6 +425,9 @@ func testDynamicCRD(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	if g, err = gadgets.Patch(ctx, "g1", types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/count","value":3}]`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("json patch: %v", err)
 	}
+	if c, _, _ := unstructured.NestedInt64(g.Object, "spec", "count"); c != 3 {
+		t.Errorf("json patch: count %d, want 3", c)
+	}
 	if _, err := gadgets.Patch(ctx, "g1", types.StrategicMergePatchType, []byte(`{"spec":{"count":4}}`), metav1.PatchOptions{}); !apierrors.IsUnsupportedMediaType(err) {
 		t.Errorf("strategic merge patch of a custom resource: want 415, got %v", err)
 	}
