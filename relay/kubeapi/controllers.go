@@ -258,15 +258,8 @@ func (lc *lifecycle) ownerExists(dep store.Key, ref metav1.OwnerReference) (bool
 // collectDependent deletes an object whose owners are all gone, or drops
 // references to owners that are gone while others remain.
 func (lc *lifecycle) collectDependent(ctx context.Context, k store.Key) error {
-	obj, err := lc.s.store.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	u, err := parseObject(obj.Data)
-	if err != nil {
+	_, u, err := lc.get(k)
+	if u == nil {
 		return err
 	}
 	refs := u.GetOwnerReferences()
@@ -366,18 +359,21 @@ func (lc *lifecycle) finishOwner(ctx context.Context, k store.Key) (bool, error)
 
 // getDeleting reads an object that is being deleted; u is nil when it is
 // gone or not being deleted.
-func (lc *lifecycle) getDeleting(k store.Key) (obj *store.Object, u *unstructured.Unstructured, err error) {
-	obj, err = lc.s.store.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if u, err = parseObject(obj.Data); err != nil || u.GetDeletionTimestamp() == nil {
+func (lc *lifecycle) getDeleting(k store.Key) (*store.Object, *unstructured.Unstructured, error) {
+	obj, u, err := lc.get(k)
+	if u == nil || u.GetDeletionTimestamp() == nil {
 		return nil, nil, err
 	}
 	return obj, u, nil
+}
+
+// get reads an object; u is nil (and err too) when it is gone.
+func (lc *lifecycle) get(k store.Key) (*store.Object, *unstructured.Unstructured, error) {
+	obj, u, err := lc.s.getObject(k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil
+	}
+	return obj, u, err
 }
 
 // dropOwnerRef removes the reference to owner from a dependent.
@@ -412,15 +408,8 @@ func (lc *lifecycle) removeFinalizer(ctx context.Context, k store.Key, f string)
 // object left with a deletionTimestamp and no finalizers is deleted.
 func (lc *lifecycle) update(ctx context.Context, k store.Key, mutate func(*unstructured.Unstructured) bool) error {
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
-		obj, err := lc.s.store.Get(k)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		u, err := parseObject(obj.Data)
-		if err != nil {
+		obj, u, err := lc.get(k)
+		if u == nil {
 			return err
 		}
 		if !mutate(u) {

@@ -114,13 +114,9 @@ func (s *Server) serveDelete(rq *request, sv *served) {
 func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key store.Key, opts metav1.DeleteOptions) ([]byte, bool, error) {
 	dry := len(opts.DryRun) > 0
 	for attempt := 0; ; attempt++ {
-		curObj, err := s.store.Get(key)
+		curObj, cur, err := s.getObject(key)
 		if err != nil {
 			return nil, false, storeError(err, sv.gr(), key.Name)
-		}
-		cur, err := parseObject(curObj.Data)
-		if err != nil {
-			return nil, false, err
 		}
 		if p := opts.Preconditions; p != nil {
 			if p.UID != nil && *p.UID != cur.GetUID() {

@@ -207,11 +207,10 @@ func (s *Server) serveCreate(rq *request, sv *served) {
 // rules (CRDs).
 func (s *Server) admitCreate(rq *request, sv *served, obj *unstructured.Unstructured) error {
 	if sv.namespaced {
-		nsObj, err := s.store.Get(store.Key{Space: rq.space, Resource: store.Resource{Resource: "namespaces"}, Name: obj.GetNamespace()})
-		if err != nil {
-			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, obj.GetNamespace())
+		_, ns, err := s.getObject(nsKey(rq.space, obj.GetNamespace()))
+		if errors.Is(err, store.ErrNotFound) {
+			return apierrors.NewNotFound(namespacesGR, obj.GetNamespace())
 		}
-		ns, err := parseObject(nsObj.Data)
 		if err != nil {
 			return err
 		}
@@ -291,16 +290,12 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 	key := rq.key(sv, name)
 	ctx := rq.r.Context()
 	for attempt := 0; ; attempt++ {
-		curObj, err := s.store.Get(key)
+		curObj, cur, err := s.getObject(key)
 		if err != nil {
 			return nil, storeError(err, sv.gr(), name)
 		}
 		if pinnedRev != 0 && curObj.Revision != pinnedRev {
 			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
-		}
-		cur, err := parseObject(curObj.Data)
-		if err != nil {
-			return nil, err
 		}
 		next, err := mutate(cur.DeepCopy())
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/canopy-dev/canopy/relay/resources"
+	"github.com/canopy-dev/canopy/relay/store"
 	"sigs.k8s.io/yaml"
 )
 
@@ -394,6 +395,19 @@ func sameObject(a, b *unstructured.Unstructured) bool {
 	ac.SetResourceVersion("")
 	bc.SetResourceVersion("")
 	return reflect.DeepEqual(ac.Object, bc.Object)
+}
+
+// getObject reads and decodes one stored object.
+func (s *Server) getObject(k store.Key) (*store.Object, *unstructured.Unstructured, error) {
+	obj, err := s.store.Get(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, err := parseObject(obj.Data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return obj, u, nil
 }
 
 // parseObject decodes stored JSON.

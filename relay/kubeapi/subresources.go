@@ -80,14 +80,9 @@ func (s *Server) serveScale(rq *request, sv *served) {
 	key := rq.key(sv, rq.info.Name)
 	switch rq.info.Verb {
 	case "get":
-		obj, err := s.store.Get(key)
+		_, u, err := s.getObject(key)
 		if err != nil {
 			rq.writeError(storeError(err, sv.gr(), rq.info.Name))
-			return
-		}
-		u, err := parseObject(obj.Data)
-		if err != nil {
-			rq.writeError(err)
 			return
 		}
 		sc, _ := scaleOf(sv, u)
@@ -165,14 +160,9 @@ func (s *Server) serveTokenRequest(rq *request, sv *served) {
 			return
 		}
 	}
-	obj, err := s.store.Get(rq.key(sv, rq.info.Name))
+	_, u, err := s.getObject(rq.key(sv, rq.info.Name))
 	if err != nil {
 		rq.writeError(storeError(err, sv.gr(), rq.info.Name))
-		return
-	}
-	u, err := parseObject(obj.Data)
-	if err != nil {
-		rq.writeError(err)
 		return
 	}
 	ttl := time.Hour
