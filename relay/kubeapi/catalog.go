@@ -81,6 +81,7 @@ func (s *served) hasVerb(verb string) bool {
 type catalog struct {
 	store    *store.Store
 	builtins map[schema.GroupResource]*served
+	byGK     map[schema.GroupKind]*served // built-ins by group and kind
 
 	mu       sync.Mutex
 	compiled map[store.Key]*compiledCRD
@@ -96,6 +97,7 @@ func newCatalog(st *store.Store) *catalog {
 	c := &catalog{
 		store:    st,
 		builtins: map[schema.GroupResource]*served{},
+		byGK:     map[schema.GroupKind]*served{},
 		compiled: map[store.Key]*compiledCRD{},
 	}
 	for _, info := range resources.Builtins() {
@@ -112,6 +114,7 @@ func newCatalog(st *store.Store) *catalog {
 			s.table = resources.DefaultTable()
 		}
 		c.builtins[s.gr()] = s
+		c.byGK[s.gvk().GroupKind()] = s
 	}
 	return c
 }

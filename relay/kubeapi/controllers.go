@@ -504,6 +504,9 @@ func (c *catalog) byKind(space, apiVersion, kind string) *served {
 	if err != nil {
 		return nil
 	}
+	if sv, ok := c.byGK[schema.GroupKind{Group: gv.Group, Kind: kind}]; ok {
+		return sv
+	}
 	for _, sv := range c.all(space) {
 		if sv.group == gv.Group && sv.kind == kind {
 			return sv
