@@ -53,6 +53,6 @@ func newRelayCommand() *cobra.Command {
 	}
 	o.addFlags(cmd.Flags())
 	cmd.SetFlagErrorFunc(flagParseError)
-	cmd.AddCommand(newKubeconfigCommand(), newVersionCommand())
+	cmd.AddCommand(newKubeconfigCommand(), newTokenCommand(), newVersionCommand())
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -121,19 +122,22 @@ func (a *Authenticator) certificateUser(r *http.Request) (user.Info, error) {
 	if a.clientCAs == nil || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return nil, nil
 	}
-	certs := r.TLS.PeerCertificates
+	// Only certificates issued directly by the root CA name kube users: the
+	// intermediates a client sends are ignored, because relay regions hold
+	// intermediate CAs (for their children's link certificates) and must
+	// not be able to mint API users. Relay link certificates themselves
+	// are not API credentials either.
+	leaf := r.TLS.PeerCertificates[0]
 	opts := x509.VerifyOptions{
-		Roots:         a.clientCAs,
-		Intermediates: x509.NewCertPool(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		CurrentTime:   a.now(),
+		Roots:       a.clientCAs,
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		CurrentTime: a.now(),
 	}
-	for _, c := range certs[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	leaf := certs[0]
 	if _, err := leaf.Verify(opts); err != nil {
 		return nil, fmt.Errorf("verifying client certificate: %w", err)
+	}
+	if id, err := pki.IdentityFromCert(leaf); err == nil {
+		return nil, fmt.Errorf("client certificate of relay %s is a link identity, not an API credential", id)
 	}
 	if leaf.Subject.CommonName == "" {
 		return nil, errors.New("client certificate has no common name")
