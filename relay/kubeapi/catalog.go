@@ -94,12 +94,18 @@ type compiledCRD struct {
 }
 
 func newCatalog(st *store.Store) *catalog {
-	c := &catalog{
-		store:    st,
-		builtins: map[schema.GroupResource]*served{},
-		byGK:     map[schema.GroupKind]*served{},
-		compiled: map[store.Key]*compiledCRD{},
-	}
+	b := builtinCatalog()
+	return &catalog{store: st, builtins: b.byGR, byGK: b.byGK, compiled: map[store.Key]*compiledCRD{}}
+}
+
+// builtinCatalog is built once per process and shared by every server (a
+// simulation runs thousands of them): built-in kinds are the same for all.
+var builtinCatalog = sync.OnceValue(func() (b struct {
+	byGR map[schema.GroupResource]*served
+	byGK map[schema.GroupKind]*served
+}) {
+	b.byGR = map[schema.GroupResource]*served{}
+	b.byGK = map[schema.GroupKind]*served{}
 	for _, info := range resources.Builtins() {
 		s := &served{
 			group: info.Group, version: info.Version, resource: info.Resource,
@@ -113,11 +119,11 @@ func newCatalog(st *store.Store) *catalog {
 		if s.table == nil {
 			s.table = resources.DefaultTable()
 		}
-		c.builtins[s.gr()] = s
-		c.byGK[s.gvk().GroupKind()] = s
+		b.byGR[s.gr()] = s
+		b.byGK[s.gvk().GroupKind()] = s
 	}
-	return c
-}
+	return b
+})
 
 // spaceExists reports whether a space record exists.
 func (c *catalog) spaceExists(name string) bool {

@@ -22,7 +22,7 @@ type metrics struct {
 	handler  http.Handler
 }
 
-func newMetrics(st *store.Store) *metrics {
+func newMetrics(st *store.Store, process bool) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -48,9 +48,10 @@ func newMetrics(st *store.Store) *metrics {
 		storeStat("canopy_store_bytes", "Bytes of object data in the store.", func(s store.Stats) float64 { return float64(s.Bytes) }),
 		storeStat("canopy_store_watchers", "Watchers registered with the store.", func(s store.Stats) float64 { return float64(s.Watchers) }),
 		storeStat("canopy_store_revision", "Current store revision.", func(s store.Stats) float64 { return float64(s.Revision) }),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if process {
+		m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 	return m
 }

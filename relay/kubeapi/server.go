@@ -54,6 +54,10 @@ type Config struct {
 	MinWatchTimeout time.Duration
 	// Ready reports readiness for /readyz (nil: always ready).
 	Ready func() error
+	// ProcessMetrics adds the Go runtime and process collectors to
+	// /metrics. A relay's own API sets it; servers embedded by the
+	// thousand (virtual clusters) leave it off.
+	ProcessMetrics bool
 }
 
 // Server is the kube API of a root relay. It is an http.Handler and is safe
@@ -83,7 +87,7 @@ func New(cfg Config) *Server {
 		store:   cfg.Store,
 		log:     cfg.Logger,
 		catalog: newCatalog(cfg.Store),
-		metrics: newMetrics(cfg.Store),
+		metrics: newMetrics(cfg.Store, cfg.ProcessMetrics),
 		infoFact: &genericrequest.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),

@@ -120,7 +120,7 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	authz := auth.NewAuthorizer(st)
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
-		Logger: log, Version: Version(),
+		Logger: log, Version: Version(), ProcessMetrics: true,
 		Ready: func() error {
 			if !authz.Synced() {
 				return errors.New("authorizer not synced")

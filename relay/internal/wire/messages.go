@@ -1,0 +1,555 @@
+package wire
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Message is a frame's content. It is implemented only by the pointer types
+// of this package (*Hello, *Put, ...); Reader.Read and Unmarshal return
+// those pointers, and the caller owns them.
+type Message interface {
+	// Type is the frame type that carries the message.
+	Type() Type
+
+	appendPayload(b []byte, e *encoder) ([]byte, error)
+	decodePayload(d *decoder)
+}
+
+// decodePayload decodes payload p of a frame of type t. Bytes after the
+// fields this version knows are ignored: they are fields appended by a
+// later protocol version.
+func decodePayload(t Type, f Flags, p []byte, l limits) (Message, error) {
+	m := newMessage(t)
+	if m == nil {
+		return nil, fmt.Errorf("%w %#02x in frame version %d", ErrUnknownType, byte(t), Version)
+	}
+	d := decoder{b: p, typ: t, flags: f, limits: l}
+	m.decodePayload(&d)
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
+
+// Key names an object: its space, API group ("" for the core group),
+// resource (plural, lower case), namespace ("" for cluster-scoped objects)
+// and name. Encoded as five strings in that order.
+type Key struct {
+	Space     string
+	Group     string
+	Resource  string
+	Namespace string
+	Name      string
+}
+
+func (k Key) String() string {
+	return k.Space + "/" + k.Group + "/" + k.Resource + "/" + k.Namespace + "/" + k.Name
+}
+
+func appendKey(b []byte, k Key) []byte {
+	b = appendString(b, k.Space)
+	b = appendString(b, k.Group)
+	b = appendString(b, k.Resource)
+	b = appendString(b, k.Namespace)
+	return appendString(b, k.Name)
+}
+
+func (d *decoder) key() Key {
+	return Key{
+		Space:     d.string("key.space"),
+		Group:     d.string("key.group"),
+		Resource:  d.string("key.resource"),
+		Namespace: d.string("key.namespace"),
+		Name:      d.string("key.name"),
+	}
+}
+
+// ---- any stream ----
+
+// Open is the first frame of every stream and says what the stream carries.
+// Streams of kind control, downsync and upsync are opened by the child;
+// proxy streams (a later protocol version) by the parent, which will append
+// the fields they need.
+//
+// Payload: Stream (byte).
+type Open struct {
+	Stream StreamKind
+}
+
+func (*Open) Type() Type { return TypeOpen }
+
+func (m *Open) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	return append(b, byte(m.Stream)), nil
+}
+
+func (m *Open) decodePayload(d *decoder) { m.Stream = StreamKind(d.byte("stream")) }
+
+// ---- control stream ----
+
+// Cursor is where a child's mailbox link left off; it lets a reconnect
+// resume instead of starting over (DESIGN.md §2).
+type Cursor struct {
+	// Revision is the last revision of its mailbox the child has durably
+	// applied (its last Ack). 0: nothing, the child needs a full resync.
+	Revision uint64
+	// ReportSeq is the last upsync sequence number the parent acknowledged
+	// (its last ReportAck). The child resends its current state for every
+	// key it reported after that.
+	ReportSeq uint64
+}
+
+// Hello is the child's first message on the control stream, after Open. The
+// child is authenticated by its TLS certificate; Name must match it.
+//
+// Payload: Name (string), Role (byte), Versions (count, uvarints),
+// Cursor.Revision (uvarint), Cursor.ReportSeq (uvarint).
+type Hello struct {
+	// Name is the child relay's name.
+	Name string
+	// Role is the child's role: RoleRegion or RoleEdge.
+	Role Role
+	// Versions are the protocol versions the child speaks, any order.
+	Versions []uint32
+	// Cursor is the resume point of the child's mailbox at this parent.
+	Cursor Cursor
+}
+
+func (*Hello) Type() Type { return TypeHello }
+
+func (m *Hello) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendString(b, m.Name)
+	b = append(b, byte(m.Role))
+	b = appendUvarint(b, uint64(len(m.Versions)))
+	for _, v := range m.Versions {
+		b = appendUvarint(b, uint64(v))
+	}
+	b = appendUvarint(b, m.Cursor.Revision)
+	return appendUvarint(b, m.Cursor.ReportSeq), nil
+}
+
+func (m *Hello) decodePayload(d *decoder) {
+	m.Name = d.string("name")
+	m.Role = Role(d.byte("role"))
+	if n := d.count("versions", 1); n > 0 {
+		m.Versions = make([]uint32, 0, capHint(n))
+		for range n {
+			m.Versions = append(m.Versions, d.uint32("versions"))
+		}
+	}
+	m.Cursor.Revision = d.uvarint("cursor.revision")
+	m.Cursor.ReportSeq = d.uvarint("cursor.reportSeq")
+}
+
+// Welcome is the parent's answer to Hello. After it the child opens the
+// downsync and upsync streams. A parent that refuses the child sends Error
+// instead.
+//
+// Payload: Name (string), Version (uvarint), Resync (bool).
+type Welcome struct {
+	// Name is the parent relay's name.
+	Name string
+	// Version is the protocol version chosen from Hello.Versions; both ends
+	// speak it from now on.
+	Version uint32
+	// Resync is false if the downsync resumes after Hello.Cursor.Revision,
+	// true if it starts with a full snapshot (ResyncBegin ... ResyncEnd),
+	// because the cursor is 0 or older than the parent's compacted history.
+	Resync bool
+}
+
+func (*Welcome) Type() Type { return TypeWelcome }
+
+func (m *Welcome) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendString(b, m.Name)
+	b = appendUvarint(b, uint64(m.Version))
+	return appendBool(b, m.Resync), nil
+}
+
+func (m *Welcome) decodePayload(d *decoder) {
+	m.Name = d.string("name")
+	m.Version = d.uint32("version")
+	m.Resync = d.bool("resync")
+}
+
+// JoinRequest asks the parent for a certificate. It is sent on the control
+// stream of a link whose child has no certificate yet, instead of Hello.
+//
+// Payload: Token (string), CSR (bytes).
+type JoinRequest struct {
+	// Token is the bootstrap join token from `relay token create`.
+	Token string
+	// CSR is a PEM certificate signing request for the child's name.
+	CSR []byte
+}
+
+func (*JoinRequest) Type() Type { return TypeJoinRequest }
+
+func (m *JoinRequest) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendString(b, m.Token)
+	return appendBytes(b, m.CSR), nil
+}
+
+func (m *JoinRequest) decodePayload(d *decoder) {
+	m.Token = d.string("token")
+	m.CSR = d.bytes("csr")
+}
+
+// JoinResponse answers JoinRequest: either a certificate or an error.
+//
+// Payload: Chain (bytes), CA (bytes), Error (string).
+type JoinResponse struct {
+	// Chain is the PEM certificate chain issued to the child, leaf first.
+	Chain []byte
+	// CA is the PEM root CA certificate the child trusts from now on.
+	CA []byte
+	// Error is why the join was refused ("token expired", ...); empty on
+	// success.
+	Error string
+}
+
+func (*JoinResponse) Type() Type { return TypeJoinResponse }
+
+func (m *JoinResponse) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendBytes(b, m.Chain)
+	b = appendBytes(b, m.CA)
+	return appendString(b, m.Error), nil
+}
+
+func (m *JoinResponse) decodePayload(d *decoder) {
+	m.Chain = d.bytes("chain")
+	m.CA = d.bytes("ca")
+	m.Error = d.string("error")
+}
+
+// Destination is one cluster (SyncTarget) in a child's subtree.
+//
+// Encoding: Name (string), Labels (map), Path (count, strings), Connected
+// (bool), LastSeen (varint).
+type Destination struct {
+	// Name is the destination's SyncTarget name.
+	Name string
+	// Labels are the destination's labels.
+	Labels map[string]string
+	// Path lists relay names from the announcing relay down to the edge
+	// relay that serves the destination: an edge announces its own
+	// destination with Path [edge]; a region merging its children's
+	// announcements into its own prepends its name, [region, edge].
+	Path []string
+	// Connected reports whether the serving edge relay's link is up, as
+	// far as the announcing relay knows.
+	Connected bool
+	// LastSeen is when the destination was last heard from, in unix
+	// nanoseconds; 0 if never.
+	LastSeen int64
+}
+
+// Announce is a child's full list of the destinations in its subtree,
+// sent on connect and after every change. Each Announce replaces the
+// previous one.
+//
+// Payload: Generation (uvarint), Destinations (count, Destination...).
+type Announce struct {
+	// Generation increases with every Announce a child sends; a parent
+	// ignores one not newer than the last it applied.
+	Generation uint64
+	// Destinations is the whole subtree, in any order.
+	Destinations []Destination
+}
+
+func (*Announce) Type() Type { return TypeAnnounce }
+
+func (m *Announce) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.Generation)
+	b = appendUvarint(b, uint64(len(m.Destinations)))
+	var keys []string
+	for i := range m.Destinations {
+		dst := &m.Destinations[i]
+		b = appendString(b, dst.Name)
+		keys = keys[:0]
+		for k := range dst.Labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = appendUvarint(b, uint64(len(keys)))
+		for _, k := range keys {
+			b = appendString(b, k)
+			b = appendString(b, dst.Labels[k])
+		}
+		b = appendUvarint(b, uint64(len(dst.Path)))
+		for _, p := range dst.Path {
+			b = appendString(b, p)
+		}
+		b = appendBool(b, dst.Connected)
+		b = appendVarint(b, dst.LastSeen)
+	}
+	return b, nil
+}
+
+func (m *Announce) decodePayload(d *decoder) {
+	m.Generation = d.uvarint("generation")
+	// A destination takes at least 5 bytes: name, labels, path, connected,
+	// lastSeen.
+	n := d.count("destinations", 5)
+	if n == 0 {
+		return
+	}
+	m.Destinations = make([]Destination, 0, capHint(n))
+	for range n {
+		var dst Destination
+		dst.Name = d.string("destination.name")
+		if nl := d.count("destination.labels", 2); nl > 0 {
+			dst.Labels = make(map[string]string, capHint(nl))
+			prev := ""
+			for i := range nl {
+				k := d.string("destination.labels.key")
+				v := d.string("destination.labels.value")
+				if d.err != nil {
+					return
+				}
+				if i > 0 && k <= prev {
+					d.fail("destination.labels", "destination %q: keys not strictly increasing (%q after %q)", dst.Name, k, prev)
+					return
+				}
+				dst.Labels[k], prev = v, k
+			}
+		}
+		if np := d.count("destination.path", 1); np > 0 {
+			dst.Path = make([]string, 0, capHint(np))
+			for range np {
+				dst.Path = append(dst.Path, d.string("destination.path"))
+			}
+		}
+		dst.Connected = d.bool("destination.connected")
+		dst.LastSeen = d.varint("destination.lastSeen")
+		if d.err != nil {
+			return
+		}
+		m.Destinations = append(m.Destinations, dst)
+	}
+}
+
+// Ping asks the peer for a Pong. Either end may send it on the control
+// stream, to keep NAT bindings alive and to measure round trips.
+//
+// Payload: Nonce (uvarint), UnixNano (varint).
+type Ping struct {
+	// Nonce is echoed in the Pong.
+	Nonce uint64
+	// UnixNano is the sender's clock when sending.
+	UnixNano int64
+}
+
+func (*Ping) Type() Type { return TypePing }
+
+func (m *Ping) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.Nonce)
+	return appendVarint(b, m.UnixNano), nil
+}
+
+func (m *Ping) decodePayload(d *decoder) {
+	m.Nonce = d.uvarint("nonce")
+	m.UnixNano = d.varint("unixNano")
+}
+
+// Pong answers a Ping.
+//
+// Payload: Nonce (uvarint), UnixNano (varint).
+type Pong struct {
+	// Nonce is the Ping's nonce.
+	Nonce uint64
+	// UnixNano is the responder's clock when replying (the pinger measures
+	// the round trip on its own clock; this one estimates clock skew).
+	UnixNano int64
+}
+
+func (*Pong) Type() Type { return TypePong }
+
+func (m *Pong) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.Nonce)
+	return appendVarint(b, m.UnixNano), nil
+}
+
+func (m *Pong) decodePayload(d *decoder) {
+	m.Nonce = d.uvarint("nonce")
+	m.UnixNano = d.varint("unixNano")
+}
+
+// Error reports a failure to the peer on the control stream; the sender
+// then usually closes the link.
+//
+// Payload: Code (uvarint), Message (string).
+type Error struct {
+	Code    ErrorCode
+	Message string
+}
+
+func (*Error) Type() Type { return TypeError }
+
+func (m *Error) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, uint64(m.Code))
+	return appendString(b, m.Message), nil
+}
+
+func (m *Error) decodePayload(d *decoder) {
+	m.Code = ErrorCode(d.uint32("code"))
+	m.Message = d.string("message")
+}
+
+// ---- downsync stream ----
+//
+// The parent sends the latest state of each key of the child's mailbox, in
+// revision order, never a backlog of intermediate versions; the child acks
+// what it has durably applied.
+
+// Put sets a key of the child's mailbox to an object version.
+//
+// Payload: Revision (uvarint), Key, Data (object bytes, compressed if
+// FlagCompressed).
+type Put struct {
+	// Revision is the revision at which the object took this value.
+	Revision uint64
+	Key      Key
+	// Data is the object, opaque to this package (JSON today).
+	Data []byte
+}
+
+func (*Put) Type() Type { return TypePut }
+
+func (m *Put) appendPayload(b []byte, e *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.Revision)
+	b = appendKey(b, m.Key)
+	return e.object(b, m.Data), nil
+}
+
+func (m *Put) decodePayload(d *decoder) {
+	m.Revision = d.uvarint("revision")
+	m.Key = d.key()
+	m.Data = d.object("data")
+}
+
+// Delete removes a key from the child's mailbox.
+//
+// Payload: Revision (uvarint), Key.
+type Delete struct {
+	// Revision is the revision of the deletion.
+	Revision uint64
+	Key      Key
+}
+
+func (*Delete) Type() Type { return TypeDelete }
+
+func (m *Delete) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.Revision)
+	return appendKey(b, m.Key), nil
+}
+
+func (m *Delete) decodePayload(d *decoder) {
+	m.Revision = d.uvarint("revision")
+	m.Key = d.key()
+}
+
+// ResyncBegin opens a full snapshot of the mailbox at Revision: the Puts up
+// to ResyncEnd are its entire content.
+//
+// Payload: Revision (uvarint).
+type ResyncBegin struct{ Revision uint64 }
+
+// ResyncEnd closes the snapshot opened by ResyncBegin at the same Revision.
+// The child deletes every key it holds that no Put named since
+// ResyncBegin, then is at Revision.
+//
+// Payload: Revision (uvarint).
+type ResyncEnd struct{ Revision uint64 }
+
+// Progress says that everything in the mailbox up to Revision has been sent,
+// even if no Put or Delete carried that revision (changes to other
+// mailboxes advance the global revision too). It lets the child's cursor
+// advance while idle.
+//
+// Payload: Revision (uvarint).
+type Progress struct{ Revision uint64 }
+
+// Ack, from the child, says it has durably applied everything up to
+// Revision; the parent records it as the child's cursor.
+//
+// Payload: Revision (uvarint).
+type Ack struct{ Revision uint64 }
+
+func (*ResyncBegin) Type() Type { return TypeResyncBegin }
+func (*ResyncEnd) Type() Type   { return TypeResyncEnd }
+func (*Progress) Type() Type    { return TypeProgress }
+func (*Ack) Type() Type         { return TypeAck }
+
+func (m *ResyncBegin) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	return appendUvarint(b, m.Revision), nil
+}
+func (m *ResyncEnd) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	return appendUvarint(b, m.Revision), nil
+}
+func (m *Progress) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	return appendUvarint(b, m.Revision), nil
+}
+func (m *Ack) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	return appendUvarint(b, m.Revision), nil
+}
+
+func (m *ResyncBegin) decodePayload(d *decoder) { m.Revision = d.uvarint("revision") }
+func (m *ResyncEnd) decodePayload(d *decoder)   { m.Revision = d.uvarint("revision") }
+func (m *Progress) decodePayload(d *decoder)    { m.Revision = d.uvarint("revision") }
+func (m *Ack) decodePayload(d *decoder)         { m.Revision = d.uvarint("revision") }
+
+// ---- upsync stream ----
+
+// Report carries the latest reported state of one key of the child's
+// subtree (or its deletion) to the parent.
+//
+// Payload: Seq (uvarint), Key, Deleted (bool), Data (object bytes,
+// compressed if FlagCompressed; empty if Deleted).
+type Report struct {
+	// Seq is the child's sequence number for this report. It increases with
+	// every Report the child sends its parent and survives reconnects, so
+	// that Cursor.ReportSeq stays meaningful.
+	Seq uint64
+	Key Key
+	// Deleted reports that the key no longer exists; Data is then empty.
+	Deleted bool
+	// Data is the object, opaque to this package.
+	Data []byte
+}
+
+func (*Report) Type() Type { return TypeReport }
+
+func (m *Report) appendPayload(b []byte, e *encoder) ([]byte, error) {
+	if m.Deleted && len(m.Data) > 0 {
+		return b, fmt.Errorf("%w: Report of %v is Deleted but has %d bytes of Data", ErrMalformed, m.Key, len(m.Data))
+	}
+	b = appendUvarint(b, m.Seq)
+	b = appendKey(b, m.Key)
+	b = appendBool(b, m.Deleted)
+	return e.object(b, m.Data), nil
+}
+
+func (m *Report) decodePayload(d *decoder) {
+	m.Seq = d.uvarint("seq")
+	m.Key = d.key()
+	m.Deleted = d.bool("deleted")
+	m.Data = d.object("data")
+	if d.err == nil && m.Deleted && len(m.Data) > 0 {
+		d.fail("data", "Report of %v is Deleted but has %d bytes of Data", m.Key, len(m.Data))
+	}
+}
+
+// ReportAck, from the parent, says every Report up to Seq is durable there;
+// the child need not resend them after a reconnect.
+//
+// Payload: Seq (uvarint).
+type ReportAck struct{ Seq uint64 }
+
+func (*ReportAck) Type() Type { return TypeReportAck }
+
+func (m *ReportAck) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	return appendUvarint(b, m.Seq), nil
+}
+
+func (m *ReportAck) decodePayload(d *decoder) { m.Seq = d.uvarint("seq") }

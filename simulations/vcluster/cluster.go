@@ -1,0 +1,236 @@
+package vcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
+
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Sentinel errors.
+var (
+	ErrInvalidOptions = errors.New("vcluster: invalid options")
+	ErrStarted        = errors.New("vcluster: already started")
+)
+
+// Defaults of Options.
+const (
+	DefaultReadyDelay = 2 * time.Second
+	DefaultNodes      = 1
+)
+
+// historySize is the number of store events a cluster keeps for watch
+// resumption. A kube-apiserver keeps about five minutes of etcd history;
+// a virtual cluster keeps little, because every kept event pins an old
+// object version in memory. A client whose watch falls further behind
+// relists, as it would after an etcd compaction.
+const historySize = 512
+
+// Options configures a Cluster. The zero value of every field but Name
+// selects its default.
+type Options struct {
+	// Name identifies the cluster; it is the host of RESTConfig
+	// (http://vcluster.<Name>) and prefixes its node names. Required.
+	Name string
+	// ReadyDelay is how long a pod takes to become Running and Ready, or
+	// to fail, after it is created (default 2s). Negative means no delay.
+	ReadyDelay time.Duration
+	// FailureRate is the share of pods, in [0, 1], that fail instead of
+	// becoming ready: a pod whose restartPolicy is Always stays Running
+	// and not Ready with its containers waiting in CrashLoopBackOff;
+	// others (Jobs' pods) end Failed. Which pods fail is a deterministic
+	// function of Seed and the pod's namespace and name.
+	FailureRate float64
+	// Seed makes failures and generated pod names reproducible.
+	Seed int64
+	// Nodes is the number of Ready nodes registered (default 1).
+	Nodes int
+	// Logger receives the controllers' warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.ReadyDelay == 0 {
+		o.ReadyDelay = DefaultReadyDelay
+	}
+	if o.ReadyDelay < 0 {
+		o.ReadyDelay = 0
+	}
+	if o.Nodes == 0 {
+		o.Nodes = DefaultNodes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate lists what is wrong with o.
+func (o Options) Validate() []error {
+	var errs []error
+	if o.Name == "" {
+		errs = append(errs, fmt.Errorf("%w: Name is required", ErrInvalidOptions))
+	}
+	if o.FailureRate < 0 || o.FailureRate > 1 {
+		errs = append(errs, fmt.Errorf("%w: FailureRate %v is not in [0, 1]", ErrInvalidOptions, o.FailureRate))
+	}
+	if o.Nodes < 0 {
+		errs = append(errs, fmt.Errorf("%w: Nodes %d is negative", ErrInvalidOptions, o.Nodes))
+	}
+	return errs
+}
+
+// Cluster is an in-memory Kubernetes cluster: Canopy's kube API server
+// (package relay/kubeapi) over an in-memory store, reached through an
+// in-process transport, with a simulated control plane and kubelet.
+//
+// All methods are safe for concurrent use. Start runs at most once.
+type Cluster struct {
+	opts      Options
+	store     *store.Store
+	api       *kubeapi.Server
+	transport *InprocTransport
+	started   atomic.Bool
+	stats     counters
+}
+
+// counters are updated by the simulated kubelet.
+type counters struct {
+	podsReady   atomic.Int64
+	podsFailed  atomic.Int64
+	podsDone    atomic.Int64
+	writes      atomic.Int64
+	writeErrors atomic.Int64
+}
+
+// Stats describes a cluster.
+type Stats struct {
+	// Objects is the number of stored objects, system namespaces and
+	// default ClusterRoles included.
+	Objects int
+	// Bytes is the size of the stored objects' JSON.
+	Bytes int64
+	// Revision is the store's current revision.
+	Revision int64
+	// Watchers counts open store watches (the controllers' included).
+	Watchers int
+	// PodsReady counts the times the kubelet made a pod Ready, PodsFailed
+	// the times it made one fail (CrashLoopBackOff or Failed), PodsSucceeded
+	// the pods it completed (Jobs' pods). Pods deleted later still count.
+	PodsReady, PodsFailed, PodsSucceeded int64
+	// Writes counts the controllers' and kubelet's API writes, WriteErrors
+	// those that failed (conflicts included: they are retried).
+	Writes, WriteErrors int64
+}
+
+// New builds a cluster with its nodes registered. Nothing runs until Start.
+func New(opts Options) (*Cluster, error) {
+	if errs := opts.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	opts = opts.withDefaults()
+	st := store.New(store.Options{HistorySize: historySize, Fields: kubeapi.FieldsFor})
+	st.SetLog(store.NewMemLog(st))
+	api := kubeapi.New(kubeapi.Config{
+		Store:           st,
+		Authenticator:   allowAll{},
+		Authorizer:      allowAll{},
+		Logger:          opts.Logger,
+		Version:         serverVersion,
+		MinWatchTimeout: 30 * time.Minute,
+	})
+	c := &Cluster{opts: opts, store: st, api: api, transport: NewInprocTransport(api)}
+	ctx := context.Background()
+	if err := api.EnsureSpace(ctx, kubeapi.DefaultSpace, kubeapi.SpaceKindWDS); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("vcluster: %s: %w", opts.Name, err)
+	}
+	if err := c.registerNodes(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("vcluster: %s: %w", opts.Name, err)
+	}
+	return c, nil
+}
+
+// serverVersion is what /version answers.
+var serverVersion = version.Info{
+	Major: "1", Minor: "34", GitVersion: "v1.34.0-canopy-vcluster",
+	Platform: "linux/amd64", GoVersion: "go1.26",
+}
+
+// Name returns the cluster's name.
+func (c *Cluster) Name() string { return c.opts.Name }
+
+// RESTConfig returns a new config that reaches the cluster in-process, as
+// its admin. Client-side rate limiting is left at client-go's defaults.
+func (c *Cluster) RESTConfig() *rest.Config {
+	return &rest.Config{
+		Host:      "http://vcluster." + c.opts.Name,
+		Transport: c.transport,
+		UserAgent: "vcluster/" + c.opts.Name,
+	}
+}
+
+// Transport returns the in-process transport that serves the cluster's API.
+func (c *Cluster) Transport() http.RoundTripper { return c.transport }
+
+// Handler returns the cluster's API as an http.Handler, to serve it on a
+// real listener (kubectl against a simulation) if wanted.
+func (c *Cluster) Handler() http.Handler { return c.api }
+
+// Start runs the API server's lifecycle controllers (namespace deletion,
+// garbage collection) and the simulated control plane and kubelet until
+// ctx is done, then closes the store: a Cluster is not reusable. It
+// returns nil when ctx ends.
+func (c *Cluster) Start(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return ErrStarted
+	}
+	defer c.store.Close()
+	ctrl, err := newController(c)
+	if err != nil {
+		return err
+	}
+	// The simulated control plane runs in the caller's goroutine, the
+	// lifecycle controllers in one more: goroutines per cluster are few.
+	ctx, cancel := context.WithCancel(ctx)
+	apiDone := make(chan error, 1)
+	go func() {
+		err := c.api.StartControllers(ctx)
+		cancel()
+		apiDone <- err
+	}()
+	err = ctrl.run(ctx)
+	cancel()
+	if apiErr := <-apiDone; err == nil {
+		err = apiErr
+	}
+	return err
+}
+
+// Close releases a cluster that was never started. A started cluster is
+// released when Start returns.
+func (c *Cluster) Close() {
+	if !c.started.Load() {
+		c.store.Close()
+	}
+}
+
+// Stats returns the cluster's current figures.
+func (c *Cluster) Stats() Stats {
+	s := c.store.Stats()
+	return Stats{
+		Objects: s.Objects, Bytes: s.Bytes, Revision: s.Revision, Watchers: s.Watchers,
+		PodsReady: c.stats.podsReady.Load(), PodsFailed: c.stats.podsFailed.Load(), PodsSucceeded: c.stats.podsDone.Load(),
+		Writes: c.stats.writes.Load(), WriteErrors: c.stats.writeErrors.Load(),
+	}
+}

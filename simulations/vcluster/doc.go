@@ -1,0 +1,42 @@
+// Package vcluster is an in-memory Kubernetes cluster with a simulated
+// control plane and kubelet, for simulations (DESIGN.md section 8, issue 7)
+// and for edge relays started with --virtual-cluster.
+//
+// # What it owns
+//
+// A Cluster is Canopy's own kube API server (package relay/kubeapi) over a
+// private in-memory store (package relay/store), served without sockets by
+// InprocTransport: RESTConfig returns a rest.Config whose Transport calls
+// the server's handler in-process, so client-go (typed clients, dynamic
+// client, discovery, RESTMappers, informers and watches) works unchanged
+// and a syncer takes the same code path as against a real cluster.
+//
+// Start runs, until its context ends:
+//
+//   - the API server's lifecycle controllers (namespace deletion, garbage
+//     collection through ownerReferences);
+//   - one loop that is the whole simulated control plane: Deployment (one
+//     ReplicaSet per pod template, pod-template-hash), ReplicaSet,
+//     StatefulSet, DaemonSet (a pod per node) and Job controllers, a
+//     round-robin scheduler and the kubelets of all nodes, which make a
+//     pod Running and Ready (or Succeeded, when it does not restart)
+//     Options.ReadyDelay after first seeing it, or fail it for a
+//     deterministic Options.FailureRate share of pods.
+//
+// That loop reads the store directly through one store watch over the
+// cluster (the store is both its etcd and its watch cache, so nothing is
+// cached twice), and writes through the API with client-go, so its writes
+// get the server's semantics. Pods waiting for ReadyDelay sit in one timer
+// heap behind one time.Timer. A started cluster runs five goroutines: two
+// for the lifecycle controllers, one for the simulated control plane and
+// one store watcher for each of the two loops; every open client watch
+// adds one (its handler).
+//
+// # What it must not do
+//
+// It must not change relay/kubeapi or relay/store to suit itself: it is a
+// client of them, as the root relay is. It does not simulate networking,
+// volumes, probes, node heartbeats or leases, ControllerRevisions, events,
+// CronJobs, rollout progress deadlines, minReadySeconds or Job retry
+// back-off.
+package vcluster
