@@ -1,0 +1,341 @@
+package link
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"github.com/quic-go/quic-go"
+)
+
+// counters are the byte counters of one connection, shared by its streams.
+type counters struct {
+	in, out atomic.Uint64
+}
+
+func (c *counters) stats() (uint64, uint64) { return c.in.Load(), c.out.Load() }
+
+type accepted struct {
+	s    Stream
+	kind StreamKind
+}
+
+// streamQueue turns raw incoming streams into typed ones: each new stream's
+// kind byte is read in its own goroutine, so one silent stream never holds up
+// the others.
+type streamQueue struct {
+	ch      chan accepted
+	done    <-chan struct{}
+	timeout time.Duration
+}
+
+// headerStream is what the queue needs of a raw stream.
+type headerStream interface {
+	io.Reader
+	SetReadDeadline(time.Time) error
+}
+
+func (q *streamQueue) admit(raw headerStream, wrap func() Stream, reject func()) {
+	var b [1]byte
+	_ = raw.SetReadDeadline(time.Now().Add(q.timeout))
+	if _, err := io.ReadFull(raw, b[:]); err != nil || b[0] == 0 {
+		reject()
+		return
+	}
+	_ = raw.SetReadDeadline(time.Time{})
+	select {
+	case q.ch <- accepted{s: wrap(), kind: StreamKind(b[0])}:
+	case <-q.done:
+		reject()
+	}
+}
+
+func (q *streamQueue) accept(ctx context.Context, cause func() error) (Stream, StreamKind, error) {
+	select {
+	case a := <-q.ch:
+		return a.s, a.kind, nil
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	case <-q.done:
+		// A stream may have been queued just before the close.
+		select {
+		case a := <-q.ch:
+			return a.s, a.kind, nil
+		default:
+		}
+		return nil, 0, closedErr(cause())
+	}
+}
+
+func closedErr(cause error) error {
+	if cause == nil {
+		return ErrConnClosed
+	}
+	return fmt.Errorf("%w: %w", ErrConnClosed, cause)
+}
+
+// ---- QUIC ----
+
+// quicConn is a Conn over a quic-go connection.
+type quicConn struct {
+	qc      *quic.Conn
+	cnt     counters
+	q       streamQueue
+	onClose func() // releases a transport owned by this connection
+}
+
+const (
+	codeNoError  quic.ApplicationErrorCode = 0
+	codeBadKind  quic.StreamErrorCode      = 1
+	codeCanceled quic.StreamErrorCode      = 2
+)
+
+func newQUICConn(qc *quic.Conn, cfg Config, onClose func()) *quicConn {
+	c := &quicConn{
+		qc:      qc,
+		q:       streamQueue{ch: make(chan accepted), done: qc.Context().Done(), timeout: cfg.StreamHeaderTimeout},
+		onClose: onClose,
+	}
+	go c.acceptLoop()
+	if onClose != nil {
+		go func() {
+			<-qc.Context().Done()
+			onClose()
+		}()
+	}
+	return c
+}
+
+func (c *quicConn) acceptLoop() {
+	ctx := c.qc.Context()
+	for {
+		s, err := c.qc.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		go c.q.admit(s,
+			func() Stream { return &quicStream{s: s, cnt: &c.cnt} },
+			func() { s.CancelRead(codeBadKind); s.CancelWrite(codeBadKind) })
+	}
+}
+
+func (c *quicConn) OpenStream(ctx context.Context, kind StreamKind) (Stream, error) {
+	if kind == 0 {
+		return nil, ErrInvalidKind
+	}
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		if c.qc.Context().Err() != nil {
+			return nil, closedErr(context.Cause(c.qc.Context()))
+		}
+		return nil, err
+	}
+	if _, err := s.Write([]byte{byte(kind)}); err != nil {
+		s.CancelRead(codeCanceled)
+		s.CancelWrite(codeCanceled)
+		return nil, err
+	}
+	return &quicStream{s: s, cnt: &c.cnt}, nil
+}
+
+func (c *quicConn) AcceptStream(ctx context.Context) (Stream, StreamKind, error) {
+	return c.q.accept(ctx, func() error { return context.Cause(c.qc.Context()) })
+}
+
+func (c *quicConn) ConnectionState() tls.ConnectionState { return c.qc.ConnectionState().TLS }
+func (c *quicConn) Transport() string                    { return TransportQUIC }
+func (c *quicConn) LocalAddr() net.Addr                  { return c.qc.LocalAddr() }
+func (c *quicConn) RemoteAddr() net.Addr                 { return c.qc.RemoteAddr() }
+func (c *quicConn) Stats() (uint64, uint64)              { return c.cnt.stats() }
+func (c *quicConn) Done() <-chan struct{}                { return c.qc.Context().Done() }
+
+func (c *quicConn) Close(reason string) error {
+	return c.qc.CloseWithError(codeNoError, reason)
+}
+
+// quicStream counts bytes and gives Close its full-close meaning (quic-go's
+// Close only ends the send direction).
+type quicStream struct {
+	s   *quic.Stream
+	cnt *counters
+}
+
+func (s *quicStream) Read(p []byte) (int, error) {
+	n, err := s.s.Read(p)
+	s.cnt.in.Add(uint64(n))
+	return n, err
+}
+
+func (s *quicStream) Write(p []byte) (int, error) {
+	n, err := s.s.Write(p)
+	s.cnt.out.Add(uint64(n))
+	return n, err
+}
+
+func (s *quicStream) CloseWrite() error { return s.s.Close() }
+
+func (s *quicStream) Close() error {
+	s.s.CancelRead(codeCanceled)
+	return s.s.Close()
+}
+
+func (s *quicStream) SetDeadline(t time.Time) error      { return s.s.SetDeadline(t) }
+func (s *quicStream) SetReadDeadline(t time.Time) error  { return s.s.SetReadDeadline(t) }
+func (s *quicStream) SetWriteDeadline(t time.Time) error { return s.s.SetWriteDeadline(t) }
+
+// ---- TCP (TLS + yamux) ----
+
+// tcpConn is a Conn over TLS 1.3 on TCP, multiplexed by yamux.
+type tcpConn struct {
+	sess *yamux.Session
+	cs   tls.ConnectionState
+	cnt  counters
+	q    streamQueue
+}
+
+func yamuxConfig(cfg Config) *yamux.Config {
+	yc := yamux.DefaultConfig()
+	yc.AcceptBacklog = int(min(cfg.MaxIncomingStreams, 1<<16))
+	yc.EnableKeepAlive = true
+	yc.KeepAliveInterval = cfg.KeepAlivePeriod
+	yc.ConnectionWriteTimeout = cfg.MaxIdleTimeout
+	yc.MaxStreamWindowSize = 1 << 20
+	yc.StreamOpenTimeout = cfg.MaxIdleTimeout
+	yc.StreamCloseTimeout = time.Minute
+	yc.LogOutput = io.Discard
+	return yc
+}
+
+func newTCPConn(tc *tls.Conn, cfg Config, server bool) (*tcpConn, error) {
+	var (
+		sess *yamux.Session
+		err  error
+	)
+	if server {
+		sess, err = yamux.Server(tc, yamuxConfig(cfg))
+	} else {
+		sess, err = yamux.Client(tc, yamuxConfig(cfg))
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &tcpConn{
+		sess: sess,
+		cs:   tc.ConnectionState(),
+		q:    streamQueue{ch: make(chan accepted), done: sess.CloseChan(), timeout: cfg.StreamHeaderTimeout},
+	}
+	go c.acceptLoop()
+	return c, nil
+}
+
+func (c *tcpConn) acceptLoop() {
+	for {
+		s, err := c.sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		go c.q.admit(s,
+			func() Stream { return &tcpStream{s: s, cnt: &c.cnt} },
+			func() { _ = s.Close() })
+	}
+}
+
+func (c *tcpConn) OpenStream(ctx context.Context, kind StreamKind) (Stream, error) {
+	if kind == 0 {
+		return nil, ErrInvalidKind
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		s   *yamux.Stream
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := c.sess.OpenStream()
+		if err == nil {
+			_, err = s.Write([]byte{byte(kind)})
+		}
+		ch <- result{s, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			if r.s != nil {
+				_ = r.s.Close()
+			}
+			if c.sess.IsClosed() {
+				return nil, closedErr(r.err)
+			}
+			return nil, r.err
+		}
+		return &tcpStream{s: r.s, cnt: &c.cnt}, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.s != nil {
+				_ = r.s.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+func (c *tcpConn) AcceptStream(ctx context.Context) (Stream, StreamKind, error) {
+	return c.q.accept(ctx, func() error { return nil })
+}
+
+func (c *tcpConn) ConnectionState() tls.ConnectionState { return c.cs }
+func (c *tcpConn) Transport() string                    { return TransportTCP }
+func (c *tcpConn) LocalAddr() net.Addr                  { return c.sess.LocalAddr() }
+func (c *tcpConn) RemoteAddr() net.Addr                 { return c.sess.RemoteAddr() }
+func (c *tcpConn) Stats() (uint64, uint64)              { return c.cnt.stats() }
+func (c *tcpConn) Done() <-chan struct{}                { return c.sess.CloseChan() }
+
+// Close closes the session; yamux has no way to carry reason to the peer.
+func (c *tcpConn) Close(reason string) error { return c.sess.Close() }
+
+// tcpStream counts bytes and separates CloseWrite (yamux's Close, a FIN) from
+// Close (FIN, and local reads end).
+type tcpStream struct {
+	s      *yamux.Stream
+	cnt    *counters
+	fin    sync.Once
+	finErr error
+	closed atomic.Bool
+}
+
+func (s *tcpStream) Read(p []byte) (int, error) {
+	if s.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	n, err := s.s.Read(p)
+	s.cnt.in.Add(uint64(n))
+	return n, err
+}
+
+func (s *tcpStream) Write(p []byte) (int, error) {
+	n, err := s.s.Write(p)
+	s.cnt.out.Add(uint64(n))
+	return n, err
+}
+
+func (s *tcpStream) CloseWrite() error {
+	s.fin.Do(func() { s.finErr = s.s.Close() })
+	return s.finErr
+}
+
+func (s *tcpStream) Close() error {
+	s.closed.Store(true)
+	return s.CloseWrite()
+}
+
+func (s *tcpStream) SetDeadline(t time.Time) error      { return s.s.SetDeadline(t) }
+func (s *tcpStream) SetReadDeadline(t time.Time) error  { return s.s.SetReadDeadline(t) }
+func (s *tcpStream) SetWriteDeadline(t time.Time) error { return s.s.SetWriteDeadline(t) }
