@@ -624,6 +624,14 @@ func LinkClientTLS(cert *tls.Certificate, root *x509.Certificate, serverName str
 	return cfg
 }
 
+// VerifyParent checks the certificate chain a relay's parent presented: a
+// region's relay certificate, or the root's serving certificate for
+// serverName. A joining child, which could not verify its parent during
+// the handshake, calls it once it has learned the root certificate.
+func VerifyParent(root *x509.Certificate, chain []*x509.Certificate, serverName string) error {
+	return verifyParent(root, chain, serverName)
+}
+
 // verifyParent checks the certificate chain of a relay's parent; see
 // LinkClientTLS.
 func verifyParent(root *x509.Certificate, chain []*x509.Certificate, serverName string) error {

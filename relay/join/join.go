@@ -1,0 +1,264 @@
+// Package join runs the first contact between a new child relay and its
+// parent: the child proves it holds a join token, and the parent answers
+// with a certificate naming the child, chained to the root CA.
+//
+// It owns the join exchange on the control stream of a link and the
+// child's after-the-fact verification of its parent; it must not keep
+// state of its own (identities are files in the child's data directory,
+// written by relay/pki) nor run the sync streams that follow.
+//
+// A joining child has no root certificate yet, so it cannot verify its
+// parent during the TLS handshake. It verifies it afterwards: the root
+// certificate in the answer must be the one whose key signed the child's
+// join token (which only the real root can have produced), and the chain
+// the parent presented during the handshake must belong to that root. A
+// man in the middle without a certificate of the tree fails that check,
+// and the child discards what it received.
+package join
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/internal/wire"
+	"github.com/canopy-dev/canopy/relay/link"
+	"github.com/canopy-dev/canopy/relay/pki"
+)
+
+// Sentinel errors.
+var (
+	// ErrRefused: the parent refused the join; the error text says why.
+	ErrRefused = errors.New("join: refused by the parent")
+	// ErrUntrustedParent: the parent could not be verified against the
+	// root that signed the join token.
+	ErrUntrustedParent = errors.New("join: parent not verified")
+	// ErrProtocol: the peer did not follow the join exchange.
+	ErrProtocol = errors.New("join: protocol error")
+)
+
+// Authority answers joining children on behalf of one relay: the root, or a
+// region holding an intermediate CA.
+type Authority struct {
+	// CA signs the children's certificates.
+	CA *pki.CA
+	// Root is the tree's root CA certificate; join tokens must verify
+	// against it.
+	Root *x509.Certificate
+	// Path is this relay's path from the root (["root"] at the root).
+	Path []string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+func (a *Authority) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Serve handles the control stream of a child that connected without a
+// certificate: it reads Hello and JoinRequest and answers with a
+// JoinResponse, carrying either the child's certificate chain and the root
+// certificate, or the reason for refusal. It returns the identity it
+// certified. The caller should then half-close the stream and leave the
+// link open until the child closes it, so that the answer is delivered.
+func (a *Authority) Serve(rw io.ReadWriter) (pki.Identity, error) {
+	r, w := wire.NewReader(rw, nil), wire.NewWriter(rw, nil)
+	hello, err := readAs[*wire.Hello](r)
+	if err != nil {
+		return pki.Identity{}, err
+	}
+	req, err := readAs[*wire.JoinRequest](r)
+	if err != nil {
+		return pki.Identity{}, err
+	}
+	id, chain, err := a.certify(hello, req)
+	if err != nil {
+		// The refusal goes to the child verbatim: it is what its
+		// operator needs to read.
+		_ = send(w, &wire.JoinResponse{Error: err.Error()})
+		return pki.Identity{}, err
+	}
+	rootPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.Root.Raw})
+	if err := send(w, &wire.JoinResponse{Chain: chain, CA: rootPEM}); err != nil {
+		return pki.Identity{}, err
+	}
+	return id, nil
+}
+
+func (a *Authority) certify(hello *wire.Hello, req *wire.JoinRequest) (pki.Identity, []byte, error) {
+	role, err := childRole(hello.Role)
+	if err != nil {
+		return pki.Identity{}, nil, err
+	}
+	claims, err := pki.VerifyJoinToken(a.Root, req.Token, a.now())
+	if err != nil {
+		return pki.Identity{}, nil, err
+	}
+	if !claims.Allows(role) {
+		return pki.Identity{}, nil, fmt.Errorf("join token is for %s relays, not %s", claims.Role, role)
+	}
+	name, err := pki.CSRName(req.CSR)
+	if err != nil {
+		return pki.Identity{}, nil, err
+	}
+	if name != hello.Name {
+		return pki.Identity{}, nil, fmt.Errorf("certificate request names %q but the relay says it is %q", name, hello.Name)
+	}
+	chain, err := a.CA.SignChild(req.CSR, role, a.Path, pki.ChildCertValidity)
+	if err != nil {
+		return pki.Identity{}, nil, err
+	}
+	path := append(append([]string(nil), a.Path...), name)
+	return pki.Identity{Name: name, Role: role, Path: path}, chain, nil
+}
+
+// Request is what a child asks for.
+type Request struct {
+	Name  string
+	Role  pki.ChildRole
+	Token string
+	// ServerName is the host the child dialed, to check the root's
+	// serving certificate against when the parent is the root.
+	ServerName string
+}
+
+// ClientTLS is the TLS configuration of a joining dial: no client
+// certificate, and no verification during the handshake (the parent is
+// verified by Join once the root certificate is known).
+func ClientTLS(serverName string) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		NextProtos:         []string{pki.LinkALPN},
+		ServerName:         serverName,
+		InsecureSkipVerify: true, // verified after the exchange; see the package doc
+	}
+}
+
+// Join runs the child side on conn, a link dialed with ClientTLS, and
+// saves the resulting identity in dataDir. It closes nothing: the caller
+// drops conn and dials again with its new certificate.
+func Join(ctx context.Context, conn link.Conn, dataDir string, req Request) error {
+	key, err := pki.NewChildKey()
+	if err != nil {
+		return err
+	}
+	csr, err := pki.NewCSR(key, req.Name)
+	if err != nil {
+		return err
+	}
+	st, err := conn.OpenStream(ctx, link.StreamControl)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	stop := context.AfterFunc(ctx, func() { _ = st.Close() })
+	defer stop()
+	w := wire.NewWriter(st, nil)
+	if err := w.Write(&wire.Hello{Name: req.Name, Role: wireRole(req.Role), Versions: []uint32{wire.ProtocolVersion}}); err != nil {
+		return err
+	}
+	if err := send(w, &wire.JoinRequest{Token: req.Token, CSR: csr}); err != nil {
+		return err
+	}
+	resp, err := readAs[*wire.JoinResponse](wire.NewReader(st, nil))
+	if err != nil {
+		return err
+	}
+	if resp.Error != "" {
+		return fmt.Errorf("%w: %s", ErrRefused, resp.Error)
+	}
+	root, err := parseRoot(resp.CA)
+	if err != nil {
+		return err
+	}
+	// The root that signed our token is the one we trust; the parent we
+	// talked to must be part of its tree.
+	if _, err := pki.VerifyJoinToken(root, req.Token, time.Now()); err != nil {
+		return fmt.Errorf("%w: the root certificate it sent did not sign the join token: %v", ErrUntrustedParent, err)
+	}
+	if err := pki.VerifyParent(root, conn.ConnectionState().PeerCertificates, req.ServerName); err != nil {
+		return fmt.Errorf("%w: %v", ErrUntrustedParent, err)
+	}
+	keyPEM, err := pki.EncodeKeyPEM(key)
+	if err != nil {
+		return err
+	}
+	return pki.SaveChildIdentity(dataDir, keyPEM, resp.Chain, resp.CA)
+}
+
+// ServerNameOf is the host part of a parent address, for Request.ServerName.
+func ServerNameOf(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+func parseRoot(rootPEM []byte) (*x509.Certificate, error) {
+	b, _ := pem.Decode(rootPEM)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%w: no root certificate in the answer", ErrProtocol)
+	}
+	root, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: root certificate: %v", ErrProtocol, err)
+	}
+	if !root.IsCA || root.CheckSignatureFrom(root) != nil {
+		return nil, fmt.Errorf("%w: the root certificate is not a self-signed CA", ErrUntrustedParent)
+	}
+	return root, nil
+}
+
+func send(w *wire.Writer, m wire.Message) error {
+	if err := w.Write(m); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// readAs reads the next frame and requires it to be a T.
+func readAs[T wire.Message](r *wire.Reader) (T, error) {
+	var zero T
+	m, err := r.Read()
+	if err != nil {
+		return zero, err
+	}
+	if e, ok := m.(*wire.Error); ok {
+		return zero, fmt.Errorf("%w: %s", ErrRefused, e.Message)
+	}
+	t, ok := m.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: got %s, want %s", ErrProtocol, m.Type(), zero.Type())
+	}
+	return t, nil
+}
+
+func childRole(r wire.Role) (pki.ChildRole, error) {
+	switch r {
+	case wire.RoleRegion:
+		return pki.RoleRegion, nil
+	case wire.RoleEdge:
+		return pki.RoleEdge, nil
+	}
+	return 0, fmt.Errorf("a relay of role %s cannot join", r)
+}
+
+func wireRole(r pki.ChildRole) wire.Role {
+	switch r {
+	case pki.RoleRegion:
+		return wire.RoleRegion
+	case pki.RoleEdge:
+		return wire.RoleEdge
+	}
+	return wire.RoleUnknown
+}
