@@ -1,0 +1,232 @@
+package tree
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+
+	"github.com/canopy-dev/canopy/relay/internal/wire"
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// SenderOptions configures a Sender. The zero value selects every default.
+type SenderOptions struct {
+	// Wire configures frame size and compression; nil: wire defaults.
+	Wire *wire.Config
+	// NoBookmarks stops asking the store for bookmarks. Bookmarks let an
+	// idle child's cursor follow the global revision (Progress), so that
+	// its next resume is still within history; without them the cursor
+	// moves only when the mailbox changes.
+	NoBookmarks bool
+	// Logger receives the Sender's logs; nil: discarded.
+	Logger *slog.Logger
+}
+
+// Sender is the parent side of one child's downsync stream. It sends the
+// latest state of every key of the child's mailbox space, never a backlog of
+// events (see the package doc).
+//
+// Serve runs one stream at a time; Stats is safe for concurrent use.
+type Sender struct{ src *source }
+
+// NewSender returns a Sender of the objects of space mailbox of st.
+func NewSender(st *store.Store, mailbox string, opts SenderOptions) *Sender {
+	return &Sender{src: newSource(st, mailbox, false, opts.Wire, !opts.NoBookmarks, opts.Logger)}
+}
+
+// Serve sends the mailbox on stream until ctx is done or the stream fails,
+// and returns why (ctx.Err() on cancellation). cursor is the child's (from
+// its Hello): the last revision it has durably applied. When the store's
+// history still covers it, Serve sends what changed after it; when it does
+// not, or cursor is 0 or newer than the store, Serve starts with a full
+// resync. Resync reports in advance which of the two Serve will do.
+//
+// The stream starts after its Open frame, which the caller has handled.
+// If stream is an io.Closer, Serve closes it before returning (that is how
+// it unblocks a stalled peer on cancellation) and returns only after its
+// reading goroutine has ended; otherwise the caller must end the stream.
+// Serve returns ErrBusy while another Serve of s runs.
+func (s *Sender) Serve(ctx context.Context, stream io.ReadWriter, cursor uint64) error {
+	return s.src.serve(ctx, stream, cursor)
+}
+
+// Resync reports whether Serve with this cursor would start with a full
+// resync (the value of Welcome.Resync), as of now.
+func (s *Sender) Resync(cursor uint64) bool { return s.src.needsResync(cursor) }
+
+// Stats returns the Sender's counters.
+func (s *Sender) Stats() Stats { return s.src.stats() }
+
+// ReceiverOptions configures a Receiver. The zero value selects every
+// default.
+type ReceiverOptions struct {
+	// Wire configures frame size and compression; nil: wire defaults.
+	Wire *wire.Config
+	// MaxBatch bounds the object frames applied in one Txn; default 256.
+	MaxBatch int
+}
+
+// Receiver is the child side of the downsync stream: it applies what the
+// parent sends to the inbox space and persists its cursor with it.
+//
+// Serve runs one stream at a time; Cursor and Stats are safe for concurrent
+// use. The Receiver must be the only writer of its inbox.
+type Receiver struct{ snk *sink }
+
+// NewReceiver returns a Receiver writing to space inbox of st. Its cursor is
+// stored in the system space ("") of st.
+func NewReceiver(st *store.Store, inbox string, opts ReceiverOptions) *Receiver {
+	return &Receiver{snk: newSink(st, inbox, "downsync."+inbox, false, nil, opts.Wire, opts.MaxBatch)}
+}
+
+// Cursor returns the last parent revision durably applied to the inbox (0:
+// none), the value to put in Hello.Cursor.Revision.
+func (r *Receiver) Cursor() (uint64, error) {
+	rev, _, err := r.snk.cursor()
+	return rev, err
+}
+
+// Serve applies the frames of stream until it ends, ctx is done or the
+// parent breaks the protocol, and returns why. Each burst of frames (up to
+// MaxBatch objects, or what had arrived) is one Txn, which also moves the
+// cursor when the burst ends with a Progress or ResyncEnd; after each such
+// Txn the Receiver sends Ack. Stream handling is as for Sender.Serve.
+func (r *Receiver) Serve(ctx context.Context, stream io.ReadWriter) error {
+	return r.snk.serve(ctx, stream)
+}
+
+// Stats returns the Receiver's counters.
+func (r *Receiver) Stats() Stats { return r.snk.c.stats() }
+
+// ReporterOptions configures a Reporter. The zero value selects every
+// default.
+type ReporterOptions struct {
+	// Wire configures frame size and compression; nil: wire defaults.
+	Wire *wire.Config
+	// Bookmarks makes an idle Reporter send Progress as the child store's
+	// revision moves, so the acknowledged sequence follows it (and a
+	// resume stays within history) at the cost of a parent write per
+	// bookmark. Off by default: reports are soft state, and an expired
+	// sequence costs one full report set.
+	Bookmarks bool
+	// Logger receives the Reporter's logs; nil: discarded.
+	Logger *slog.Logger
+}
+
+// Reporter is the child side of the upsync stream: it reports the latest
+// state of every key of its outbox space, acknowledged by the parent.
+//
+// Serve runs one stream at a time; Acked and Stats are safe for concurrent
+// use.
+type Reporter struct{ src *source }
+
+// NewReporter returns a Reporter of the objects of space outbox of st.
+func NewReporter(st *store.Store, outbox string, opts ReporterOptions) *Reporter {
+	return &Reporter{src: newSource(st, outbox, true, opts.Wire, opts.Bookmarks, opts.Logger)}
+}
+
+// Serve reports on stream until ctx is done or the stream fails. acked is
+// the highest sequence the parent has made durable (Collector.Acked, or
+// this Reporter's Acked after a reconnect): Serve resends, latest value per
+// key, what changed after it, or the full report set (ResyncBegin ...
+// ResyncEnd) when acked is 0, unknown to the store or older than its
+// history. Stream handling is as for Sender.Serve.
+func (r *Reporter) Serve(ctx context.Context, stream io.ReadWriter, acked uint64) error {
+	return r.src.serve(ctx, stream, acked)
+}
+
+// Acked returns the highest ReportAck received (0: none yet).
+func (r *Reporter) Acked() uint64 { return r.src.c.acked.Load() }
+
+// Stats returns the Reporter's counters.
+func (r *Reporter) Stats() Stats { return r.src.stats() }
+
+// CollectorOptions configures a Collector. The zero value selects every
+// default.
+type CollectorOptions struct {
+	// Wire configures frame size and compression; nil: wire defaults.
+	Wire *wire.Config
+	// MaxBatch bounds the reports applied in one Txn; default 256.
+	MaxBatch int
+	// Allow, when set, is asked about every reported key (Space empty);
+	// a key it refuses ends Serve with ErrNotAllowed after an Error frame
+	// (CodePermissionDenied), and nothing of that burst is applied.
+	Allow func(key wire.Key) bool
+}
+
+// Collector is the parent side of one child's upsync stream: it stores the
+// child's reports in one space and acknowledges them.
+//
+// Serve runs one stream at a time; Acked and Stats are safe for concurrent
+// use. The Collector must be the only writer of its space.
+type Collector struct{ snk *sink }
+
+// NewCollector returns a Collector writing to space of st. Its
+// acknowledged sequence is stored in the system space ("") of st.
+func NewCollector(st *store.Store, space string, opts CollectorOptions) *Collector {
+	return &Collector{snk: newSink(st, space, "upsync."+space, true, opts.Allow, opts.Wire, opts.MaxBatch)}
+}
+
+// Serve applies the reports of stream until it ends, ctx is done, the
+// child breaks the protocol or reports a key Allow refuses. Stream handling
+// is as for Sender.Serve.
+func (c *Collector) Serve(ctx context.Context, stream io.ReadWriter) error {
+	return c.snk.serve(ctx, stream)
+}
+
+// Acked returns the highest report sequence made durable in the space,
+// persisted in the same Txn as the reports (0: none).
+func (c *Collector) Acked() (uint64, error) {
+	seq, _, err := c.snk.cursor()
+	return seq, err
+}
+
+// Stats returns the Collector's counters.
+func (c *Collector) Stats() Stats { return c.snk.c.stats() }
+
+// ContentHash returns a hex SHA-256 of the objects of space in r, ordered by
+// key, ignoring the space name and metadata.resourceVersion (which differ
+// between a mailbox and the inbox it is copied to), so two spaces with the
+// same content hash the same. For tests and convergence checks.
+func ContentHash(r store.Reader, space string) (string, error) {
+	lr, err := r.List(store.ListOptions{Space: space})
+	if err != nil {
+		return "", err
+	}
+	items := slices.Clone(lr.Items)
+	slices.SortFunc(items, func(a, b *store.Object) int { return compareKeys(a.Key, b.Key) })
+	h := sha256.New()
+	for _, o := range items {
+		data, err := stripResourceVersion(o.Data)
+		if err != nil {
+			return "", fmt.Errorf("tree: %s: %w", o.Key, err)
+		}
+		k := wireKey(o.Key)
+		fmt.Fprintf(h, "%q %q %q %q %d\n", k.Group, k.Resource, k.Namespace, k.Name, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func stripResourceVersion(data []byte) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, err
+	}
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(obj["metadata"], &meta); err != nil {
+		return nil, err
+	}
+	delete(meta, "resourceVersion")
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	obj["metadata"] = m
+	return json.Marshal(obj) // map keys sorted
+}
