@@ -145,7 +145,8 @@ func (m *Hello) decodePayload(d *decoder) {
 // downsync and upsync streams. A parent that refuses the child sends Error
 // instead.
 //
-// Payload: Name (string), Version (uvarint), Resync (bool).
+// Payload: Name (string), Version (uvarint), Resync (bool), ReportAcked
+// (uvarint).
 type Welcome struct {
 	// Name is the parent relay's name.
 	Name string
@@ -156,6 +157,9 @@ type Welcome struct {
 	// true if it starts with a full snapshot (ResyncBegin ... ResyncEnd),
 	// because the cursor is 0 or older than the parent's compacted history.
 	Resync bool
+	// ReportAcked is the last upsync sequence the parent holds durably for
+	// this child: the child's upsync resumes after it.
+	ReportAcked uint64
 }
 
 func (*Welcome) Type() Type { return TypeWelcome }
@@ -163,17 +167,19 @@ func (*Welcome) Type() Type { return TypeWelcome }
 func (m *Welcome) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 	b = appendString(b, m.Name)
 	b = appendUvarint(b, uint64(m.Version))
-	return appendBool(b, m.Resync), nil
+	b = appendBool(b, m.Resync)
+	return appendUvarint(b, m.ReportAcked), nil
 }
 
 func (m *Welcome) decodePayload(d *decoder) {
 	m.Name = d.string("name")
 	m.Version = d.uint32("version")
 	m.Resync = d.bool("resync")
+	m.ReportAcked = d.uvarint("reportAcked")
 }
 
-// JoinRequest asks the parent for a certificate. It is sent on the control
-// stream of a link whose child has no certificate yet, instead of Hello.
+// JoinRequest asks the parent for a certificate. It follows Hello on the
+// control stream of a link whose child has no certificate yet.
 //
 // Payload: Token (string), CSR (bytes).
 type JoinRequest struct {

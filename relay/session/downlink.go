@@ -1,0 +1,349 @@
+// Package session runs relay links end to end: the downlink that a parent
+// serves to the children dialing it, and the uplink with which a child
+// keeps a link to its parent. It owns the order of a link's life: join
+// (for a child without a certificate), Hello/Welcome on the control
+// stream, then the downsync and upsync streams, each served by relay/tree,
+// and reconnection.
+//
+// It must not decide what goes into a mailbox (placement, routing) nor
+// what a child reports (the syncer): it moves whatever the mailbox and
+// outbox spaces hold.
+//
+// Streams: the child opens all three (control, downsync, upsync); the
+// kinds a parent opens are kept for the proxy feature.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/internal/wire"
+	"github.com/canopy-dev/canopy/relay/join"
+	"github.com/canopy-dev/canopy/relay/link"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
+)
+
+// DownlinkConfig configures the parent side.
+type DownlinkConfig struct {
+	// Name is this relay's name, Path its path from the root.
+	Name string
+	Path []string
+	// Store holds the mailboxes and the collected reports.
+	Store *store.Store
+	// Listener accepts the children's links.
+	Listener *link.Listener
+	// Authority certifies joining children.
+	Authority *join.Authority
+	// Mailbox returns (creating it if needed) the space holding what the
+	// child must receive; Reports the space where its reports are kept.
+	Mailbox func(ctx context.Context, child pki.Identity) (string, error)
+	Reports func(ctx context.Context, child pki.Identity) (string, error)
+	Logger  *slog.Logger
+}
+
+// Downlink serves the children of one relay. Its methods are safe for
+// concurrent use.
+type Downlink struct {
+	cfg DownlinkConfig
+	log *slog.Logger
+
+	mu       sync.Mutex
+	children map[string]*childState
+}
+
+// childState is what the parent keeps for one child across reconnects.
+type childState struct {
+	id        pki.Identity
+	sender    *tree.Sender
+	collector *tree.Collector
+	conn      link.Conn // the live link, nil when disconnected
+	connected time.Time
+	lastSeen  time.Time
+	links     uint64
+}
+
+// ChildStatus describes one child for status pages and metrics.
+type ChildStatus struct {
+	Identity  pki.Identity
+	Connected bool
+	Transport string
+	LastSeen  time.Time
+	Links     uint64
+	Down, Up  tree.Stats
+}
+
+// NewDownlink returns a Downlink for cfg.
+func NewDownlink(cfg DownlinkConfig) *Downlink {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Downlink{cfg: cfg, log: cfg.Logger, children: map[string]*childState{}}
+}
+
+// Start accepts links until ctx is done.
+func (d *Downlink) Start(ctx context.Context) error {
+	for {
+		conn, err := d.cfg.Listener.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go d.serve(ctx, conn)
+	}
+}
+
+// Children reports the children seen so far, by name.
+func (d *Downlink) Children() []ChildStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]ChildStatus, 0, len(d.children))
+	for _, c := range d.children {
+		st := ChildStatus{Identity: c.id, Connected: c.conn != nil, LastSeen: c.lastSeen, Links: c.links,
+			Down: c.sender.Stats(), Up: c.collector.Stats()}
+		if c.conn != nil {
+			st.Transport = c.conn.Transport()
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ChildStatus) int {
+		if a.Identity.Name < b.Identity.Name {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+func (d *Downlink) serve(ctx context.Context, conn link.Conn) {
+	defer conn.Close("session over")
+	id, ok := pki.PeerIdentity(conn.ConnectionState())
+	if !ok {
+		d.serveJoin(ctx, conn)
+		return
+	}
+	log := d.log.With("child", id.Name)
+	if !slices.Equal(id.Path, append(slices.Clone(d.cfg.Path), id.Name)) {
+		log.Warn("refusing a relay that is not a child of this one", "path", id.String())
+		return
+	}
+	err := d.serveChild(ctx, conn, id, log)
+	if err != nil && ctx.Err() == nil {
+		log.Info("child link ended", "error", err)
+	}
+}
+
+// serveJoin answers a child without a certificate; it may only join.
+func (d *Downlink) serveJoin(ctx context.Context, conn link.Conn) {
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, kind, err := conn.AcceptStream(hctx)
+	if err != nil || kind != link.StreamControl {
+		return
+	}
+	defer st.Close()
+	id, err := d.cfg.Authority.Serve(st)
+	if err != nil {
+		d.log.Warn("join refused", "remote", conn.RemoteAddr().String(), "error", err)
+	} else {
+		d.log.Info("child joined", "child", id.Name, "path", id.String(), "role", id.Role.String())
+	}
+	// Deliver the answer before the link goes: the child closes it.
+	_ = st.CloseWrite()
+	select {
+	case <-conn.Done():
+	case <-hctx.Done():
+	}
+}
+
+// state returns (creating) the child's state and makes conn its live link,
+// closing a previous one (a child that reconnected before the parent saw
+// its old link die).
+func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (*childState, error) {
+	d.mu.Lock()
+	c := d.children[id.Name]
+	d.mu.Unlock()
+	if c == nil {
+		mailbox, err := d.cfg.Mailbox(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		reports, err := d.cfg.Reports(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		c = &childState{
+			id:        id,
+			sender:    tree.NewSender(d.cfg.Store, mailbox, tree.SenderOptions{Logger: d.log}),
+			collector: tree.NewCollector(d.cfg.Store, reports, tree.CollectorOptions{}),
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if existing := d.children[id.Name]; existing != nil {
+		c = existing
+	}
+	d.children[id.Name] = c
+	if c.conn != nil {
+		_ = c.conn.Close("replaced by a newer link")
+	}
+	c.conn, c.connected, c.lastSeen = conn, time.Now(), time.Now()
+	c.links++
+	return c, nil
+}
+
+func (d *Downlink) release(c *childState, conn link.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.conn == conn {
+		c.conn = nil
+	}
+	c.lastSeen = time.Now()
+}
+
+func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identity, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-conn.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	control, err := acceptKind(ctx, conn, link.StreamControl)
+	if err != nil {
+		return err
+	}
+	defer control.Close()
+	r, w := wire.NewReader(control, nil), wire.NewWriter(control, nil)
+	hello, err := readAs[*wire.Hello](r)
+	if err != nil {
+		return err
+	}
+	if hello.Name != id.Name {
+		return sendError(w, wire.CodePermissionDenied, fmt.Sprintf("certificate names %q, Hello says %q", id.Name, hello.Name))
+	}
+	if !slices.Contains(hello.Versions, wire.ProtocolVersion) {
+		return sendError(w, wire.CodeUnsupportedVersion, fmt.Sprintf("this parent speaks protocol version %d", wire.ProtocolVersion))
+	}
+	c, err := d.state(ctx, id, conn)
+	if err != nil {
+		_ = sendError(w, wire.CodeInternal, "preparing the mailbox: "+err.Error())
+		return err
+	}
+	defer d.release(c, conn)
+	acked, err := c.collector.Acked()
+	if err != nil {
+		return err
+	}
+	welcome := &wire.Welcome{Name: d.cfg.Name, Version: wire.ProtocolVersion,
+		Resync: c.sender.Resync(hello.Cursor.Revision), ReportAcked: acked}
+	if err := send(w, welcome); err != nil {
+		return err
+	}
+	log.Info("child connected", "transport", conn.Transport(), "cursor", hello.Cursor.Revision, "resync", welcome.Resync)
+
+	// The child opens downsync and upsync after Welcome, in either order.
+	var down, up link.Stream
+	for down == nil || up == nil {
+		st, kind, err := conn.AcceptStream(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case kind == link.StreamDownsync && down == nil:
+			down = st
+		case kind == link.StreamUpsync && up == nil:
+			up = st
+		default:
+			st.Close()
+			return fmt.Errorf("%w: unexpected %s stream", errProtocol, kind)
+		}
+	}
+	errc := make(chan error, 3)
+	go func() { errc <- c.sender.Serve(ctx, down, hello.Cursor.Revision) }()
+	go func() { errc <- c.collector.Serve(ctx, up) }()
+	go func() { errc <- serveControl(ctx, r, w) }()
+	err = <-errc
+	cancel()
+	return err
+}
+
+// acceptKind accepts the next stream and requires its kind.
+func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link.Stream, error) {
+	st, kind, err := conn.AcceptStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if kind != want {
+		st.Close()
+		return nil, fmt.Errorf("%w: stream %s, want %s", errProtocol, kind, want)
+	}
+	return st, nil
+}
+
+// serveControl answers pings on the control stream until it ends.
+func serveControl(ctx context.Context, r *wire.Reader, w *wire.Writer) error {
+	for ctx.Err() == nil {
+		m, err := r.Read()
+		if err != nil {
+			return err
+		}
+		switch m := m.(type) {
+		case *wire.Ping:
+			if err := send(w, &wire.Pong{Nonce: m.Nonce, UnixNano: time.Now().UnixNano()}); err != nil {
+				return err
+			}
+		case *wire.Pong, *wire.Announce:
+			// Announcements are merged by the caller once subtree
+			// routing exists; pongs need no answer.
+		case *wire.Error:
+			return fmt.Errorf("%w: %s", errRemote, m.Message)
+		default:
+			return fmt.Errorf("%w: unexpected %s on the control stream", errProtocol, m.Type())
+		}
+	}
+	return ctx.Err()
+}
+
+var (
+	errProtocol = errors.New("session: protocol error")
+	errRemote   = errors.New("session: peer error")
+)
+
+func send(w *wire.Writer, m wire.Message) error {
+	if err := w.Write(m); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func sendError(w *wire.Writer, code wire.ErrorCode, msg string) error {
+	_ = send(w, &wire.Error{Code: code, Message: msg})
+	return fmt.Errorf("%w: %s", errProtocol, msg)
+}
+
+func readAs[T wire.Message](r *wire.Reader) (T, error) {
+	var zero T
+	m, err := r.Read()
+	if err != nil {
+		return zero, err
+	}
+	if e, ok := m.(*wire.Error); ok {
+		return zero, fmt.Errorf("%w: %s", errRemote, e.Message)
+	}
+	t, ok := m.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: got %s, want %s", errProtocol, m.Type(), zero.Type())
+	}
+	return t, nil
+}

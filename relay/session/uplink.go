@@ -1,0 +1,213 @@
+package session
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/canopy-dev/canopy/relay/internal/wire"
+	"github.com/canopy-dev/canopy/relay/join"
+	"github.com/canopy-dev/canopy/relay/link"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
+)
+
+// ErrNoToken: the child has never joined and was given no join token.
+var ErrNoToken = errors.New("session: this relay has not joined its parent yet: pass --join-token")
+
+// UplinkConfig configures the child side.
+type UplinkConfig struct {
+	Name    string
+	Role    pki.ChildRole
+	DataDir string
+	// Parents are the parent's addresses, tried in order.
+	Parents []string
+	// JoinToken is needed only until the first successful join.
+	JoinToken string
+	// Store holds the inbox (what the parent sends) and the outbox (what
+	// this relay reports).
+	Store         *store.Store
+	Inbox, Outbox string
+	// Transport settings: QUIC or TCP (auto by default), an HTTP CONNECT
+	// proxy, a shared QUIC transport (many relays on one socket).
+	Mode      link.Mode
+	Proxy     *url.URL
+	Transport *quic.Transport
+	Link      link.Config
+	Backoff   link.Backoff
+	Logger    *slog.Logger
+}
+
+// Uplink keeps one child relay linked to its parent.
+type Uplink struct {
+	cfg       UplinkConfig
+	log       *slog.Logger
+	receiver  *tree.Receiver
+	reporter  *tree.Reporter
+	connected atomic.Bool
+	redial    *link.Redialer
+}
+
+// NewUplink returns an Uplink for cfg.
+func NewUplink(cfg UplinkConfig) *Uplink {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Uplink{
+		cfg:      cfg,
+		log:      cfg.Logger.With("parent", cfg.Parents),
+		receiver: tree.NewReceiver(cfg.Store, cfg.Inbox, tree.ReceiverOptions{}),
+		reporter: tree.NewReporter(cfg.Store, cfg.Outbox, tree.ReporterOptions{Logger: cfg.Logger}),
+	}
+}
+
+// Connected reports whether a link to the parent is up.
+func (u *Uplink) Connected() bool { return u.connected.Load() }
+
+// Reconnects counts links after the first.
+func (u *Uplink) Reconnects() uint64 {
+	if u.redial == nil {
+		return 0
+	}
+	return u.redial.Reconnects()
+}
+
+// Downsync and Upsync report the streams' counters.
+func (u *Uplink) Downsync() tree.Stats { return u.receiver.Stats() }
+func (u *Uplink) Upsync() tree.Stats   { return u.reporter.Stats() }
+
+// Start joins if needed, then keeps the link up until ctx is done.
+func (u *Uplink) Start(ctx context.Context) error {
+	if err := u.ensureIdentity(ctx); err != nil {
+		return err
+	}
+	cert, root, err := pki.LoadChildIdentity(u.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	d := u.dialer(pki.LinkClientTLS(&cert, root, join.ServerNameOf(u.cfg.Parents[0])))
+	defer d.Close()
+	u.redial = &link.Redialer{
+		Dial: func(ctx context.Context) (link.Conn, error) {
+			return d.Dial(ctx, u.cfg.Parents)
+		},
+		Serve:   u.session,
+		Backoff: u.cfg.Backoff,
+		OnRetry: func(err error, attempt int, wait time.Duration) {
+			u.log.Info("parent unreachable, retrying", "attempt", attempt, "wait", wait, "error", err)
+		},
+	}
+	return u.redial.Start(ctx)
+}
+
+// ensureIdentity joins with the token unless an identity is on disk.
+func (u *Uplink) ensureIdentity(ctx context.Context) error {
+	_, _, err := pki.LoadChildIdentity(u.cfg.DataDir)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if u.cfg.JoinToken == "" {
+		return ErrNoToken
+	}
+	for attempt := 0; ; attempt++ {
+		err := u.joinOnce(ctx)
+		if err == nil {
+			u.log.Info("joined parent")
+			return nil
+		}
+		// A refusal (bad or expired token) or an untrusted parent will not
+		// change by retrying; a network failure may.
+		if errors.Is(err, join.ErrRefused) || errors.Is(err, join.ErrUntrustedParent) {
+			return err
+		}
+		wait := u.cfg.Backoff.Delay(attempt)
+		u.log.Info("join failed, retrying", "error", err, "wait", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (u *Uplink) dialer(tlsCfg *tls.Config) *link.Dialer {
+	return &link.Dialer{TLS: tlsCfg, Mode: u.cfg.Mode, Proxy: u.cfg.Proxy, Transport: u.cfg.Transport, Config: u.cfg.Link}
+}
+
+func (u *Uplink) joinOnce(ctx context.Context) error {
+	server := join.ServerNameOf(u.cfg.Parents[0])
+	d := u.dialer(join.ClientTLS(server))
+	defer d.Close()
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := d.Dial(dctx, u.cfg.Parents)
+	if err != nil {
+		return err
+	}
+	defer conn.Close("joined")
+	return join.Join(dctx, conn, u.cfg.DataDir, join.Request{Name: u.cfg.Name, Role: u.cfg.Role, Token: u.cfg.JoinToken, ServerName: server})
+}
+
+// session runs one link: Hello/Welcome, then downsync and upsync until
+// one of them ends.
+func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	control, err := conn.OpenStream(ctx, link.StreamControl)
+	if err != nil {
+		return err
+	}
+	defer control.Close()
+	cursor, err := u.receiver.Cursor()
+	if err != nil {
+		return err
+	}
+	r, w := wire.NewReader(control, nil), wire.NewWriter(control, nil)
+	role := wire.RoleEdge
+	if u.cfg.Role == pki.RoleRegion {
+		role = wire.RoleRegion
+	}
+	if err := send(w, &wire.Hello{Name: u.cfg.Name, Role: role, Versions: []uint32{wire.ProtocolVersion},
+		Cursor: wire.Cursor{Revision: cursor, ReportSeq: u.reporter.Acked()}}); err != nil {
+		return err
+	}
+	welcome, err := readAs[*wire.Welcome](r)
+	if err != nil {
+		return err
+	}
+	down, err := conn.OpenStream(ctx, link.StreamDownsync)
+	if err != nil {
+		return err
+	}
+	up, err := conn.OpenStream(ctx, link.StreamUpsync)
+	if err != nil {
+		down.Close()
+		return err
+	}
+	u.connected.Store(true)
+	defer u.connected.Store(false)
+	u.log.Info("connected to parent", "transport", conn.Transport(), "cursor", cursor, "resync", welcome.Resync)
+	errc := make(chan error, 4)
+	go func() { errc <- u.receiver.Serve(ctx, down) }()
+	go func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) }()
+	go func() { errc <- serveControl(ctx, r, w) }()
+	go func() {
+		<-conn.Done()
+		errc <- fmt.Errorf("session: link closed")
+	}()
+	err = <-errc
+	cancel()
+	return err
+}
