@@ -25,8 +25,11 @@ import (
 
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/join"
 	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -42,6 +45,8 @@ type Root struct {
 	ca     *pki.CA
 	token  string
 	ln     net.Listener
+	links  *link.Listener
+	down   *session.Downlink
 	lock   *os.File
 	ready  chan struct{}
 	server string
@@ -108,12 +113,19 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		return nil, fmt.Errorf("server: --api-addr: %w", err)
 	}
 	server := "https://" + ln.Addr().String()
+	links, err := link.Listen(link.ListenConfig{TLS: pki.LinkServerTLS(cert, ca.Cert), Addr: cfg.LinkAddr})
+	if err != nil {
+		_ = ln.Close()
+		node.Close()
+		return nil, fmt.Errorf("server: --link-addr: %w", err)
+	}
 
 	authn, err := auth.NewAuthenticator(auth.AuthenticatorConfig{
 		AdminToken: token, ClientCAs: ca.Pool(), SAKey: saKey, Store: st, Issuer: server,
 	})
 	if err != nil {
 		_ = ln.Close()
+		_ = links.Close()
 		node.Close()
 		return nil, err
 	}
@@ -129,7 +141,7 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		},
 	})
 	r := &Root{
-		cfg: cfg, log: log, store: st, node: node, api: api, authz: authz, ca: ca, token: token, ln: ln, server: server,
+		cfg: cfg, log: log, store: st, node: node, api: api, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}),
 		tls: &tls.Config{
 			Certificates: []tls.Certificate{cert},
@@ -151,9 +163,34 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		r.close()
 		return nil, err
 	}
+	r.down = session.NewDownlink(session.DownlinkConfig{
+		Name: cfg.Name, Path: []string{cfg.Name}, Store: st, Listener: links, Logger: log,
+		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.Name}},
+		Mailbox: func(ctx context.Context, c pki.Identity) (string, error) {
+			return r.childSpace(ctx, MailboxSpace(c.Name))
+		},
+		Reports: func(ctx context.Context, c pki.Identity) (string, error) {
+			return r.childSpace(ctx, ReportsSpace(c.Name))
+		},
+	})
 	r.lock, ok = lock, true
 	return r, nil
 }
+
+// childSpace makes sure a per-child space exists at the root (visible to
+// the admin as a kubeconfig context) and returns its name.
+func (r *Root) childSpace(ctx context.Context, name string) (string, error) {
+	if err := r.api.EnsureSpace(ctx, name, kubeapi.SpaceKindMailbox); err != nil {
+		return "", err
+	}
+	return name, r.writeKubeconfig()
+}
+
+// LinkAddr is where children dial (useful with port 0).
+func (r *Root) LinkAddr() string { return r.links.Addr().String() }
+
+// Children reports the root's children and their links.
+func (r *Root) Children() []session.ChildStatus { return r.down.Children() }
 
 // Addr is the API's listen address (useful with port 0).
 func (r *Root) Addr() string { return r.ln.Addr().String() }
@@ -194,6 +231,7 @@ func (r *Root) Serve(ctx context.Context) error {
 	errc := make(chan error, 3)
 	go func() { errc <- r.authz.Start(ctx) }()
 	go func() { errc <- r.api.StartControllers(ctx) }()
+	go func() { errc <- r.down.Start(ctx) }()
 
 	hs := &http.Server{
 		Handler:           r.api,
@@ -209,7 +247,7 @@ func (r *Root) Serve(ctx context.Context) error {
 		errc <- err
 	}()
 	close(r.ready)
-	r.log.Info("root relay serving", "relay", r.cfg.Name, "api", r.server, "kubeconfig", r.KubeconfigPath())
+	r.log.Info("root relay serving", "relay", r.cfg.Name, "api", r.server, "link", r.LinkAddr(), "kubeconfig", r.KubeconfigPath())
 
 	var err error
 	select {
@@ -225,6 +263,7 @@ func (r *Root) Serve(ctx context.Context) error {
 
 func (r *Root) close() {
 	_ = r.ln.Close()
+	_ = r.links.Close()
 	r.store.Close()
 	if err := r.node.Close(); err != nil {
 		r.log.Warn("closing log", "error", err)

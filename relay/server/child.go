@@ -1,0 +1,236 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/join"
+	"github.com/canopy-dev/canopy/relay/link"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/simulations/vcluster"
+)
+
+// Spaces of a child relay's own store.
+const (
+	// InboxSpace holds what the parent sent: this relay's share of the
+	// desired state, persisted so an edge keeps enforcing it offline.
+	InboxSpace = "inbox"
+	// OutboxSpace holds what this relay reports upward.
+	OutboxSpace = "outbox"
+)
+
+// ChildConfig configures a region or edge relay.
+type ChildConfig struct {
+	Role    pki.ChildRole
+	Name    string
+	DataDir string
+	// Parents are the parent's link addresses (any of them).
+	Parents   []string
+	JoinToken string
+	// LinkAddr is where a region's own children dial in.
+	LinkAddr string
+	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.
+	Proxy *url.URL
+	// VirtualCluster gives an edge an in-memory cluster (Kubeconfig is
+	// for a real one; the syncer that applies the inbox to either is the
+	// edge syncer issue's work).
+	VirtualCluster bool
+	Kubeconfig     string
+	Labels         map[string]string
+}
+
+// RunChild runs a region or edge relay until ctx is done.
+func RunChild(ctx context.Context, cfg ChildConfig) error {
+	c, err := OpenChild(cfg, slog.Default())
+	if err != nil {
+		return err
+	}
+	return c.Serve(ctx)
+}
+
+// Child is a running region or edge relay.
+type Child struct {
+	cfg    ChildConfig
+	log    *slog.Logger
+	lock   *os.File
+	store  *store.Store
+	node   *consensus.Node
+	uplink *session.Uplink
+
+	mu       sync.Mutex // guards ln and downlink, set once the region has its identity
+	ln       *link.Listener
+	downlink *session.Downlink
+	cluster  *vcluster.Cluster
+	// clusterStarted: Start owns the cluster's cleanup once called.
+	clusterStarted bool
+}
+
+// OpenChild prepares a child relay: its data directory, its store on a
+// local log (so the inbox survives restarts), and its uplink.
+func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("relay", cfg.Name, "role", cfg.Role.String())
+	st := store.New(store.Options{})
+	node, err := consensus.Open(consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}, st)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	st.SetLog(node)
+	c := &Child{cfg: cfg, log: log, lock: lock, store: st, node: node}
+	c.uplink = session.NewUplink(session.UplinkConfig{
+		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
+		Store: st, Inbox: InboxSpace, Outbox: OutboxSpace, Proxy: cfg.Proxy, Logger: log,
+	})
+	if cfg.Role == pki.RoleEdge && cfg.VirtualCluster {
+		vc, err := vcluster.New(vcluster.Options{Name: cfg.Name, Logger: log})
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.cluster = vc
+	}
+	return c, nil
+}
+
+// Store exposes the child's store (tests, simulations).
+func (c *Child) Store() *store.Store { return c.store }
+
+// Uplink exposes the link to the parent (tests, status).
+func (c *Child) Uplink() *session.Uplink { return c.uplink }
+
+// LinkAddr is a region's listen address once serving (empty for an edge).
+func (c *Child) LinkAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ln == nil {
+		return ""
+	}
+	return c.ln.Addr().String()
+}
+
+// Downlink is a region's server for its children (nil until it serves).
+func (c *Child) Downlink() *session.Downlink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.downlink
+}
+
+// Serve runs the uplink (and, for a region, the downlink; for an edge with
+// a virtual cluster, the cluster) until ctx is done.
+func (c *Child) Serve(ctx context.Context) error {
+	defer c.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	go func() { errc <- c.uplink.Start(ctx) }()
+	if c.cluster != nil {
+		c.clusterStarted = true
+		go func() { errc <- c.cluster.Start(ctx) }()
+	}
+	if c.cfg.Role == pki.RoleRegion {
+		// A region serves children only once it holds its certificate
+		// (its intermediate CA), which the uplink's join provides.
+		go func() { errc <- c.serveChildren(ctx) }()
+	}
+	c.log.Info("relay started", "parents", c.cfg.Parents)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// serveChildren waits for the region's identity, then serves its
+// children. Routing the inbox to the children's mailboxes is placement
+// work (topology): until it exists a region relays the links but its
+// children's mailboxes stay as placement leaves them.
+func (c *Child) serveChildren(ctx context.Context) error {
+	cert, root := waitIdentity(ctx, c.cfg.DataDir)
+	if cert == nil {
+		return nil
+	}
+	ca, err := pki.LoadChildCA(c.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return err
+	}
+	id, err := pki.IdentityFromCert(leaf)
+	if err != nil {
+		return err
+	}
+	ln, err := link.Listen(link.ListenConfig{TLS: pki.LinkServerTLS(*cert, root), Addr: c.cfg.LinkAddr})
+	if err != nil {
+		return fmt.Errorf("server: --link-addr: %w", err)
+	}
+	defer ln.Close()
+	down := session.NewDownlink(session.DownlinkConfig{
+		Name: c.cfg.Name, Path: id.Path, Store: c.store, Listener: ln, Logger: c.log,
+		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path},
+		Mailbox:   func(_ context.Context, child pki.Identity) (string, error) { return MailboxSpace(child.Name), nil },
+		Reports:   func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
+	})
+	c.mu.Lock()
+	c.ln, c.downlink = ln, down
+	c.mu.Unlock()
+	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
+	return down.Start(ctx)
+}
+
+// waitIdentity polls the data directory until the uplink has saved the
+// relay's certificate.
+func waitIdentity(ctx context.Context, dataDir string) (*tls.Certificate, *x509.Certificate) {
+	for {
+		cert, root, err := pki.LoadChildIdentity(dataDir)
+		if err == nil {
+			return &cert, root
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Child) close() {
+	c.store.Close()
+	if err := c.node.Close(); err != nil {
+		c.log.Warn("closing log", "error", err)
+	}
+	if c.cluster != nil && !c.clusterStarted {
+		c.cluster.Close()
+	}
+	_ = c.lock.Close()
+}
+
+// MailboxSpace and ReportsSpace name the spaces a parent keeps per child:
+// what the child must receive, and what it reported.
+func MailboxSpace(child string) string { return "mailbox-" + child }
+func ReportsSpace(child string) string { return "reports-" + child }

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/tree"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func startTestRoot(t *testing.T) *Root {
+	t.Helper()
+	r, err := Open(Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-r.Ready()
+	return r
+}
+
+func startTestChild(t *testing.T, cfg ChildConfig) *Child {
+	t.Helper()
+	c, err := OpenChild(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+func joinToken(t *testing.T, r *Root) string {
+	t.Helper()
+	ca, err := pki.LoadCA(pki.Dir(r.cfg.DataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := pki.IssueJoinToken(ca, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A root, a region under it and an edge (with a virtual cluster) under the
+// region: every link is joined with one token and mutually authenticated,
+// and what the admin writes into the region's mailbox space at the root,
+// through the kube API, reaches the region's inbox.
+func TestTreeDepthTwo(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "region-a", DataDir: t.TempDir(),
+		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0"})
+	waitFor(t, "region connected", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "edge-1", DataDir: t.TempDir(),
+		Parents: []string{region.LinkAddr()}, JoinToken: token, VirtualCluster: true})
+	waitFor(t, "edge connected", func() bool { return edge.Uplink().Connected() })
+
+	children := root.Children()
+	if len(children) != 1 || children[0].Identity.String() != "root/region-a" || !children[0].Connected {
+		t.Fatalf("root children = %+v", children)
+	}
+	waitFor(t, "region sees its child", func() bool {
+		d := region.Downlink()
+		if d == nil {
+			return false
+		}
+		cs := d.Children()
+		return len(cs) == 1 && cs[0].Identity.String() == "root/region-a/edge-1" && cs[0].Connected
+	})
+
+	// The admin writes into the region's mailbox space through the kube
+	// API (its context appears in the admin kubeconfig); the region's
+	// inbox receives it.
+	space := MailboxSpace("region-a")
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: root.KubeconfigPath()},
+		&clientcmd.ConfigOverrides{CurrentContext: space})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		t.Fatalf("kubeconfig context for %s: %v", space, err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"i": fmt.Sprint(i)}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the region's inbox to equal its mailbox at the root", func() bool {
+		want, err1 := tree.ContentHash(root.Store(), space)
+		got, err2 := tree.ContentHash(region.Store(), InboxSpace)
+		return err1 == nil && err2 == nil && want == got
+	})
+}
