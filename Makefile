@@ -26,7 +26,7 @@ $(BIN)/kubectl:
 
 kubectl: $(KUBECTL)
 
-run: build
+run: build kubectl
 	@BIN=$(BIN) DATA=$(DATA) KUBECTL=$(KUBECTL) hack/run.sh
 
 # Every package runs under the race detector: the store, the log, the API

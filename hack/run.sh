@@ -1,30 +1,109 @@
 #!/usr/bin/env bash
-# Starts a local root relay for `make run` and tells the user what to type.
+# Starts a local Canopy tree for `make run`: a root, 2 regions under it and
+# 3 edges with virtual clusters under each region, then tells the user what
+# to type. Ctrl-C stops every relay; `make run` again resumes from $DATA
+# (relays that joined need no token).
 set -euo pipefail
 : "${BIN:?}" "${DATA:?}" "${KUBECTL:=kubectl}"
-dir="$DATA/root"
-mkdir -p "$dir"
-"$BIN/relay" --role=root --name=root --data-dir="$dir" \
-  --api-addr=127.0.0.1:6443 --link-addr=127.0.0.1:7443 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' INT TERM EXIT
-for _ in $(seq 1 100); do
-  if [[ -s "$dir/admin.kubeconfig" ]] && "$KUBECTL" --kubeconfig="$dir/admin.kubeconfig" get --raw=/readyz >/dev/null 2>&1; then
+relay="$BIN/relay"
+root_dir="$DATA/root"
+kubeconfig="$root_dir/admin.kubeconfig"
+root_link=127.0.0.1:7443
+mkdir -p "$DATA"
+# Job control puts each relay in its own process group: Ctrl-C reaches this
+# script only, and stop_all stops the relays with one SIGTERM each.
+set -m
+
+pids=()
+stop_all() {
+  trap - INT TERM EXIT
+  if ((${#pids[@]})); then
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
+}
+trap stop_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# start NAME ARGS... starts a relay in the background, logging to
+# $DATA/NAME.log.
+start() {
+  local name=$1
+  shift
+  "$relay" --name="$name" --data-dir="$DATA/$name" "$@" >>"$DATA/$name.log" 2>&1 &
+  pids+=($!)
+}
+
+# wait_for WHAT SECONDS COMMAND... polls COMMAND until it succeeds, failing
+# if a relay exits meanwhile.
+wait_for() {
+  local what=$1 tries=$(($2 * 10))
+  shift 2
+  for ((i = 0; i < tries; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    for pid in "${pids[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "a relay exited while waiting for $what; see $DATA/*.log:" >&2
+        tail -n 5 "$DATA"/*.log >&2
+        exit 1
+      fi
+    done
+    sleep 0.1
+  done
+  echo "timed out waiting for $what; see $DATA/*.log" >&2
+  exit 1
+}
+
+has_context() { "$KUBECTL" --kubeconfig="$kubeconfig" config get-contexts -o name | grep -qx "$1"; }
+
+start root --role=root --api-addr=127.0.0.1:6443 --link-addr=$root_link
+wait_for "the root to be ready" 30 \
+  "$KUBECTL" --kubeconfig="$kubeconfig" get --raw=/readyz
+
+# A relay passes --join-token only until it has its certificate; a token
+# is created only when some relay has not joined yet.
+names=(region-1 edge-1-1 edge-1-2 edge-1-3 region-2 edge-2-1 edge-2-2 edge-2-3)
+token=""
+for name in "${names[@]}"; do
+  if [[ ! -s "$DATA/$name/pki/relay.crt" ]]; then
+    token=$("$relay" token create --data-dir="$root_dir")
     break
   fi
-  if ! kill -0 $pid 2>/dev/null; then echo "relay exited; see the log above" >&2; exit 1; fi
-  sleep 0.1
 done
+join() {
+  if [[ -n $token && ! -s "$DATA/$1/pki/relay.crt" ]]; then echo "--join-token=$token"; fi
+}
+
+for r in 1 2; do
+  region=region-$r
+  link=127.0.0.1:$((7443 + r))
+  # shellcheck disable=SC2046 # join prints one word or nothing
+  start $region --role=region --parent=$root_link --link-addr=$link $(join $region)
+  for e in 1 2 3; do
+    edge=edge-$r-$e
+    # shellcheck disable=SC2046
+    start $edge --role=edge --parent=$link --virtual-cluster --labels=region=$region $(join $edge)
+  done
+done
+wait_for "the regions' mailboxes" 60 \
+  bash -c "$(declare -f has_context); KUBECTL='$KUBECTL' kubeconfig='$kubeconfig'; has_context mailbox-region-1 && has_context mailbox-region-2"
+
 cat <<MSG
 
-Canopy root relay is running (pid $pid, data in $dir).
+A Canopy tree is running: root (API 127.0.0.1:6443, link $root_link),
+region-1 (link 127.0.0.1:7444) with edge-1-1..3, region-2 (link 127.0.0.1:7445)
+with edge-2-1..3; every edge has a virtual cluster. Data in $DATA.
 
-  export KUBECONFIG=$dir/admin.kubeconfig
-  kubectl get namespaces                      # the 'default' space
-  kubectl --context=inventory get namespaces  # the 'inventory' space
-  kubectl api-resources
-  kubectl create configmap hello --from-literal=greeting=hi && kubectl get cm -o yaml hello
+  export KUBECONFIG=$kubeconfig
+  kubectl get namespaces                  # the 'default' space
+  kubectl config get-contexts             # every space, with mailbox-region-1 and mailbox-region-2
+  kubectl --context=mailbox-region-1 create configmap hello --from-literal=a=b
+                                          # delivered to region-1's inbox
+  tail -f $DATA/*.log    # what each relay does
 
-Stop it with Ctrl-C; 'make run' again resumes with everything kept.
+Stop the tree with Ctrl-C; 'make run' again resumes with everything kept.
 MSG
-wait $pid
+wait -n "${pids[@]}" || true
+echo "a relay exited; stopping the tree (see $DATA/*.log)" >&2
+exit 1

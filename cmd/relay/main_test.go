@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +21,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/relay/session"
 )
 
 const (
@@ -120,12 +124,51 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
-func TestRoleNotAvailable(t *testing.T) {
-	for _, role := range []string{roleRegion, roleEdge} {
-		t.Run(role, func(t *testing.T) {
+func TestBadChildFlags(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	region := []string{"--role=region", "--name=r1", "--link-addr=127.0.0.1:7444"}
+	edge := []string{"--role=edge", "--name=e1", "--parent=127.0.0.1:7443"}
+	vc := append(slices.Clone(edge), "--virtual-cluster")
+	for _, tc := range []struct {
+		args []string
+		want string // in the one stderr line
+	}{
+		{[]string{"--role=region", "--parent=127.0.0.1:7443", "--link-addr=127.0.0.1:7444"}, "relay: --name: required with --role=region"},
+		{region, "relay: --parent: required with --role=region"},
+		{append(slices.Clone(region), "--parent="), "relay: --parent: required with --role=region"},
+		{append(slices.Clone(region), "--parent=nonsense"), `relay: --parent: "nonsense" is not host:port (missing port in address)`},
+		{append(slices.Clone(region), "--parent=root:http"), `relay: --parent: port "http" in "root:http" is not a number from 0 to 65535`},
+		{append(slices.Clone(region), "--parent=bad_host:7443"), `relay: --parent: host "bad_host" in "bad_host:7443" is neither an IP address nor a DNS name`},
+		{append(slices.Clone(region), "--parent=:7443"), `relay: --parent: ":7443" has no host to dial`},
+		{append(slices.Clone(region), "--parent=root:0"), `relay: --parent: "root:0" has no port to dial (0)`},
+		{append(slices.Clone(region), "--parent=root:7443,root:x"), `relay: --parent: port "x" in "root:x" is not a number`},
+		{[]string{"--role=region", "--name=r1", "--parent=127.0.0.1:7443"}, "relay: --link-addr: 127.0.0.1:7443 is the address of --parent=127.0.0.1:7443: a region on the same host as its parent needs its own --link-addr"},
+		{append(slices.Clone(region), "--parent=root:7443", "--link-addr=nonsense"), `relay: --link-addr: "nonsense" is not host:port`},
+		{append(slices.Clone(region), "--parent=root:7443", "--api-addr=127.0.0.1:6443"), "relay: --api-addr: not used with --role=region, only with --role=root"},
+		{append(slices.Clone(region), "--parent=root:7443", "--virtual-cluster"), "relay: --virtual-cluster: not used with --role=region, only with --role=edge"},
+		{append(slices.Clone(region), "--parent=root:7443", "--kubeconfig="+kubeconfig), "relay: --kubeconfig: not used with --role=region, only with --role=edge"},
+		{append(slices.Clone(region), "--parent=root:7443", "--labels=a=b"), "relay: --labels: not used with --role=region, only with --role=edge"},
+		{append(slices.Clone(region), "--parent=root:7443", "--proxy=socks5://proxy:1080"), `relay: --proxy: "socks5://proxy:1080" is not an http:// or https:// URL`},
+		{edge, "relay: --kubeconfig: an edge syncs one cluster: give --kubeconfig=FILE or --virtual-cluster"},
+		{append(slices.Clone(vc), "--kubeconfig="+kubeconfig), "relay: --kubeconfig: give either --kubeconfig or --virtual-cluster, not both"},
+		{append(slices.Clone(edge), "--kubeconfig="+filepath.Join(dir, "missing")), "relay: --kubeconfig: cannot read " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{append(slices.Clone(edge), "--kubeconfig="+dir), "relay: --kubeconfig: " + dir + " is a directory, not a kubeconfig file"},
+		{append(slices.Clone(vc), "--link-addr=127.0.0.1:7444"), "relay: --link-addr: not used with --role=edge, only with --role=root or --role=region"},
+		{append(slices.Clone(vc), "--labels=env"), `relay: --labels: invalid value "env"`},
+		{append(slices.Clone(vc), "--labels=a/b/c=x"), `relay: --labels: key "a/b/c" is not a valid label key`},
+		{append(slices.Clone(vc), "--labels=env=-prod"), `relay: --labels: value "-prod" of env is not a valid label value`},
+		{append(slices.Clone(vc), "--proxy=http://"), `relay: --proxy: "http://" has no host`},
+		{append(slices.Clone(vc), "--proxy=proxy.example.com:3128"), `relay: --proxy: "proxy.example.com:3128" is not an http:// or https:// URL`},
+		{append(slices.Clone(vc), "--proxy=http://proxy:99999"), `relay: --proxy: port "99999" in "http://proxy:99999" is not a number from 0 to 65535`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
-			stdout, stderr, code := runRelay(t, "--role="+role, "--name=r1", "--parent=root.example.com:7443")
-			wantUsageError(t, stdout, stderr, code, "relay: --role: role "+role+" is not available yet")
+			stdout, stderr, code := runRelay(t, tc.args...)
+			wantUsageError(t, stdout, stderr, code, tc.want)
 		})
 	}
 }
@@ -232,15 +275,34 @@ func TestKubeconfig(t *testing.T) {
 	})
 }
 
-// runInProcess runs the relay command line with runRoot replaced by fake.
+// runInProcess runs the relay command line with runRoot replaced by fake;
+// starting a region or edge fails the test.
 func runInProcess(t *testing.T, ctx context.Context, fake func(context.Context, server.Config) error, args ...string) (stderr string, code int) {
 	t.Helper()
-	saved, savedLog := runRoot, slog.Default()
+	return runFakes(t, ctx, fake, func(context.Context, server.ChildConfig) error {
+		t.Error("runChild called")
+		return nil
+	}, args...)
+}
+
+// runChildInProcess runs the relay command line with runChild replaced by
+// fake; starting a root fails the test.
+func runChildInProcess(t *testing.T, ctx context.Context, fake func(context.Context, server.ChildConfig) error, args ...string) (stderr string, code int) {
+	t.Helper()
+	return runFakes(t, ctx, func(context.Context, server.Config) error {
+		t.Error("runRoot called")
+		return nil
+	}, fake, args...)
+}
+
+func runFakes(t *testing.T, ctx context.Context, root func(context.Context, server.Config) error, child func(context.Context, server.ChildConfig) error, args ...string) (stderr string, code int) {
+	t.Helper()
+	savedRoot, savedChild, savedLog := runRoot, runChild, slog.Default()
 	t.Cleanup(func() {
-		runRoot = saved
+		runRoot, runChild = savedRoot, savedChild
 		slog.SetDefault(savedLog)
 	})
-	runRoot = fake
+	runRoot, runChild = root, child
 	var stdout, errOut bytes.Buffer
 	code = run(ctx, args, &stdout, &errOut)
 	if stdout.Len() > 0 {
@@ -295,6 +357,91 @@ func TestRootStops(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}, "--log-level=error")
+		if code != exitOK || stderr != "" {
+			t.Errorf("exit code %d, stderr %q; want a clean stop", code, stderr)
+		}
+	})
+}
+
+func TestChildConfig(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want server.ChildConfig
+	}{
+		{
+			[]string{"--role=region", "--name=region-1", "--parent=root.example.com:7443", "--link-addr=127.0.0.1:7444", "--join-token=T"},
+			server.ChildConfig{Role: pki.RoleRegion, Name: "region-1", DataDir: filepath.Join("data", "region-1"),
+				Parents: []string{"root.example.com:7443"}, JoinToken: "T", LinkAddr: "127.0.0.1:7444"},
+		},
+		// The default --link-addr is fine when the parent is elsewhere.
+		{
+			[]string{"--role=region", "--name=r2", "--parent=10.0.0.1:7443,10.0.0.2:7443", "--data-dir=/var/lib/r2", "--proxy=http://proxy.example.com:3128"},
+			server.ChildConfig{Role: pki.RoleRegion, Name: "r2", DataDir: "/var/lib/r2",
+				Parents: []string{"10.0.0.1:7443", "10.0.0.2:7443"}, LinkAddr: "127.0.0.1:7443",
+				Proxy: &url.URL{Scheme: "http", Host: "proxy.example.com:3128"}},
+		},
+		{
+			[]string{"--role=edge", "--name=edge-1", "--parent=127.0.0.1:7444", "--parent=[::1]:7444", "--virtual-cluster", "--join-token=T", "--labels=env=prod,topology.kubernetes.io/zone=eu-1"},
+			server.ChildConfig{Role: pki.RoleEdge, Name: "edge-1", DataDir: filepath.Join("data", "edge-1"),
+				Parents: []string{"127.0.0.1:7444", "[::1]:7444"}, JoinToken: "T", VirtualCluster: true,
+				Labels: map[string]string{"env": "prod", "topology.kubernetes.io/zone": "eu-1"}},
+		},
+		{
+			[]string{"--role=edge", "--name=e2", "--parent=region:7443", "--kubeconfig=" + kubeconfig, "--proxy=https://user:pw@proxy:443"},
+			server.ChildConfig{Role: pki.RoleEdge, Name: "e2", DataDir: filepath.Join("data", "e2"),
+				Parents: []string{"region:7443"}, Kubeconfig: kubeconfig,
+				Proxy: &url.URL{Scheme: "https", User: url.UserPassword("user", "pw"), Host: "proxy:443"}},
+		},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var got server.ChildConfig
+			stderr, code := runChildInProcess(t, t.Context(), func(_ context.Context, cfg server.ChildConfig) error {
+				got = cfg
+				return nil
+			}, tc.args...)
+			if code != exitOK {
+				t.Fatalf("exit code %d, stderr %q", code, stderr)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("config %+v, want %+v", got, tc.want)
+			}
+			if wantWarn := tc.want.Kubeconfig != ""; strings.Contains(stderr, "does not apply its inbox to a real cluster yet") != wantWarn {
+				t.Errorf("stderr %q: want the --kubeconfig warning: %v", stderr, wantWarn)
+			}
+		})
+	}
+}
+
+func TestChildStops(t *testing.T) {
+	args := []string{"--role=edge", "--name=e1", "--parent=127.0.0.1:7444", "--virtual-cluster", "--data-dir=/var/lib/e1"}
+	t.Run("no token", func(t *testing.T) {
+		stderr, code := runChildInProcess(t, t.Context(), func(context.Context, server.ChildConfig) error {
+			return session.ErrNoToken
+		}, append(args, "--log-level=error")...)
+		want := "relay: e1 has not joined its parent yet (no certificate in /var/lib/e1): pass --join-token=TOKEN from 'relay token create' at the root\n"
+		if code != exitFailure || stderr != want {
+			t.Errorf("exit code %d, stderr %q; want %d and %q", code, stderr, exitFailure, want)
+		}
+	})
+	t.Run("failure", func(t *testing.T) {
+		stderr, code := runChildInProcess(t, t.Context(), func(context.Context, server.ChildConfig) error {
+			return errors.New("server: data dir: permission denied")
+		}, args...)
+		if code != exitFailure || !strings.HasSuffix(stderr, "relay: server: data dir: permission denied\n") {
+			t.Errorf("exit code %d, stderr %q", code, stderr)
+		}
+	})
+	t.Run("canceled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		stderr, code := runChildInProcess(t, ctx, func(ctx context.Context, _ server.ChildConfig) error {
+			cancel() // as a signal would
+			<-ctx.Done()
+			return ctx.Err()
+		}, append(args, "--log-level=error")...)
 		if code != exitOK || stderr != "" {
 			t.Errorf("exit code %d, stderr %q; want a clean stop", code, stderr)
 		}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 )
 
@@ -49,7 +53,8 @@ var logLevels = map[string]slog.Level{
 
 // options holds the flags of the relay command as given. complete fills in
 // defaults that depend on other flags, validate checks them for the chosen
-// role, and rootConfig turns them into the configuration of a root.
+// role, and rootConfig or childConfig turns them into the configuration of
+// a root or of a region or edge.
 type options struct {
 	role      string
 	name      string
@@ -57,12 +62,11 @@ type options struct {
 	logLevel  string
 	logFormat string
 
-	// Root.
+	// Root (apiAddr, linkAddr) and region (linkAddr).
 	apiAddr  string
 	linkAddr string
 
-	// Region and edge. Parsed so that the command line contract is stable;
-	// only root is implemented, so today they are only checked for misuse.
+	// Region and edge.
 	parents        []string
 	joinToken      string
 	proxy          string
@@ -73,7 +77,7 @@ type options struct {
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Var(newEnum(&o.role, roleRoot, roleRoot, roleRegion, roleEdge), "role",
-		"which relay to run: root (kube API and placement), region (relays between a parent and its children) or edge (syncs one cluster); only root is available yet")
+		"which relay to run: root (kube API and placement), region (relays between a parent and its children) or edge (syncs one cluster)")
 	fs.StringVar(&o.name, "name", defaultName, "relay name, unique among its siblings; a DNS label")
 	fs.StringVar(&o.dataDir, "data-dir", "", `directory for the relay's PKI, state and admin.kubeconfig (default "data/<name>")`)
 	fs.Var(newEnum(&o.logLevel, "info", "debug", "info", "warn", "error"), "log-level", "least severe log level written to stderr: debug, info, warn or error")
@@ -81,20 +85,20 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.apiAddr, "api-addr", defaultAPIAddr, "host:port where the kube API listens")
 	forRoles(fs, "api-addr", roleRoot)
-	fs.StringVar(&o.linkAddr, "link-addr", defaultLinkAddr, "host:port where child relays dial in")
+	fs.StringVar(&o.linkAddr, "link-addr", defaultLinkAddr, "host:port where child relays dial in; a region on the same host as its parent or another region needs its own")
 	forRoles(fs, "link-addr", roleRoot, roleRegion)
 
-	fs.StringSliceVar(&o.parents, "parent", nil, "parent relays to dial, host:port,...")
+	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required)")
 	forRoles(fs, "parent", roleRegion, roleEdge)
-	fs.StringVar(&o.joinToken, "join-token", "", "bootstrap token from 'relay token create' at the root")
+	fs.StringVar(&o.joinToken, "join-token", "", "join token from 'relay token create' at the root; needed only until the relay has joined")
 	forRoles(fs, "join-token", roleRegion, roleEdge)
-	fs.StringVar(&o.proxy, "proxy", "", "HTTP CONNECT proxy URL for the link to the parent")
-	forRoles(fs, "proxy", roleRegion)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster this edge syncs")
+	fs.StringVar(&o.proxy, "proxy", "", "http(s) URL of an HTTP CONNECT proxy for the link to the parent (default: QUIC, or HTTPS_PROXY when UDP is blocked)")
+	forRoles(fs, "proxy", roleRegion, roleEdge)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster this edge syncs (accepted; not applied to yet)")
 	forRoles(fs, "kubeconfig", roleEdge)
 	fs.BoolVar(&o.virtualCluster, "virtual-cluster", false, "sync an in-memory virtual cluster instead of --kubeconfig")
 	forRoles(fs, "virtual-cluster", roleEdge)
-	fs.StringToStringVar(&o.labels, "labels", nil, "labels of this edge's cluster, k=v,...")
+	fs.StringToStringVar(&o.labels, "labels", nil, "labels of this edge's cluster, k=v,... (Kubernetes label keys and values)")
 	forRoles(fs, "labels", roleEdge)
 }
 
@@ -118,9 +122,6 @@ func (o *options) complete(fs *pflag.FlagSet) {
 // validate returns what is wrong with the completed options, one error per
 // problem, each naming its flag.
 func (o *options) validate(fs *pflag.FlagSet) []error {
-	if o.role != roleRoot {
-		return []error{flagErrorf("role", "role %s is not available yet; only --role=root is", o.role)}
-	}
 	var errs []error
 	fs.Visit(func(f *pflag.Flag) {
 		if roles, ok := f.Annotations[rolesAnnotation]; ok && !slices.Contains(roles, o.role) {
@@ -133,7 +134,10 @@ func (o *options) validate(fs *pflag.FlagSet) []error {
 	if o.dataDir == "" {
 		errs = append(errs, flagErrorf("data-dir", "must not be empty"))
 	}
-	return append(errs, o.validateRoot(fs)...)
+	if o.role == roleRoot {
+		return append(errs, o.validateRoot(fs)...)
+	}
+	return append(errs, o.validateChild(fs)...)
 }
 
 // validateRoot checks the flags of a root relay.
@@ -157,6 +161,63 @@ func (o *options) validateRoot(fs *pflag.FlagSet) []error {
 	return errs
 }
 
+// validateChild checks the flags of a region or edge relay. Flags of other
+// roles were refused by validate already.
+func (o *options) validateChild(fs *pflag.FlagSet) []error {
+	var errs []error
+	if !fs.Changed("name") {
+		errs = append(errs, flagErrorf("name", "required with --role=%s: a DNS label unique among the relay's siblings", o.role))
+	}
+	parentsOK := len(o.parents) > 0
+	if !parentsOK {
+		errs = append(errs, flagErrorf("parent", "required with --role=%s: the link address (host:port) of the parent relay", o.role))
+	}
+	for _, p := range o.parents {
+		if err := checkDialAddr(p); err != nil {
+			errs = append(errs, flagErrorf("parent", "%v", err))
+			parentsOK = false
+		}
+	}
+	if o.proxy != "" {
+		if err := checkProxyURL(o.proxy); err != nil {
+			errs = append(errs, flagErrorf("proxy", "%v", err))
+		}
+	}
+	switch o.role {
+	case roleRegion:
+		if err := checkListenAddr(o.linkAddr); err != nil {
+			errs = append(errs, flagErrorf("link-addr", "%v", err))
+		} else if parentsOK {
+			for _, p := range o.parents {
+				if sameHostPort(o.linkAddr, p) {
+					errs = append(errs, flagErrorf("link-addr", "%s is the address of --parent=%s: a region on the same host as its parent needs its own --link-addr", o.linkAddr, p))
+					break
+				}
+			}
+		}
+	case roleEdge:
+		switch {
+		case o.kubeconfig == "" && !o.virtualCluster:
+			errs = append(errs, flagErrorf("kubeconfig", "an edge syncs one cluster: give --kubeconfig=FILE or --virtual-cluster"))
+		case o.kubeconfig != "" && o.virtualCluster:
+			errs = append(errs, flagErrorf("kubeconfig", "give either --kubeconfig or --virtual-cluster, not both"))
+		case o.kubeconfig != "":
+			if err := checkReadableFile(o.kubeconfig); err != nil {
+				errs = append(errs, flagErrorf("kubeconfig", "%v", err))
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(o.labels)) {
+			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+				errs = append(errs, flagErrorf("labels", "key %q is not a valid label key: %s", k, strings.Join(msgs, "; ")))
+			}
+			if msgs := validation.IsValidLabelValue(o.labels[k]); len(msgs) > 0 {
+				errs = append(errs, flagErrorf("labels", "value %q of %s is not a valid label value: %s", o.labels[k], k, strings.Join(msgs, "; ")))
+			}
+		}
+	}
+	return errs
+}
+
 // rootConfig returns the configuration of a root relay from validated
 // options.
 func (o *options) rootConfig() server.Config {
@@ -166,6 +227,33 @@ func (o *options) rootConfig() server.Config {
 		APIAddr:  o.apiAddr,
 		LinkAddr: o.linkAddr,
 	}
+}
+
+// childConfig returns the configuration of a region or edge relay from
+// validated options.
+func (o *options) childConfig() server.ChildConfig {
+	cfg := server.ChildConfig{
+		Role:      pki.RoleRegion,
+		Name:      o.name,
+		DataDir:   o.dataDir,
+		Parents:   slices.Clone(o.parents),
+		JoinToken: o.joinToken,
+	}
+	if o.proxy != "" {
+		cfg.Proxy, _ = url.Parse(o.proxy) // checked by validateChild
+	}
+	switch o.role {
+	case roleRegion:
+		cfg.LinkAddr = o.linkAddr
+	case roleEdge:
+		cfg.Role = pki.RoleEdge
+		cfg.VirtualCluster = o.virtualCluster
+		cfg.Kubeconfig = o.kubeconfig
+		if len(o.labels) > 0 {
+			cfg.Labels = maps.Clone(o.labels)
+		}
+	}
+	return cfg
 }
 
 // logger returns the logger that --log-level and --log-format ask for,
@@ -196,6 +284,79 @@ func checkListenAddr(addr string) error {
 		return fmt.Errorf("host %q in %q is neither an IP address nor a DNS name", host, addr)
 	}
 	return nil
+}
+
+// checkDialAddr reports what is wrong with an address to dial: a valid
+// listen address (see checkListenAddr) with a host and a non-zero port.
+func checkDialAddr(addr string) error {
+	if err := checkListenAddr(addr); err != nil {
+		return err
+	}
+	host, p, _ := net.SplitHostPort(addr)
+	if host == "" || wildcard(host) {
+		return fmt.Errorf("%q has no host to dial", addr)
+	}
+	if port(p) == 0 {
+		return fmt.Errorf("%q has no port to dial (0)", addr)
+	}
+	return nil
+}
+
+// checkProxyURL reports what is wrong with an HTTP CONNECT proxy URL.
+func checkProxyURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", s)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q is not an http:// or https:// URL", s)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	if p := u.Port(); p != "" {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return fmt.Errorf("port %q in %q is not a number from 0 to 65535", p, s)
+		}
+	}
+	return nil
+}
+
+// checkReadableFile reports why path cannot be read as a regular file.
+func checkReadableFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if pe, ok := errors.AsType[*os.PathError](err); ok {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot read %s: %v", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("cannot read %s: %v", path, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory, not a kubeconfig file", path)
+	}
+	return nil
+}
+
+// sameHostPort reports whether a region's listen address is the very
+// address of its parent, as with the default --link-addr and a parent root
+// on the same host: same non-zero port and the same host, or a region
+// listening on every interface and a parent on loopback.
+func sameHostPort(listen, parent string) bool {
+	hl, pl, _ := net.SplitHostPort(listen)
+	hp, pp, _ := net.SplitHostPort(parent)
+	if port(pl) != port(pp) || port(pl) == 0 {
+		return false
+	}
+	if canonicalHost(hl) == canonicalHost(hp) {
+		return true
+	}
+	ip, err := netip.ParseAddr(hp)
+	return wildcard(hl) && (strings.EqualFold(hp, "localhost") || (err == nil && ip.IsLoopback()))
 }
 
 // sameListener reports whether two valid listen addresses would collide:

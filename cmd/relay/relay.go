@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/session"
 )
 
 const relayLong = `relay runs one node of a Canopy tree. --role chooses which parts run:
@@ -13,8 +17,17 @@ const relayLong = `relay runs one node of a Canopy tree. --role chooses which pa
   root    serves the kube API of every space on --api-addr and the link that
           child relays dial on --link-addr; keeps its PKI, its state and
           admin.kubeconfig in --data-dir
-  region  relays between a parent and its children (not available yet)
-  edge    syncs its share to one cluster (not available yet)
+  region  dials its parent (--parent) and serves its own children on
+          --link-addr; the default 127.0.0.1:7443 is the root's, so a region
+          on the same host as the root or another region needs its own
+  edge    dials its parent (--parent) and keeps its share of the desired
+          state for one cluster: --virtual-cluster (in memory, with a
+          simulated kubelet) or --kubeconfig=FILE (accepted; applying the
+          inbox to a real cluster comes with the edge syncer)
+
+A region or edge joins the tree once with --join-token (from "relay token
+create" at the root) and receives a certificate kept in --data-dir; later
+starts need no token.
 
 With no flags, relay starts a root named "root" that listens on 127.0.0.1 and
 keeps its data in ./data/root; "relay kubeconfig" then prints a kubeconfig
@@ -38,16 +51,34 @@ func newRelayCommand() *cobra.Command {
 			if errs := o.validate(fs); len(errs) > 0 {
 				return usageError{errors.Join(errs...)}
 			}
-			cfg := o.rootConfig()
 			log := o.logger(cmd.ErrOrStderr())
 			slog.SetDefault(log)
 
 			ctx := cmd.Context()
-			log.Info("starting relay", "relay", cfg.Name, "role", o.role, "dataDir", cfg.DataDir, "apiAddr", cfg.APIAddr, "linkAddr", cfg.LinkAddr)
-			if err := runRoot(ctx, cfg); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+			var err error
+			if o.role == roleRoot {
+				cfg := o.rootConfig()
+				log.Info("starting relay", "relay", cfg.Name, "role", o.role, "dataDir", cfg.DataDir, "apiAddr", cfg.APIAddr, "linkAddr", cfg.LinkAddr)
+				err = runRoot(ctx, cfg)
+			} else {
+				cfg := o.childConfig()
+				attrs := []any{"relay", cfg.Name, "role", o.role, "dataDir", cfg.DataDir, "parents", cfg.Parents}
+				if cfg.Role == pki.RoleRegion {
+					attrs = append(attrs, "linkAddr", cfg.LinkAddr)
+				}
+				log.Info("starting relay", attrs...)
+				if cfg.Kubeconfig != "" {
+					log.Warn("this edge does not apply its inbox to a real cluster yet: --kubeconfig is accepted but not used", "kubeconfig", cfg.Kubeconfig)
+				}
+				err = runChild(ctx, cfg)
+				if errors.Is(err, session.ErrNoToken) {
+					err = fmt.Errorf("%s has not joined its parent yet (no certificate in %s): pass --join-token=TOKEN from 'relay token create' at the root", cfg.Name, cfg.DataDir)
+				}
+			}
+			if err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
 				return err
 			}
-			log.Info("relay stopped", "relay", cfg.Name, "cause", context.Cause(ctx))
+			log.Info("relay stopped", "relay", o.name, "cause", context.Cause(ctx))
 			return nil
 		},
 	}

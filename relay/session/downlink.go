@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ type Downlink struct {
 
 	mu       sync.Mutex
 	children map[string]*childState
+	// changed is closed (and replaced) whenever the subtree changes: a
+	// child announced, connected or disconnected.
+	changed chan struct{}
 }
 
 // childState is what the parent keeps for one child across reconnects.
@@ -67,6 +71,9 @@ type childState struct {
 	connected time.Time
 	lastSeen  time.Time
 	links     uint64
+	// announced is the child's last announcement: the destinations below it.
+	announced    []wire.Destination
+	announcedGen uint64
 }
 
 // ChildStatus describes one child for status pages and metrics.
@@ -84,7 +91,7 @@ func NewDownlink(cfg DownlinkConfig) *Downlink {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Downlink{cfg: cfg, log: cfg.Logger, children: map[string]*childState{}}
+	return &Downlink{cfg: cfg, log: cfg.Logger, children: map[string]*childState{}, changed: make(chan struct{})}
 }
 
 // Start accepts links until ctx is done.
@@ -121,6 +128,65 @@ func (d *Downlink) Children() []ChildStatus {
 		return 1
 	})
 	return out
+}
+
+// Subtree returns the destinations below this relay, as its children
+// announced them (Path starts with the child's name), with Connected false
+// for children whose link is down; and a channel closed at the next
+// change. It is UplinkConfig.Subtree for a region.
+func (d *Downlink) Subtree() ([]wire.Destination, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []wire.Destination
+	for _, c := range d.children {
+		for _, dest := range c.announced {
+			dest.Path = slices.Clone(dest.Path)
+			if c.conn == nil {
+				dest.Connected = false
+			}
+			out = append(out, dest)
+		}
+	}
+	slices.SortFunc(out, func(a, b wire.Destination) int { return strings.Compare(a.Name, b.Name) })
+	return out, d.changed
+}
+
+// RouteOf returns the child under which a destination was announced.
+func (d *Downlink) RouteOf(destination string) (child string, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, c := range d.children {
+		for _, dest := range c.announced {
+			if dest.Name == destination {
+				return name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// notifyLocked signals a subtree change; d.mu must be held.
+func (d *Downlink) notifyLocked() {
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// announced records a child's announcement.
+func (d *Downlink) announced(c *childState, a *wire.Announce) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a.Generation <= c.announcedGen && c.announcedGen != 0 {
+		return
+	}
+	// Paths start with the child's name (wire.Destination.Path).
+	for _, dest := range a.Destinations {
+		if len(dest.Path) == 0 || dest.Path[0] != c.id.Name {
+			d.log.Warn("ignoring an announcement with a path outside the child", "child", c.id.Name, "destination", dest.Name)
+			return
+		}
+	}
+	c.announced, c.announcedGen = a.Destinations, a.Generation
+	d.notifyLocked()
 }
 
 func (d *Downlink) serve(ctx context.Context, conn link.Conn) {
@@ -197,6 +263,8 @@ func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (
 	}
 	c.conn, c.connected, c.lastSeen = conn, time.Now(), time.Now()
 	c.links++
+	c.announcedGen = 0 // a new link starts its generations again
+	d.notifyLocked()
 	return c, nil
 }
 
@@ -205,6 +273,7 @@ func (d *Downlink) release(c *childState, conn link.Conn) {
 	defer d.mu.Unlock()
 	if c.conn == conn {
 		c.conn = nil
+		d.notifyLocked()
 	}
 	c.lastSeen = time.Now()
 }
@@ -230,9 +299,11 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		return err
 	}
 	if hello.Name != id.Name {
+		defer linger(conn, control)
 		return sendError(w, wire.CodePermissionDenied, fmt.Sprintf("certificate names %q, Hello says %q", id.Name, hello.Name))
 	}
 	if !slices.Contains(hello.Versions, wire.ProtocolVersion) {
+		defer linger(conn, control)
 		return sendError(w, wire.CodeUnsupportedVersion, fmt.Sprintf("this parent speaks protocol version %d", wire.ProtocolVersion))
 	}
 	c, err := d.state(ctx, id, conn)
@@ -272,10 +343,23 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	errc := make(chan error, 3)
 	go func() { errc <- c.sender.Serve(ctx, down, hello.Cursor.Revision) }()
 	go func() { errc <- c.collector.Serve(ctx, up) }()
-	go func() { errc <- serveControl(ctx, r, w) }()
+	go func() {
+		errc <- serveControl(ctx, r, func(a *wire.Announce) { d.announced(c, a) })
+	}()
 	err = <-errc
 	cancel()
 	return err
+}
+
+// linger half-closes st and waits (briefly) for the peer to close the
+// link, so that a last message (an Error) is delivered before the link
+// goes.
+func linger(conn link.Conn, st link.Stream) {
+	_ = st.CloseWrite()
+	select {
+	case <-conn.Done():
+	case <-time.After(2 * time.Second):
+	}
 }
 
 // acceptKind accepts the next stream and requires its kind.
@@ -291,21 +375,22 @@ func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link
 	return st, nil
 }
 
-// serveControl answers pings on the control stream until it ends.
-func serveControl(ctx context.Context, r *wire.Reader, w *wire.Writer) error {
+// serveControl reads the control stream until it ends, handing
+// announcements to onAnnounce (nil: a child, which receives none).
+// Keep-alive is the transport's, so pings are not needed and are ignored.
+func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce)) error {
 	for ctx.Err() == nil {
 		m, err := r.Read()
 		if err != nil {
 			return err
 		}
 		switch m := m.(type) {
-		case *wire.Ping:
-			if err := send(w, &wire.Pong{Nonce: m.Nonce, UnixNano: time.Now().UnixNano()}); err != nil {
-				return err
+		case *wire.Announce:
+			if onAnnounce == nil {
+				return fmt.Errorf("%w: a parent sent an announcement", errProtocol)
 			}
-		case *wire.Pong, *wire.Announce:
-			// Announcements are merged by the caller once subtree
-			// routing exists; pongs need no answer.
+			onAnnounce(m)
+		case *wire.Ping, *wire.Pong:
 		case *wire.Error:
 			return fmt.Errorf("%w: %s", errRemote, m.Message)
 		default:

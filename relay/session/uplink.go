@@ -45,6 +45,11 @@ type UplinkConfig struct {
 	Link      link.Config
 	Backoff   link.Backoff
 	Logger    *slog.Logger
+	// Subtree returns the destinations below this relay to announce, with
+	// paths relative to this relay (an edge: itself, with an empty path;
+	// a region: its children's, as Downlink.Subtree gives them), and a
+	// channel that is closed when they change. Nil announces nothing.
+	Subtree func() ([]wire.Destination, <-chan struct{})
 }
 
 // Uplink keeps one child relay linked to its parent.
@@ -199,10 +204,11 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	u.connected.Store(true)
 	defer u.connected.Store(false)
 	u.log.Info("connected to parent", "transport", conn.Transport(), "cursor", cursor, "resync", welcome.Resync)
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	go func() { errc <- u.receiver.Serve(ctx, down) }()
 	go func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) }()
-	go func() { errc <- serveControl(ctx, r, w) }()
+	go func() { errc <- serveControl(ctx, r, nil) }()
+	go func() { errc <- u.announce(ctx, w) }()
 	go func() {
 		<-conn.Done()
 		errc <- fmt.Errorf("session: link closed")
@@ -210,4 +216,30 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	err = <-errc
 	cancel()
 	return err
+}
+
+// announce sends the subtree on connect and again whenever it changes.
+// The control stream's writer belongs to this loop once the session runs.
+func (u *Uplink) announce(ctx context.Context, w *wire.Writer) error {
+	if u.cfg.Subtree == nil {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	for gen := uint64(1); ; gen++ {
+		dests, changed := u.cfg.Subtree()
+		// Paths are relative to the announcer: this relay first.
+		out := make([]wire.Destination, len(dests))
+		for i, d := range dests {
+			d.Path = append([]string{u.cfg.Name}, d.Path...)
+			out[i] = d
+		}
+		if err := send(w, &wire.Announce{Generation: gen, Destinations: out}); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
 }

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+)
+
+// relayProc is a relay binary running in the background with JSON logs.
+type relayProc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited and its stderr is read
+	err  error
+
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	lines  []map[string]any
+}
+
+// startRelay starts the relay binary with args and --log-format=json.
+func startRelay(t *testing.T, name string, args ...string) *relayProc {
+	t.Helper()
+	p := &relayProc{t: t, name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(relayBin, append(args, "--log-format=json")...)
+	p.cmd.Dir = t.TempDir()
+	errPipe, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			_ = json.Unmarshal(sc.Bytes(), &m)
+			p.mu.Lock()
+			p.stderr.Write(sc.Bytes())
+			p.stderr.WriteByte('\n')
+			if m != nil {
+				p.lines = append(p.lines, m)
+			}
+			p.mu.Unlock()
+		}
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", p.name, p.logs())
+		}
+	})
+	return p
+}
+
+func (p *relayProc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// waitLog waits until a log line has message msg and returns it.
+func (p *relayProc) waitLog(msg string, timeout time.Duration) map[string]any {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if l["msg"] == msg {
+				p.mu.Unlock()
+				return l
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.done:
+			p.t.Fatalf("%s exited (%v) before logging %q", p.name, p.err, msg)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s did not log %q within %v", p.name, msg, timeout)
+		}
+	}
+}
+
+// stop sends SIGTERM and checks that the relay exits with code 0.
+func (p *relayProc) stop() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatalf("signal %s: %v", p.name, err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("%s did not stop within 30s of SIGTERM", p.name)
+	}
+	if p.err != nil {
+		p.t.Fatalf("%s: %v after SIGTERM, want exit status 0\n%s", p.name, p.err, p.logs())
+	}
+}
+
+// kubectlBin returns $KUBECTL or the kubectl on PATH.
+func kubectlBin(t *testing.T) string {
+	t.Helper()
+	if k := os.Getenv("KUBECTL"); k != "" {
+		return k
+	}
+	k, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("this test needs kubectl: set KUBECTL or put kubectl on PATH (make kubectl builds one into bin/)")
+	}
+	return k
+}
+
+// waitContext waits until the kubeconfig at path has context name.
+func waitContext(t *testing.T, path, name string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cfg, err := clientcmd.LoadFromFile(path)
+		if err == nil && cfg.Contexts[name] != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			var have []string
+			if cfg != nil {
+				for c := range cfg.Contexts {
+					have = append(have, c)
+				}
+			}
+			t.Fatalf("%s has no context %q after %v (contexts %v, error %v)", path, name, timeout, have, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestTree runs a root and an edge as processes: the edge joins with a
+// token, the root shows its mailbox, and after a restart the edge
+// reconnects with its certificate alone.
+func TestTree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts relay processes")
+	}
+	kubectl := kubectlBin(t)
+	base := t.TempDir()
+	rootDir, edgeDir := filepath.Join(base, "root"), filepath.Join(base, "edge-1")
+	rootArgs := []string{"--role=root", "--name=root", "--data-dir=" + rootDir, "--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0"}
+
+	root := startRelay(t, "root", rootArgs...)
+	link, _ := root.waitLog("root relay serving", 30*time.Second)["link"].(string)
+	if link == "" {
+		t.Fatalf("root logged no link address:\n%s", root.logs())
+	}
+	stdout, stderr, code := runRelay(t, "token", "create", "--data-dir="+rootDir)
+	if code != 0 {
+		t.Fatalf("relay token create: exit code %d, stderr %q", code, stderr)
+	}
+	token := strings.TrimSpace(stdout)
+
+	edgeArgs := []string{"--role=edge", "--name=edge-1", "--parent=" + link, "--virtual-cluster", "--data-dir=" + edgeDir}
+	edge := startRelay(t, "edge-1", append(edgeArgs, "--join-token="+token)...)
+	kubeconfig := filepath.Join(rootDir, pki.AdminKubeconfigFile)
+	waitContext(t, kubeconfig, "mailbox-edge-1", 30*time.Second)
+	out, err := exec.CommandContext(t.Context(), kubectl, "--kubeconfig="+kubeconfig, "--context=mailbox-edge-1", "get", "ns").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl --context=mailbox-edge-1 get ns: %v\n%s", err, out)
+	}
+	edge.waitLog("connected to parent", 30*time.Second)
+	edge.stop()
+	root.stop()
+
+	// Both restart from their data directories; the edge has no token now.
+	root = startRelay(t, "root", rootArgs...)
+	link, _ = root.waitLog("root relay serving", 30*time.Second)["link"].(string)
+	edgeArgs[2] = "--parent=" + link
+	edge = startRelay(t, "edge-1", edgeArgs...)
+	edge.waitLog("connected to parent", 30*time.Second)
+	select {
+	case <-edge.done:
+		t.Fatalf("edge exited after reconnecting: %v", edge.err)
+	case <-time.After(2 * time.Second):
+	}
+	edge.stop()
+	root.stop()
+}
+
+// TestEdgeWithoutToken: an edge that never joined and has no token stops
+// with one clear line and exit code 1.
+func TestEdgeWithoutToken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "edge-1")
+	stdout, stderr, code := runRelay(t, "--role=edge", "--name=edge-1", "--parent=127.0.0.1:7443", "--virtual-cluster", "--data-dir="+dir, "--log-level=error")
+	want := "relay: edge-1 has not joined its parent yet (no certificate in " + dir + "): pass --join-token=TOKEN from 'relay token create' at the root\n"
+	if code != exitFailure || stdout != "" || stderr != want {
+		t.Errorf("exit code %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, exitFailure, want)
+	}
+}
