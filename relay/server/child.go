@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/join"
 	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/pki"
@@ -72,6 +73,7 @@ type Child struct {
 	mu       sync.Mutex // guards ln and downlink, set once the region has its identity
 	ln       *link.Listener
 	downlink *session.Downlink
+	serving  chan struct{} // closed once a region serves its children
 	cluster  *vcluster.Cluster
 	// clusterStarted: Start owns the cluster's cleanup once called.
 	clusterStarted bool
@@ -95,10 +97,11 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		return nil, err
 	}
 	st.SetLog(node)
-	c := &Child{cfg: cfg, log: log, lock: lock, store: st, node: node}
+	c := &Child{cfg: cfg, log: log, lock: lock, store: st, node: node, serving: make(chan struct{})}
 	c.uplink = session.NewUplink(session.UplinkConfig{
 		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
 		Store: st, Inbox: InboxSpace, Outbox: OutboxSpace, Proxy: cfg.Proxy, Logger: log,
+		Subtree: c.subtree,
 	})
 	if cfg.Role == pki.RoleEdge && cfg.VirtualCluster {
 		vc, err := vcluster.New(vcluster.Options{Name: cfg.Name, Logger: log})
@@ -199,8 +202,28 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	c.mu.Lock()
 	c.ln, c.downlink = ln, down
 	c.mu.Unlock()
+	close(c.serving)
 	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
+	go func() {
+		if err := route(ctx, c.store, down, c.log); err != nil && ctx.Err() == nil {
+			c.log.Error("routing stopped", "error", err)
+		}
+	}()
 	return down.Start(ctx)
+}
+
+// subtree is what this relay announces to its parent: an edge is one
+// destination (its cluster); a region announces what its children
+// announced, once it serves them.
+func (c *Child) subtree() ([]wire.Destination, <-chan struct{}) {
+	if c.cfg.Role == pki.RoleEdge {
+		self := wire.Destination{Name: c.cfg.Name, Labels: c.cfg.Labels, Connected: true, LastSeen: time.Now().UnixNano()}
+		return []wire.Destination{self}, nil // never changes while running
+	}
+	if d := c.Downlink(); d != nil {
+		return d.Subtree()
+	}
+	return nil, c.serving
 }
 
 // waitIdentity polls the data directory until the uplink has saved the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
 )
 
@@ -122,5 +124,49 @@ func TestTreeDepthTwo(t *testing.T) {
 		want, err1 := tree.ContentHash(root.Store(), space)
 		got, err2 := tree.ContentHash(region.Store(), InboxSpace)
 		return err1 == nil && err2 == nil && want == got
+	})
+
+	// Subtree announcements reach the root with their paths.
+	edge2 := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "edge-2", DataDir: t.TempDir(),
+		Parents: []string{region.LinkAddr()}, JoinToken: token, VirtualCluster: true, Labels: map[string]string{"zone": "b"}})
+	waitFor(t, "the root to see both edges with their paths", func() bool {
+		dests, _ := root.down.Subtree()
+		return len(dests) == 2 && strings.Join(dests[0].Path, "/") == "region-a/edge-1" &&
+			strings.Join(dests[1].Path, "/") == "region-a/edge-2" && dests[1].Labels["zone"] == "b"
+	})
+
+	// Objects addressed to destinations are routed by the region to the
+	// children that hold them, and only there.
+	targets := map[string]string{"to-1": "edge-1", "to-2": "edge-2", "to-both": "edge-1,edge-2", "to-none": "edge-9"}
+	for name, dests := range targets {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Annotations: map[string]string{DestinationsAnnotation: dests}}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inboxNames := func(c *Child) string {
+		list, _ := c.Store().List(store.ListOptions{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
+		var names []string
+		for _, it := range list.Items {
+			names = append(names, it.Key.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	waitFor(t, "routed inboxes", func() bool {
+		return inboxNames(edge) == "to-1,to-both" && inboxNames(edge2) == "to-2,to-both"
+	})
+
+	// Re-addressing moves the object: it leaves edge-1 and reaches edge-2.
+	cm, err := cs.CoreV1().ConfigMaps("default").Get(context.Background(), "to-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations[DestinationsAnnotation] = "edge-2"
+	if _, err := cs.CoreV1().ConfigMaps("default").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "re-routed inboxes", func() bool {
+		return inboxNames(edge) == "to-both" && inboxNames(edge2) == "to-1,to-2,to-both"
 	})
 }
