@@ -170,3 +170,34 @@ func TestTreeDepthTwo(t *testing.T) {
 		return inboxNames(edge) == "to-both" && inboxNames(edge2) == "to-1,to-2,to-both"
 	})
 }
+
+// Depth 4: root → r1 → r2 → r3 → edge. Nothing assumes three tiers: each
+// region joins with the same token, announces its subtree and routes by
+// destination.
+func TestTreeDepthFour(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	parent := root.LinkAddr()
+	for _, name := range []string{"r1", "r2", "r3"} {
+		r := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(),
+			Parents: []string{parent}, JoinToken: token, LinkAddr: "127.0.0.1:0"})
+		waitFor(t, name+" serving", func() bool { return r.Uplink().Connected() && r.LinkAddr() != "" })
+		parent = r.LinkAddr()
+	}
+	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "deep-edge", DataDir: t.TempDir(),
+		Parents: []string{parent}, JoinToken: token, VirtualCluster: true})
+	waitFor(t, "the root to see the edge four tiers down", func() bool {
+		dests, _ := root.down.Subtree()
+		return len(dests) == 1 && strings.Join(dests[0].Path, "/") == "r1/r2/r3/deep-edge" && dests[0].Connected
+	})
+	obj := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep","namespace":"default","annotations":{"` +
+		DestinationsAnnotation + `":"deep-edge"}},"data":{"k":"v"}}`
+	k := store.Key{Space: MailboxSpace("r1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "deep"}
+	if _, err := root.Store().Create(context.Background(), k, []byte(obj)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the object to reach the edge's inbox", func() bool {
+		_, err := edge.Store().Get(store.Key{Space: InboxSpace, Resource: k.Resource, Namespace: "default", Name: "deep"})
+		return err == nil
+	})
+}
