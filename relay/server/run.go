@@ -232,6 +232,7 @@ func (r *Root) Serve(ctx context.Context) error {
 	go func() { errc <- r.authz.Start(ctx) }()
 	go func() { errc <- r.api.StartControllers(ctx) }()
 	go func() { errc <- r.down.Start(ctx) }()
+	go func() { errc <- r.maintainInventory(ctx) }()
 
 	hs := &http.Server{
 		Handler:           r.api,

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -134,6 +136,17 @@ func TestTreeDepthTwo(t *testing.T) {
 		return len(dests) == 2 && strings.Join(dests[0].Path, "/") == "region-a/edge-1" &&
 			strings.Join(dests[1].Path, "/") == "region-a/edge-2" && dests[1].Labels["zone"] == "b"
 	})
+	// ... and the inventory space shows them as SyncTargets.
+	inv := inventoryClient(t, root)
+	waitFor(t, "SyncTargets in the inventory", func() bool {
+		st, err := inv.Get(context.Background(), "edge-2", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		path, _, _ := unstructured.NestedString(st.Object, "status", "path")
+		connected, _, _ := unstructured.NestedBool(st.Object, "status", "connected")
+		return path == "root/region-a/edge-2" && connected && st.GetLabels()["zone"] == "b"
+	})
 
 	// Objects addressed to destinations are routed by the region to the
 	// children that hold them, and only there.
@@ -200,4 +213,20 @@ func TestTreeDepthFour(t *testing.T) {
 		_, err := edge.Store().Get(store.Key{Space: InboxSpace, Resource: k.Resource, Namespace: "default", Name: "deep"})
 		return err == nil
 	})
+}
+
+func inventoryClient(t *testing.T, root *Root) dynamic.ResourceInterface {
+	t.Helper()
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: root.KubeconfigPath()},
+		&clientcmd.ConfigOverrides{CurrentContext: "inventory"})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc.Resource(syncTargetGVR)
 }
