@@ -98,8 +98,11 @@ with edge-2-1..3; every edge has a virtual cluster. Data in $DATA.
   export KUBECONFIG=$kubeconfig
   kubectl get namespaces                  # the 'default' space
   kubectl config get-contexts             # every space, with mailbox-region-1 and mailbox-region-2
-  kubectl --context=mailbox-region-1 create configmap hello --from-literal=a=b
-                                          # delivered to region-1's inbox
+  kubectl --context=inventory get synctargets
+                                          # every edge cluster: path in the tree, connected, last seen
+  kubectl --context=mailbox-region-1 create configmap hello --from-literal=a=b \
+    && kubectl --context=mailbox-region-1 annotate configmap hello edge.canopy.dev/destinations=edge-1-2
+                                          # delivered to region-1, which routes it to edge-1-2
   tail -f $DATA/*.log    # what each relay does
 
 Stop the tree with Ctrl-C; 'make run' again resumes with everything kept.
