@@ -22,7 +22,7 @@ type metrics struct {
 	handler  http.Handler
 }
 
-func newMetrics(st *store.Store, process bool) *metrics {
+func newMetrics(st *store.Store, process bool, extra ...prometheus.Collector) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -52,6 +52,7 @@ func newMetrics(st *store.Store, process bool) *metrics {
 	if process {
 		m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	m.registry.MustRegister(extra...)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -58,6 +59,8 @@ type Config struct {
 	// /metrics. A relay's own API sets it; servers embedded by the
 	// thousand (virtual clusters) leave it off.
 	ProcessMetrics bool
+	// Collectors are more metrics served at /metrics (the relay's links).
+	Collectors []prometheus.Collector
 }
 
 // Server is the kube API of a root relay. It is an http.Handler and is safe
@@ -87,7 +90,7 @@ func New(cfg Config) *Server {
 		store:   cfg.Store,
 		log:     cfg.Logger,
 		catalog: newCatalog(cfg.Store),
-		metrics: newMetrics(cfg.Store, cfg.ProcessMetrics),
+		metrics: newMetrics(cfg.Store, cfg.ProcessMetrics, cfg.Collectors...),
 		infoFact: &genericrequest.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/canopy-dev/canopy/consensus"
@@ -130,9 +131,20 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		return nil, err
 	}
 	authz := auth.NewAuthorizer(st)
+	var r *Root // the downlink's callbacks run once r is complete
+	down := session.NewDownlink(session.DownlinkConfig{
+		Name: cfg.Name, Path: []string{cfg.Name}, Store: st, Listener: links, Logger: log,
+		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.Name}},
+		Mailbox: func(ctx context.Context, c pki.Identity) (string, error) {
+			return r.childSpace(ctx, MailboxSpace(c.Name))
+		},
+		Reports: func(ctx context.Context, c pki.Identity) (string, error) {
+			return r.childSpace(ctx, ReportsSpace(c.Name))
+		},
+	})
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
-		Logger: log, Version: Version(), ProcessMetrics: true,
+		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down},
 		Ready: func() error {
 			if !authz.Synced() {
 				return errors.New("authorizer not synced")
@@ -140,8 +152,8 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 			return nil
 		},
 	})
-	r := &Root{
-		cfg: cfg, log: log, store: st, node: node, api: api, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
+	r = &Root{
+		down: down, cfg: cfg, log: log, store: st, node: node, api: api, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}),
 		tls: &tls.Config{
 			Certificates: []tls.Certificate{cert},
@@ -163,16 +175,6 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		r.close()
 		return nil, err
 	}
-	r.down = session.NewDownlink(session.DownlinkConfig{
-		Name: cfg.Name, Path: []string{cfg.Name}, Store: st, Listener: links, Logger: log,
-		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.Name}},
-		Mailbox: func(ctx context.Context, c pki.Identity) (string, error) {
-			return r.childSpace(ctx, MailboxSpace(c.Name))
-		},
-		Reports: func(ctx context.Context, c pki.Identity) (string, error) {
-			return r.childSpace(ctx, ReportsSpace(c.Name))
-		},
-	})
 	r.lock, ok = lock, true
 	return r, nil
 }

@@ -101,6 +101,13 @@ func TestTreeDepthTwo(t *testing.T) {
 		return len(cs) == 1 && cs[0].Identity.String() == "root/region-a/edge-1" && cs[0].Connected
 	})
 
+	// Per-link metrics are on the root's /metrics.
+	waitFor(t, "link metrics", func() bool {
+		body, err := adminClient(t, root, "default").CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+		return err == nil && strings.Contains(string(body), `canopy_link_connected{child="region-a"} 1`) &&
+			strings.Contains(string(body), `canopy_link_bytes_total{child="region-a",direction="out",stream="downsync"}`)
+	})
+
 	// The admin writes into the region's mailbox space through the kube
 	// API (its context appears in the admin kubeconfig); the region's
 	// inbox receives it.
@@ -229,4 +236,20 @@ func inventoryClient(t *testing.T, root *Root) dynamic.ResourceInterface {
 		t.Fatal(err)
 	}
 	return dc.Resource(syncTargetGVR)
+}
+
+func adminClient(t *testing.T, root *Root, space string) *kubernetes.Clientset {
+	t.Helper()
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: root.KubeconfigPath()},
+		&clientcmd.ConfigOverrides{CurrentContext: space})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
