@@ -50,6 +50,10 @@ type ChildConfig struct {
 	VirtualCluster bool
 	Kubeconfig     string
 	Labels         map[string]string
+	// InMemory keeps the store in memory (no log on disk): for simulations
+	// and benchmarks running hundreds of relays in one process. The inbox
+	// then does not survive a restart.
+	InMemory bool
 }
 
 // RunChild runs a region or edge relay until ctx is done.
@@ -91,12 +95,16 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	}
 	log = log.With("relay", cfg.Name, "role", cfg.Role.String())
 	st := store.New(store.Options{})
-	node, err := consensus.Open(consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}, st)
-	if err != nil {
-		lock.Close()
-		return nil, err
+	var node *consensus.Node
+	if cfg.InMemory {
+		st.SetLog(store.NewMemLog(st))
+	} else {
+		if node, err = consensus.Open(consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}, st); err != nil {
+			lock.Close()
+			return nil, err
+		}
+		st.SetLog(node)
 	}
-	st.SetLog(node)
 	c := &Child{cfg: cfg, log: log, lock: lock, store: st, node: node, serving: make(chan struct{})}
 	c.uplink = session.NewUplink(session.UplinkConfig{
 		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
@@ -244,8 +252,10 @@ func waitIdentity(ctx context.Context, dataDir string) (*tls.Certificate, *x509.
 
 func (c *Child) close() {
 	c.store.Close()
-	if err := c.node.Close(); err != nil {
-		c.log.Warn("closing log", "error", err)
+	if c.node != nil {
+		if err := c.node.Close(); err != nil {
+			c.log.Warn("closing log", "error", err)
+		}
 	}
 	if c.cluster != nil && !c.clusterStarted {
 		c.cluster.Close()

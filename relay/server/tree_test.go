@@ -23,7 +23,7 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func startTestRoot(t *testing.T) *Root {
+func startTestRoot(t testing.TB) *Root {
 	t.Helper()
 	r, err := Open(Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}, quiet)
 	if err != nil {
@@ -37,7 +37,7 @@ func startTestRoot(t *testing.T) *Root {
 	return r
 }
 
-func startTestChild(t *testing.T, cfg ChildConfig) *Child {
+func startTestChild(t testing.TB, cfg ChildConfig) *Child {
 	t.Helper()
 	c, err := OpenChild(cfg, quiet)
 	if err != nil {
@@ -50,7 +50,7 @@ func startTestChild(t *testing.T, cfg ChildConfig) *Child {
 	return c
 }
 
-func joinToken(t *testing.T, r *Root) string {
+func joinToken(t testing.TB, r *Root) string {
 	t.Helper()
 	ca, err := pki.LoadCA(pki.Dir(r.cfg.DataDir))
 	if err != nil {
@@ -63,7 +63,7 @@ func joinToken(t *testing.T, r *Root) string {
 	return tok
 }
 
-func waitFor(t *testing.T, what string, f func() bool) {
+func waitFor(t testing.TB, what string, f func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !f() {
