@@ -73,6 +73,7 @@ type options struct {
 	kubeconfig     string
 	virtualCluster bool
 	labels         map[string]string
+	statusAddr     string
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -100,6 +101,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "virtual-cluster", roleEdge)
 	fs.StringToStringVar(&o.labels, "labels", nil, "labels of this edge's cluster, k=v,... (Kubernetes label keys and values)")
 	forRoles(fs, "labels", roleEdge)
+	fs.StringVar(&o.statusAddr, "status-addr", "", "host:port serving /metrics, /healthz and /debug/inbox (off when empty)")
+	forRoles(fs, "status-addr", roleRegion, roleEdge)
 }
 
 // forRoles records that flag name is read only by roles and says so in its
@@ -168,6 +171,11 @@ func (o *options) validateChild(fs *pflag.FlagSet) []error {
 	if !fs.Changed("name") {
 		errs = append(errs, flagErrorf("name", "required with --role=%s: a DNS label unique among the relay's siblings", o.role))
 	}
+	if o.statusAddr != "" {
+		if err := checkListenAddr(o.statusAddr); err != nil {
+			errs = append(errs, flagErrorf("status-addr", "%v", err))
+		}
+	}
 	parentsOK := len(o.parents) > 0
 	if !parentsOK {
 		errs = append(errs, flagErrorf("parent", "required with --role=%s: the link address (host:port) of the parent relay", o.role))
@@ -233,11 +241,12 @@ func (o *options) rootConfig() server.Config {
 // validated options.
 func (o *options) childConfig() server.ChildConfig {
 	cfg := server.ChildConfig{
-		Role:      pki.RoleRegion,
-		Name:      o.name,
-		DataDir:   o.dataDir,
-		Parents:   slices.Clone(o.parents),
-		JoinToken: o.joinToken,
+		Role:       pki.RoleRegion,
+		Name:       o.name,
+		DataDir:    o.dataDir,
+		Parents:    slices.Clone(o.parents),
+		JoinToken:  o.joinToken,
+		StatusAddr: o.statusAddr,
 	}
 	if o.proxy != "" {
 		cfg.Proxy, _ = url.Parse(o.proxy) // checked by validateChild

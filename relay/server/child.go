@@ -50,6 +50,8 @@ type ChildConfig struct {
 	VirtualCluster bool
 	Kubeconfig     string
 	Labels         map[string]string
+	// StatusAddr, when set, serves /metrics, /healthz and /debug/inbox.
+	StatusAddr string
 	// InMemory keeps the store in memory (no log on disk): for simulations
 	// and benchmarks running hundreds of relays in one process. The inbox
 	// then does not survive a restart.
@@ -151,8 +153,11 @@ func (c *Child) Serve(ctx context.Context) error {
 	defer c.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- c.uplink.Start(ctx) }()
+	if c.cfg.StatusAddr != "" {
+		go func() { errc <- c.serveStatus(ctx, c.cfg.StatusAddr) }()
+	}
 	if c.cluster != nil {
 		c.clusterStarted = true
 		go func() { errc <- c.cluster.Start(ctx) }()

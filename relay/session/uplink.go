@@ -59,7 +59,7 @@ type Uplink struct {
 	receiver  *tree.Receiver
 	reporter  *tree.Reporter
 	connected atomic.Bool
-	redial    *link.Redialer
+	redial    atomic.Pointer[link.Redialer]
 }
 
 // NewUplink returns an Uplink for cfg.
@@ -80,11 +80,14 @@ func (u *Uplink) Connected() bool { return u.connected.Load() }
 
 // Reconnects counts links after the first.
 func (u *Uplink) Reconnects() uint64 {
-	if u.redial == nil {
-		return 0
+	if r := u.redial.Load(); r != nil {
+		return r.Reconnects()
 	}
-	return u.redial.Reconnects()
+	return 0
 }
+
+// Cursor is the last parent revision applied to the inbox.
+func (u *Uplink) Cursor() (uint64, error) { return u.receiver.Cursor() }
 
 // Downsync and Upsync report the streams' counters.
 func (u *Uplink) Downsync() tree.Stats { return u.receiver.Stats() }
@@ -101,7 +104,7 @@ func (u *Uplink) Start(ctx context.Context) error {
 	}
 	d := u.dialer(pki.LinkClientTLS(&cert, root, join.ServerNameOf(u.cfg.Parents[0])))
 	defer d.Close()
-	u.redial = &link.Redialer{
+	redial := &link.Redialer{
 		Dial: func(ctx context.Context) (link.Conn, error) {
 			return d.Dial(ctx, u.cfg.Parents)
 		},
@@ -111,7 +114,8 @@ func (u *Uplink) Start(ctx context.Context) error {
 			u.log.Info("parent unreachable, retrying", "attempt", attempt, "wait", wait, "error", err)
 		},
 	}
-	return u.redial.Start(ctx)
+	u.redial.Store(redial)
+	return redial.Start(ctx)
 }
 
 // ensureIdentity joins with the token unless an identity is on disk.

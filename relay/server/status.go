@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
+)
+
+// serveStatus serves a child relay's status on addr until ctx is done:
+// /metrics (its uplink and, for a region, its children's links),
+// /healthz, and /debug/inbox (object count, content hash and cursor of the
+// inbox, and for a region the same of each child's mailbox: equal hashes
+// mean a child holds exactly what its parent has for it).
+func (c *Child) serveStatus(ctx context.Context, addr string) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), c.uplink, childLinks{c})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/debug/inbox", func(w http.ResponseWriter, _ *http.Request) {
+		inbox, err := spaceSummary(c.store, InboxSpace)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		cursor, _ := c.uplink.Cursor()
+		out := map[string]any{"objects": inbox.Objects, "hash": inbox.Hash, "cursor": cursor, "connected": c.uplink.Connected()}
+		if d := c.Downlink(); d != nil {
+			mailboxes := map[string]summary{}
+			for _, child := range d.Children() {
+				space := MailboxSpace(child.Identity.Name)
+				if mailboxes[space], err = spaceSummary(c.store, space); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+			}
+			out["mailboxes"] = mailboxes
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	c.log.Info("status endpoint", "addr", ln.Addr().String())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// childLinks exposes a region's downlink metrics once it serves children.
+type childLinks struct{ c *Child }
+
+func (l childLinks) Describe(ch chan<- *prometheus.Desc) {}
+
+func (l childLinks) Collect(ch chan<- prometheus.Metric) {
+	if d := l.c.Downlink(); d != nil {
+		d.Collect(ch)
+	}
+}
+
+type summary struct {
+	Objects int    `json:"objects"`
+	Hash    string `json:"hash"`
+}
+
+func spaceSummary(st *store.Store, space string) (summary, error) {
+	hash, err := tree.ContentHash(st, space)
+	if err != nil {
+		return summary{}, err
+	}
+	list, err := st.List(store.ListOptions{Space: space})
+	if err != nil {
+		return summary{}, err
+	}
+	return summary{Objects: len(list.Items), Hash: hash}, nil
+}
