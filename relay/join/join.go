@@ -84,11 +84,11 @@ func (a *Authority) Serve(rw io.ReadWriter) (pki.Identity, error) {
 	if err != nil {
 		// The refusal goes to the child verbatim: it is what its
 		// operator needs to read.
-		_ = send(w, &wire.JoinResponse{Error: err.Error()})
+		_ = w.Send(&wire.JoinResponse{Error: err.Error()})
 		return pki.Identity{}, err
 	}
 	rootPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.Root.Raw})
-	if err := send(w, &wire.JoinResponse{Chain: chain, CA: rootPEM}); err != nil {
+	if err := w.Send(&wire.JoinResponse{Chain: chain, CA: rootPEM}); err != nil {
 		return pki.Identity{}, err
 	}
 	return id, nil
@@ -166,7 +166,7 @@ func Join(ctx context.Context, conn link.Conn, dataDir string, req Request) erro
 	if err := w.Write(&wire.Hello{Name: req.Name, Role: wireRole(req.Role), Versions: []uint32{wire.ProtocolVersion}}); err != nil {
 		return err
 	}
-	if err := send(w, &wire.JoinRequest{Token: req.Token, CSR: csr}); err != nil {
+	if err := w.Send(&wire.JoinRequest{Token: req.Token, CSR: csr}); err != nil {
 		return err
 	}
 	resp, err := readAs[*wire.JoinResponse](wire.NewReader(st, nil))
@@ -219,28 +219,17 @@ func parseRoot(rootPEM []byte) (*x509.Certificate, error) {
 	return root, nil
 }
 
-func send(w *wire.Writer, m wire.Message) error {
-	if err := w.Write(m); err != nil {
-		return err
-	}
-	return w.Flush()
-}
-
-// readAs reads the next frame and requires it to be a T.
+// readAs reads the next frame as a T: a peer's Error frame is a refusal.
 func readAs[T wire.Message](r *wire.Reader) (T, error) {
-	var zero T
-	m, err := r.Read()
-	if err != nil {
-		return zero, err
+	t, err := wire.Expect[T](r)
+	var remote *wire.RemoteError
+	switch {
+	case errors.As(err, &remote):
+		return t, fmt.Errorf("%w: %s", ErrRefused, remote.Message)
+	case errors.Is(err, wire.ErrUnexpected):
+		return t, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
-	if e, ok := m.(*wire.Error); ok {
-		return zero, fmt.Errorf("%w: %s", ErrRefused, e.Message)
-	}
-	t, ok := m.(T)
-	if !ok {
-		return zero, fmt.Errorf("%w: got %s, want %s", ErrProtocol, m.Type(), zero.Type())
-	}
-	return t, nil
+	return t, err
 }
 
 func childRole(r wire.Role) (pki.ChildRole, error) {

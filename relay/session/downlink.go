@@ -318,7 +318,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	}
 	welcome := &wire.Welcome{Name: d.cfg.Name, Version: wire.ProtocolVersion,
 		Resync: c.sender.Resync(hello.Cursor.Revision), ReportAcked: acked}
-	if err := send(w, welcome); err != nil {
+	if err := w.Send(welcome); err != nil {
 		return err
 	}
 	log.Info("child connected", "transport", conn.Transport(), "cursor", hello.Cursor.Revision, "resync", welcome.Resync)
@@ -405,30 +405,20 @@ var (
 	errRemote   = errors.New("session: peer error")
 )
 
-func send(w *wire.Writer, m wire.Message) error {
-	if err := w.Write(m); err != nil {
-		return err
-	}
-	return w.Flush()
-}
-
 func sendError(w *wire.Writer, code wire.ErrorCode, msg string) error {
-	_ = send(w, &wire.Error{Code: code, Message: msg})
+	_ = w.Send(&wire.Error{Code: code, Message: msg})
 	return fmt.Errorf("%w: %s", errProtocol, msg)
 }
 
+// readAs reads the next frame as a T, with this package's errors.
 func readAs[T wire.Message](r *wire.Reader) (T, error) {
-	var zero T
-	m, err := r.Read()
-	if err != nil {
-		return zero, err
+	t, err := wire.Expect[T](r)
+	var remote *wire.RemoteError
+	switch {
+	case errors.As(err, &remote):
+		return t, fmt.Errorf("%w: %s", errRemote, remote.Message)
+	case errors.Is(err, wire.ErrUnexpected):
+		return t, fmt.Errorf("%w: %v", errProtocol, err)
 	}
-	if e, ok := m.(*wire.Error); ok {
-		return zero, fmt.Errorf("%w: %s", errRemote, e.Message)
-	}
-	t, ok := m.(T)
-	if !ok {
-		return zero, fmt.Errorf("%w: got %s, want %s", errProtocol, m.Type(), zero.Type())
-	}
-	return t, nil
+	return t, err
 }

@@ -46,7 +46,7 @@ func TestChildCannotReadAnotherMailbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := wire.NewWriter(control, nil)
-	if err := send(w, &wire.Hello{Name: "edge-2", Role: wire.RoleEdge, Versions: []uint32{wire.ProtocolVersion}}); err != nil {
+	if err := w.Send(&wire.Hello{Name: "edge-2", Role: wire.RoleEdge, Versions: []uint32{wire.ProtocolVersion}}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := wire.NewReader(control, nil).Read()

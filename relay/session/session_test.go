@@ -149,11 +149,20 @@ func TestEdgeJoinsSyncsAndResumes(t *testing.T) {
 	// Restart the edge without a token: its certificate is enough, and
 	// what changed meanwhile arrives.
 	stop()
+	// Count from when the parent has seen the old link go, so that sends
+	// on the dying link are not counted as the resume's.
+	deadline := time.Now().Add(10 * time.Second)
+	for root.down.Children()[0].Connected {
+		if time.Now().After(deadline) {
+			t.Fatal("the parent never saw the edge disconnect")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := root.down.Children()[0].Down.Objects
 	for i := range 5 {
 		put(t, root.st, "mailbox-edge-1", fmt.Sprintf("cm-%d", i), "v2")
 	}
 	put(t, root.st, "mailbox-edge-1", "cm-new", "v1")
-	before := root.down.Children()[0].Down.Objects
 	_, _ = startEdge(t, root.addr, dataDir, "", edgeStore)
 	sameContent(t, root.st, "mailbox-edge-1", edgeStore, "inbox")
 	children := root.down.Children()

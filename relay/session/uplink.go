@@ -188,7 +188,7 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	if u.cfg.Role == pki.RoleRegion {
 		role = wire.RoleRegion
 	}
-	if err := send(w, &wire.Hello{Name: u.cfg.Name, Role: role, Versions: []uint32{wire.ProtocolVersion},
+	if err := w.Send(&wire.Hello{Name: u.cfg.Name, Role: role, Versions: []uint32{wire.ProtocolVersion},
 		Cursor: wire.Cursor{Revision: cursor, ReportSeq: u.reporter.Acked()}}); err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (u *Uplink) announce(ctx context.Context, w *wire.Writer) error {
 			d.Path = append([]string{u.cfg.Name}, d.Path...)
 			out[i] = d
 		}
-		if err := send(w, &wire.Announce{Generation: gen, Destinations: out}); err != nil {
+		if err := w.Send(&wire.Announce{Generation: gen, Destinations: out}); err != nil {
 			return err
 		}
 		select {
