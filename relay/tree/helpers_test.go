@@ -114,9 +114,15 @@ type slowConn struct {
 	delay   time.Duration
 	limit   int64
 	written atomic.Int64
+	// gate, when set, holds every write until it is closed: a child that
+	// reads nothing for a while.
+	gate chan struct{}
 }
 
 func (c *slowConn) Write(b []byte) (int, error) {
+	if c.gate != nil {
+		<-c.gate
+	}
 	if c.delay > 0 {
 		time.Sleep(c.delay)
 	}
