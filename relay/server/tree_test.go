@@ -253,3 +253,46 @@ func adminClient(t *testing.T, root *Root, space string) *kubernetes.Clientset {
 	}
 	return cs
 }
+
+// An edge's inbox is on its disk: restarted while its parent is down, it
+// still holds its last desired state (and keeps trying to reconnect).
+func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	dataDir := t.TempDir()
+	cfg := ChildConfig{Role: pki.RoleEdge, Name: "edge-1", DataDir: dataDir, Parents: []string{root.LinkAddr()}, JoinToken: token, VirtualCluster: true}
+
+	c, err := OpenChild(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Serve(ctx) }()
+	waitFor(t, "edge connected", func() bool { return c.Uplink().Connected() })
+	for i := range 5 {
+		k := store.Key{Space: MailboxSpace("edge-1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default"}}`, i)
+		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _ := tree.ContentHash(root.Store(), MailboxSpace("edge-1"))
+	waitFor(t, "inbox synced", func() bool {
+		got, err := tree.ContentHash(c.Store(), InboxSpace)
+		return err == nil && got == want
+	})
+	cancel()
+	<-done
+
+	// The parent is now unreachable: an address nothing listens on.
+	cfg.Parents, cfg.JoinToken = []string{"127.0.0.1:1"}, ""
+	c2 := startTestChild(t, cfg)
+	got, err := tree.ContentHash(c2.Store(), InboxSpace)
+	if err != nil || got != want {
+		t.Fatalf("inbox after an offline restart: %v, hash %s want %s", err, got, want)
+	}
+	if c2.Uplink().Connected() {
+		t.Fatal("connected to a parent that does not exist")
+	}
+}
