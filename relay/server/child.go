@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/join"
@@ -52,6 +54,10 @@ type ChildConfig struct {
 	Labels         map[string]string
 	// StatusAddr, when set, serves /metrics, /healthz and /debug/inbox.
 	StatusAddr string
+	// Network, when set, carries this relay's links instead of the host's
+	// UDP and TCP: simulations and tests run whole trees over an in-memory
+	// packet network (relay/link/memnet), QUIC only.
+	Network *Network
 	// InMemory keeps the store in memory (no log on disk): for simulations
 	// and benchmarks running hundreds of relays in one process. The inbox
 	// then does not survive a restart.
@@ -83,6 +89,9 @@ type Child struct {
 	cluster  *vcluster.Cluster
 	// clusterStarted: Start owns the cluster's cleanup once called.
 	clusterStarted bool
+	// dialTransport is the QUIC transport of an in-memory network, closed
+	// with the relay.
+	dialTransport *quic.Transport
 }
 
 // OpenChild prepares a child relay: its data directory, its store on a
@@ -108,11 +117,21 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		st.SetLog(node)
 	}
 	c := &Child{cfg: cfg, log: log, lock: lock, store: st, node: node, serving: make(chan struct{})}
-	c.uplink = session.NewUplink(session.UplinkConfig{
+	ucfg := session.UplinkConfig{
 		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
 		Store: st, Inbox: InboxSpace, Outbox: OutboxSpace, Proxy: cfg.Proxy, Logger: log,
 		Subtree: c.subtree,
-	})
+	}
+	if cfg.Network != nil {
+		tr, err := cfg.Network.transport(cfg.Name)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.dialTransport = tr
+		ucfg.Mode, ucfg.Transport, ucfg.Link = link.ModeQUICOnly, tr, cfg.Network.Link
+	}
+	c.uplink = session.NewUplink(ucfg)
 	if cfg.Role == pki.RoleEdge && cfg.VirtualCluster {
 		vc, err := vcluster.New(vcluster.Options{Name: cfg.Name, Logger: log})
 		if err != nil {
@@ -201,7 +220,13 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := link.Listen(link.ListenConfig{TLS: pki.LinkServerTLS(*cert, root), Addr: c.cfg.LinkAddr})
+	lc := link.ListenConfig{TLS: pki.LinkServerTLS(*cert, root), Addr: c.cfg.LinkAddr}
+	if c.cfg.Network != nil {
+		if lc, err = c.cfg.Network.listenConfig(c.cfg.LinkAddr, lc.TLS); err != nil {
+			return err
+		}
+	}
+	ln, err := link.Listen(lc)
 	if err != nil {
 		return fmt.Errorf("server: --link-addr: %w", err)
 	}
@@ -264,6 +289,9 @@ func (c *Child) close() {
 	}
 	if c.cluster != nil && !c.clusterStarted {
 		c.cluster.Close()
+	}
+	if c.dialTransport != nil {
+		_ = c.dialTransport.Close()
 	}
 	_ = c.lock.Close()
 }

@@ -10,4 +10,7 @@ type Config struct {
 	APIAddr string
 	// LinkAddr is where children dial in (--link-addr).
 	LinkAddr string
+	// Network, when set, carries the children's links instead of the
+	// host's sockets (see Network); LinkAddr is then an address of it.
+	Network *Network
 }

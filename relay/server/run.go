@@ -114,7 +114,15 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		return nil, fmt.Errorf("server: --api-addr: %w", err)
 	}
 	server := "https://" + ln.Addr().String()
-	links, err := link.Listen(link.ListenConfig{TLS: pki.LinkServerTLS(cert, ca.Cert), Addr: cfg.LinkAddr})
+	lc := link.ListenConfig{TLS: pki.LinkServerTLS(cert, ca.Cert), Addr: cfg.LinkAddr}
+	if cfg.Network != nil {
+		if lc, err = cfg.Network.listenConfig(cfg.LinkAddr, lc.TLS); err != nil {
+			_ = ln.Close()
+			node.Close()
+			return nil, err
+		}
+	}
+	links, err := link.Listen(lc)
 	if err != nil {
 		_ = ln.Close()
 		node.Close()

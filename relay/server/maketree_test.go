@@ -1,0 +1,153 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/link"
+	"github.com/canopy-dev/canopy/relay/link/memnet"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
+)
+
+// testTree is a whole tree built by makeTree.
+type testTree struct {
+	root *Root
+	// parents maps every relay below the root to its parent (nil for the
+	// root's children), edges lists the leaves.
+	parents map[*Child]*Child
+	edges   []*Child
+	// under lists the edge names below each child of the root.
+	under map[string][]string
+}
+
+// makeTree builds root → fanouts[0] children → ... → edges (the last
+// level), every relay real and in this process, its links over net (nil:
+// loopback UDP). Regions and edges keep their stores in memory.
+func makeTree(t testing.TB, net *Network, fanouts ...int) *testTree {
+	t.Helper()
+	rootCfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
+	if net != nil {
+		rootCfg.LinkAddr, rootCfg.Network = "127.0.2.1:7443", net
+	}
+	r, err := Open(rootCfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-r.Ready()
+	tt := &testTree{root: r, parents: map[*Child]*Child{}, under: map[string][]string{}}
+	token := joinToken(t, r)
+	regionAddr := 0
+	var grow func(parent *Child, parentAddr string, top string, depth int)
+	grow = func(parent *Child, parentAddr string, top string, depth int) {
+		for i := range fanouts[depth] {
+			name := fmt.Sprintf("n%d", i)
+			if parent != nil {
+				name = fmt.Sprintf("%s-%d", parent.cfg.Name, i)
+			}
+			cfg := ChildConfig{Name: name, DataDir: t.TempDir(), Parents: []string{parentAddr}, JoinToken: token, InMemory: true, Network: net}
+			last := depth == len(fanouts)-1
+			if last {
+				cfg.Role, cfg.VirtualCluster = pki.RoleEdge, false
+			} else {
+				regionAddr++
+				cfg.Role, cfg.LinkAddr = pki.RoleRegion, "127.0.0.1:0"
+				if net != nil {
+					cfg.LinkAddr = fmt.Sprintf("127.0.4.%d:7443", regionAddr)
+				}
+			}
+			c := startTestChild(t, cfg)
+			tt.parents[c] = parent
+			top := top
+			if parent == nil {
+				top = name
+			}
+			if last {
+				tt.edges = append(tt.edges, c)
+				tt.under[top] = append(tt.under[top], name)
+				continue
+			}
+			waitFor(t, name+" serving", func() bool { return c.LinkAddr() != "" })
+			grow(c, c.LinkAddr(), top, depth+1)
+		}
+	}
+	grow(nil, r.LinkAddr(), "", 0)
+	waitFor(t, "every edge announced at the root", func() bool {
+		dests, _ := r.down.Subtree()
+		if len(dests) != len(tt.edges) {
+			return false
+		}
+		for _, d := range dests {
+			if !d.Connected {
+				return false
+			}
+		}
+		return true
+	})
+	return tt
+}
+
+// converged reports whether every edge's inbox equals what its parent
+// holds for it (the root's or its region's mailbox).
+func (tt *testTree) converged() error {
+	for _, e := range tt.edges {
+		parentStore := tt.root.Store()
+		if p := tt.parents[e]; p != nil {
+			parentStore = p.Store()
+		}
+		want, err := tree.ContentHash(parentStore, MailboxSpace(e.cfg.Name))
+		if err != nil {
+			return err
+		}
+		got, err := tree.ContentHash(e.Store(), InboxSpace)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("edge %s differs from its mailbox", e.cfg.Name)
+		}
+	}
+	return nil
+}
+
+// Root → 3 regions → 3 edges each, every link over an in-memory network
+// with 5 ms latency and 5 % loss: objects addressed to every edge reach
+// them all, and every edge's inbox equals its mailbox (content hashes).
+func TestTreeOverLossyNetwork(t *testing.T) {
+	mn := memnet.NewSeeded(11)
+	t.Cleanup(func() { _ = mn.Close() })
+	mn.SetDefault(memnet.Link{Latency: 5 * time.Millisecond, Loss: 0.05})
+	cfg := link.DefaultConfig()
+	cfg.KeepAlivePeriod, cfg.MaxIdleTimeout = 500*time.Millisecond, 5*time.Second
+	tt := makeTree(t, NewNetwork(mn, cfg), 3, 3)
+	if len(tt.edges) != 9 {
+		t.Fatalf("%d edges, want 9", len(tt.edges))
+	}
+	for top, edges := range tt.under {
+		for i := range 10 {
+			data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:%q}},"data":{"i":"%d"}}`,
+				i, DestinationsAnnotation, strings.Join(edges, ","), i)
+			k := store.Key{Space: MailboxSpace(top), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
+			if _, err := tt.root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "every edge holding its 10 objects", func() bool {
+		for _, e := range tt.edges {
+			list, err := e.Store().List(store.ListOptions{Space: InboxSpace})
+			if err != nil || len(list.Items) != 10 {
+				return false
+			}
+		}
+		return tt.converged() == nil
+	})
+}
