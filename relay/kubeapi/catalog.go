@@ -125,13 +125,23 @@ var builtinCatalog = sync.OnceValue(func() (b struct {
 	return b
 })
 
-// spaceExists reports whether a space record exists.
-func (c *catalog) spaceExists(name string) bool {
+// spaceKind returns the kind of a space (SpaceKindWDS, ...), and whether
+// it exists.
+func (c *catalog) spaceKind(name string) (string, bool) {
 	if name == "" {
-		return false
+		return "", false
 	}
-	_, err := c.store.Get(store.Key{Resource: SpaceResource, Name: name})
-	return err == nil
+	obj, err := c.store.Get(store.Key{Resource: SpaceResource, Name: name})
+	if err != nil {
+		return "", false
+	}
+	var rec struct {
+		Spec struct {
+			Kind string `json:"kind"`
+		} `json:"spec"`
+	}
+	_ = json.Unmarshal(obj.Data, &rec)
+	return rec.Spec.Kind, true
 }
 
 // lookup finds the served resource for a request. ok is false when the

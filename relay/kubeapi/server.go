@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -188,6 +190,10 @@ func (s *Server) serve(rq *request) {
 		s.serveNonResource(rq, rest)
 		return
 	}
+	if err := s.mailboxReadOnly(space, u, info); err != nil {
+		rq.writeError(err)
+		return
+	}
 	s.serveResource(rq)
 }
 
@@ -204,7 +210,7 @@ func (s *Server) splitSpace(path string) (space, rest string, err error) {
 			space, rest = p[:i], p[i:]
 		}
 	}
-	if !s.catalog.spaceExists(space) {
+	if _, ok := s.catalog.spaceKind(space); !ok {
 		return "", "", apierrors.NewNotFound(spacesGR, space)
 	}
 	return space, rest, nil
@@ -276,3 +282,25 @@ func (s *statusRecorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// mailboxReadOnly refuses writes to a mailbox space except by the admin
+// (system:masters): Canopy maintains mailboxes; users may read them to see
+// what a child receives.
+func (s *Server) mailboxReadOnly(space string, u user.Info, info *genericrequest.RequestInfo) error {
+	switch info.Verb {
+	case "get", "list", "watch":
+		return nil
+	}
+	if kind, _ := s.catalog.spaceKind(space); kind != SpaceKindMailbox {
+		return nil
+	}
+	for _, g := range u.GetGroups() {
+		if g == user.SystemPrivilegedGroup {
+			return nil
+		}
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+		Message: fmt.Sprintf("space %q is a mailbox maintained by Canopy: it is read-only", space),
+	}}
+}

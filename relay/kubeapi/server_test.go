@@ -126,3 +126,49 @@ func TestListExactResourceVersion(t *testing.T) {
 		t.Fatalf("match without resourceVersion: %d, want 400", resp.StatusCode)
 	}
 }
+
+// asUser authenticates every request as one non-admin user, allowed
+// everything by authorization: only the mailbox rule can refuse it.
+type asUser struct{ allowAll }
+
+func (asUser) Authenticate(*http.Request, string) (user.Info, error) {
+	return &user.DefaultInfo{Name: "alice", Groups: []string{"system:authenticated"}}, nil
+}
+
+// Mailbox spaces are read-only but to the admin.
+func TestMailboxSpacesAreReadOnly(t *testing.T) {
+	st := store.New(store.Options{Fields: FieldsFor})
+	st.SetLog(store.NewMemLog(st))
+	t.Cleanup(st.Close)
+	ctx := context.Background()
+	admin := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
+	if err := admin.EnsureSpace(ctx, "mailbox-x", SpaceKindMailbox); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.EnsureSpace(ctx, DefaultSpace, SpaceKindWDS); err != nil {
+		t.Fatal(err)
+	}
+	alice := New(Config{Store: st, Authenticator: asUser{}, Authorizer: asUser{}})
+	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`
+	for _, c := range []struct {
+		srv  *Server
+		path string
+		want int
+	}{
+		{alice, "/spaces/mailbox-x/api/v1/namespaces/default/configmaps", http.StatusForbidden},
+		{admin, "/spaces/mailbox-x/api/v1/namespaces/default/configmaps", http.StatusCreated},
+		{alice, "/spaces/default/api/v1/namespaces/default/configmaps", http.StatusCreated},
+	} {
+		hs := httptest.NewServer(c.srv)
+		resp, body := do(t, "POST", hs.URL+c.path, cm)
+		hs.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("POST %s: %d %s, want %d", c.path, resp.StatusCode, body, c.want)
+		}
+	}
+	hs := httptest.NewServer(alice)
+	defer hs.Close()
+	if resp, _ := do(t, "GET", hs.URL+"/spaces/mailbox-x/api/v1/namespaces/default/configmaps", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("reading a mailbox as a user: %d, want 200", resp.StatusCode)
+	}
+}
