@@ -12,13 +12,14 @@ var (
 	descMessages  = prometheus.NewDesc("canopy_link_messages_total", "Frames on the child's streams, by stream and direction.", []string{"child", "stream", "direction"}, nil)
 	descAcked     = prometheus.NewDesc("canopy_link_acked_revision", "Last mailbox revision the child acknowledged as applied.", []string{"child"}, nil)
 	descLag       = prometheus.NewDesc("canopy_link_lag_revisions", "Mailbox revisions the child has not acknowledged yet.", []string{"child"}, nil)
+	descLagSecs   = prometheus.NewDesc("canopy_link_lag_seconds", "Age of the oldest mailbox change the child has not acknowledged (0: up to date).", []string{"child"}, nil)
 	descDirty     = prometheus.NewDesc("canopy_link_dirty_keys", "Keys waiting to be sent to the child (bounded by its number of keys).", []string{"child"}, nil)
 	descLastSeen  = prometheus.NewDesc("canopy_link_last_seen_seconds", "Unix time the child was last connected or heard from.", []string{"child"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (d *Downlink) Describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{descConnected, descLinks, descBytes, descMessages, descAcked, descLag, descDirty, descLastSeen} {
+	for _, desc := range []*prometheus.Desc{descConnected, descLinks, descBytes, descMessages, descAcked, descLag, descLagSecs, descDirty, descLastSeen} {
 		ch <- desc
 	}
 }
@@ -49,6 +50,7 @@ func (d *Downlink) Collect(ch chan<- prometheus.Metric) {
 		counter(descMessages, c.Up.MessagesSent, "upsync", "out")
 		gauge(descAcked, float64(c.Down.AckedRevision))
 		gauge(descLag, float64(c.Down.LagRevisions))
+		gauge(descLagSecs, c.Down.LagSeconds)
 		gauge(descDirty, float64(c.Down.DirtyKeys))
 		if !c.LastSeen.IsZero() {
 			gauge(descLastSeen, float64(c.LastSeen.Unix()))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -188,8 +189,23 @@ func TestSlowChildSkipsVersions(t *testing.T) {
 	for u := range updates {
 		rev = put(t, parent, key(mailbox, "ns", fmt.Sprint("k", u%keys)), body("k", fmt.Sprint("u", u), 200))
 	}
+	// While the child is stalled the lag grows in seconds...
+	deadline := time.Now().Add(10 * time.Second)
+	for snd.Stats().LagSeconds < 0.05 {
+		if time.Now().After(deadline) {
+			t.Fatalf("lag while stalled: %+v", snd.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	close(gate)
 	converged(t, parent, child, rcv, rev)
+	// ... and drops to zero once it has acknowledged everything.
+	for st := snd.Stats(); st.LagSeconds != 0 || st.LagRevisions != 0; st = snd.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("lag after convergence: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	st := snd.Stats()
 	t.Logf("stalled child: %d updates, %d objects sent, %d bytes", updates, st.Objects, st.BytesSent)
 	// At most one object per key, plus what was in flight when the

@@ -50,6 +50,9 @@ type Stats struct {
 	// LagRevisions (Sender, Reporter) is the newest revision the watch has
 	// seen minus AckedRevision: how far the peer's durable state trails.
 	LagRevisions uint64
+	// LagSeconds (Sender, Reporter) is how long the oldest change the peer
+	// has not acknowledged has been waiting; 0 when it is up to date.
+	LagSeconds float64
 }
 
 // counters back Stats.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -39,7 +40,41 @@ type source struct {
 	// seen is the revision up to which every event of the watch is in
 	// dirty or already sent.
 	seen int64
-	wake chan struct{} // capacity 1: the pump has news
+	// pending lists, oldest first, revisions seen but not yet acknowledged
+	// with when they were seen: the lag in seconds is the age of the
+	// first. Bounded: past maxPending entries the newest absorbs the next.
+	pending []pendingRev
+	wake    chan struct{} // capacity 1: the pump has news
+}
+
+type pendingRev struct {
+	rev int64
+	at  time.Time
+}
+
+const maxPending = 1024
+
+// notePending records that rev was seen at now; s.mu must be held.
+func (s *source) notePending(rev int64, now time.Time) {
+	if uint64(max(rev, 0)) <= s.c.acked.Load() {
+		return
+	}
+	if n := len(s.pending); n > 0 && (n >= maxPending || s.pending[n-1].rev >= rev) {
+		s.pending[n-1].rev = max(s.pending[n-1].rev, rev)
+		return
+	}
+	s.pending = append(s.pending, pendingRev{rev, now})
+}
+
+// ackedUpTo drops pending revisions the peer has acknowledged.
+func (s *source) ackedUpTo(rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := 0
+	for i < len(s.pending) && uint64(max(s.pending[i].rev, 0)) <= rev {
+		i++
+	}
+	s.pending = s.pending[i:]
 }
 
 func newSource(st *store.Store, space string, up bool, cfg *wire.Config, bookmarks bool, log *slog.Logger) *source {
@@ -59,6 +94,11 @@ func (s *source) stats() Stats {
 	if uint64(max(seen, 0)) > st.AckedRevision {
 		st.LagRevisions = uint64(seen) - st.AckedRevision
 	}
+	s.mu.Lock()
+	if len(s.pending) > 0 {
+		st.LagSeconds = time.Since(s.pending[0].at).Seconds()
+	}
+	s.mu.Unlock()
 	return st
 }
 
@@ -105,11 +145,13 @@ func (s *source) readAcks(l *link) error {
 				return s.protocol(l, m)
 			}
 			storeMax(&s.c.acked, m.Revision)
+			s.ackedUpTo(m.Revision)
 		case *wire.ReportAck:
 			if !s.up {
 				return s.protocol(l, m)
 			}
 			storeMax(&s.c.acked, m.Seq)
+			s.ackedUpTo(m.Seq)
 		case *wire.Error:
 			return remoteError(m)
 		default:
@@ -214,6 +256,7 @@ func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) 
 		}
 	}
 	s.seen = rev
+	s.notePending(rev, time.Now())
 	s.mu.Unlock()
 	pump := s.startPump(w)
 
@@ -252,6 +295,7 @@ func (s *source) startPump(w store.Watcher) chan error {
 			s.mu.Lock()
 			if ev.Object != nil {
 				s.dirty[ev.Object.Key] = ev.Revision
+				s.notePending(ev.Revision, time.Now())
 			}
 			s.seen = max(s.seen, ev.Revision)
 			s.mu.Unlock()
