@@ -6,9 +6,8 @@
 //
 // A link carries several streams: control, downsync (parent → child, acks
 // child → parent), upsync (child → parent, acks parent → child) and, later,
-// streams opened by the parent (proxy). Each stream is a sequence of frames,
-// and the first frame of every stream is an [Open] naming its kind. This
-// package defines the frame, the message types carried in frames and their
+// streams opened by the parent (proxy). Each stream is a sequence of frames
+// (relay/link names a stream's kind when it opens it). This package defines the frame, the message types carried in frames and their
 // encodings, and nothing else:
 //
 //   - [Writer] and [Reader] put frames on and take frames off a byte stream;
@@ -38,7 +37,7 @@
 //
 //   - integers: unsigned as uvarints (encoding/binary), signed (unix
 //     nanoseconds) as zig-zag varints;
-//   - enums ([Role], [StreamKind]) and booleans: one byte, booleans 0 or 1;
+//   - enums ([Role]) and booleans: one byte, booleans 0 or 1;
 //   - byte strings and strings: uvarint length, then the bytes (strings are
 //     UTF-8 by convention; this package does not validate them);
 //   - lists: uvarint count, then the elements; maps: uvarint count, then

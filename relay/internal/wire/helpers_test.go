@@ -90,9 +90,6 @@ func samples() []sample {
 	small := deploymentJSON("checkout-web", 700)
 	large := deploymentJSON("checkout-web", 64<<10)
 	return []sample{
-		{"open/control", &Open{Stream: StreamControl}},
-		{"open/zero", &Open{}},
-		{"open/unknown-kind", &Open{Stream: 200}},
 		{"hello/full", &Hello{Name: "edge-store-0042", Role: RoleEdge, Versions: []uint32{1, 2, math.MaxUint32}, Cursor: Cursor{Revision: 1234567, ReportSeq: 99}}},
 		{"hello/empty", &Hello{}},
 		{"hello/empty-versions", &Hello{Name: "r", Role: RoleRegion, Versions: []uint32{}}},

@@ -65,26 +65,6 @@ func (d *decoder) key() Key {
 	}
 }
 
-// ---- any stream ----
-
-// Open is the first frame of every stream and says what the stream carries.
-// Streams of kind control, downsync and upsync are opened by the child;
-// proxy streams (a later protocol version) by the parent, which will append
-// the fields they need.
-//
-// Payload: Stream (byte).
-type Open struct {
-	Stream StreamKind
-}
-
-func (*Open) Type() Type { return TypeOpen }
-
-func (m *Open) appendPayload(b []byte, _ *encoder) ([]byte, error) {
-	return append(b, byte(m.Stream)), nil
-}
-
-func (m *Open) decodePayload(d *decoder) { m.Stream = StreamKind(d.byte("stream")) }
-
 // ---- control stream ----
 
 // Cursor is where a child's mailbox link left off; it lets a reconnect
@@ -99,7 +79,7 @@ type Cursor struct {
 	ReportSeq uint64
 }
 
-// Hello is the child's first message on the control stream, after Open. The
+// Hello is the child's first message on the control stream. The
 // child is authenticated by its TLS certificate; Name must match it.
 //
 // Payload: Name (string), Role (byte), Versions (count, uvarints),

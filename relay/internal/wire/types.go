@@ -10,8 +10,8 @@ type Type uint8
 
 // Message types of protocol version 1, grouped by the stream they travel on.
 const (
-	// Any stream, first frame.
-	TypeOpen Type = 0x01
+	// 0x01 is reserved (an earlier draft's stream header: relay/link now
+	// names a stream's kind before its first frame).
 
 	// Control stream.
 	TypeHello        Type = 0x02
@@ -37,7 +37,6 @@ const (
 )
 
 var typeNames = map[Type]string{
-	TypeOpen:         "Open",
 	TypeHello:        "Hello",
 	TypeWelcome:      "Welcome",
 	TypeJoinRequest:  "JoinRequest",
@@ -72,8 +71,6 @@ func (t Type) hasObject() bool { return t == TypePut || t == TypeReport }
 // newMessage returns a zero message of type t, or nil if t is unknown.
 func newMessage(t Type) Message {
 	switch t {
-	case TypeOpen:
-		return new(Open)
 	case TypeHello:
 		return new(Hello)
 	case TypeWelcome:
@@ -108,40 +105,6 @@ func newMessage(t Type) Message {
 		return new(ReportAck)
 	}
 	return nil
-}
-
-// StreamKind says what a stream of a link carries; it is the content of the
-// Open frame that starts every stream. Values this end does not know decode
-// fine; refusing them is the link's decision.
-type StreamKind uint8
-
-const (
-	// StreamControl: Hello/Welcome, join, Announce, Ping/Pong, Error.
-	// Opened by the child, first of all.
-	StreamControl StreamKind = 1
-	// StreamDownsync: Put, Delete, ResyncBegin/End, Progress from the
-	// parent; Ack from the child. Opened by the child after Welcome.
-	StreamDownsync StreamKind = 2
-	// StreamUpsync: Report from the child; ReportAck from the parent.
-	// Opened by the child after Welcome.
-	StreamUpsync StreamKind = 3
-	// StreamProxy is reserved for streams the parent opens toward the child
-	// (DESIGN.md §6); their messages come with a later protocol version.
-	StreamProxy StreamKind = 4
-)
-
-func (k StreamKind) String() string {
-	switch k {
-	case StreamControl:
-		return "control"
-	case StreamDownsync:
-		return "downsync"
-	case StreamUpsync:
-		return "upsync"
-	case StreamProxy:
-		return "proxy"
-	}
-	return "StreamKind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Role is the role of the relay sending Hello. Values this end does not know
