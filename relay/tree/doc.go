@@ -56,7 +56,7 @@
 //
 // # What it must not do
 //
-// It opens no streams and handles no Open, Hello or Welcome frames: the
+// It opens no streams and handles no Hello or Welcome frames: the
 // link does, and passes the cursors in (Sender.Resync gives
 // Welcome.Resync). It does not decide what goes in a mailbox or an outbox,
 // and does no authentication beyond CollectorOptions.Allow.

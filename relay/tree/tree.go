@@ -46,7 +46,7 @@ func NewSender(st *store.Store, mailbox string, opts SenderOptions) *Sender {
 // not, or cursor is 0 or newer than the store, Serve starts with a full
 // resync. Resync reports in advance which of the two Serve will do.
 //
-// The stream starts after its Open frame, which the caller has handled.
+// The stream carries only downsync frames: the link named its kind.
 // If stream is an io.Closer, Serve closes it before returning (that is how
 // it unblocks a stalled peer on cancellation) and returns only after its
 // reading goroutine has ended; otherwise the caller must end the stream.
