@@ -22,7 +22,8 @@ const (
 var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 // EnsureSpace creates space name of the given kind, with its system
-// namespaces and default ClusterRoles, unless it exists. It is idempotent.
+// namespaces and (but for mailboxes) default ClusterRoles, unless it
+// exists. It is idempotent.
 func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 	now := metav1.NewTime(time.Now())
 	rec := map[string]any{
@@ -51,7 +52,13 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 		}
 		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: name, Resource: store.Resource{Resource: "namespaces"}, Name: ns}, Data: b})
 	}
-	for _, cr := range defaultClusterRoles() {
+	roles := defaultClusterRoles()
+	if kind == SpaceKindMailbox {
+		// A mailbox holds exactly what its child receives; only the admin
+		// writes there, so it needs no roles (and must not ship them).
+		roles = nil
+	}
+	for _, cr := range roles {
 		m, err := toUnstructuredMap(cr)
 		if err != nil {
 			return err
