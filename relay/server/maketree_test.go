@@ -30,19 +30,7 @@ type testTree struct {
 // loopback UDP). Regions and edges keep their stores in memory.
 func makeTree(t testing.TB, net *Network, fanouts ...int) *testTree {
 	t.Helper()
-	rootCfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
-	if net != nil {
-		rootCfg.LinkAddr, rootCfg.Network = "127.0.2.1:7443", net
-	}
-	r, err := Open(rootCfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-r.Ready()
+	r := startTestRootOn(t, net)
 	tt := &testTree{root: r, parents: map[*Child]*Child{}, under: map[string][]string{}}
 	token := joinToken(t, r)
 	regionAddr := 0

@@ -23,9 +23,16 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func startTestRoot(t testing.TB) *Root {
+func startTestRoot(t testing.TB) *Root { return startTestRootOn(t, nil) }
+
+// startTestRootOn starts a root whose links run over net (nil: loopback).
+func startTestRootOn(t testing.TB, net *Network) *Root {
 	t.Helper()
-	r, err := Open(Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}, quiet)
+	cfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
+	if net != nil {
+		cfg.LinkAddr, cfg.Network = "127.0.2.1:7443", net
+	}
+	r, err := Open(cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
