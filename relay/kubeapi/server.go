@@ -146,7 +146,7 @@ func (s *Server) serve(rq *request) {
 		return
 	}
 
-	space, rest, err := s.splitSpace(path)
+	space, kind, rest, err := s.splitSpace(path)
 	if err != nil {
 		rq.writeError(err)
 		return
@@ -190,7 +190,7 @@ func (s *Server) serve(rq *request) {
 		s.serveNonResource(rq, rest)
 		return
 	}
-	if err := s.mailboxReadOnly(space, u, info); err != nil {
+	if err := mailboxReadOnly(space, kind, u, info); err != nil {
 		rq.writeError(err)
 		return
 	}
@@ -198,8 +198,8 @@ func (s *Server) serve(rq *request) {
 }
 
 // splitSpace strips the /spaces/<name> prefix. Paths without it belong to
-// the default space. The space must exist.
-func (s *Server) splitSpace(path string) (space, rest string, err error) {
+// the default space. The space must exist; its kind comes back with it.
+func (s *Server) splitSpace(path string) (space, kind, rest string, err error) {
 	space, rest = DefaultSpace, path
 	if strings.HasPrefix(path, "/spaces/") {
 		p := strings.TrimPrefix(path, "/spaces/")
@@ -210,10 +210,11 @@ func (s *Server) splitSpace(path string) (space, rest string, err error) {
 			space, rest = p[:i], p[i:]
 		}
 	}
-	if _, ok := s.catalog.spaceKind(space); !ok {
-		return "", "", apierrors.NewNotFound(spacesGR, space)
+	kind, ok := s.catalog.spaceKind(space)
+	if !ok {
+		return "", "", "", apierrors.NewNotFound(spacesGR, space)
 	}
-	return space, rest, nil
+	return space, kind, rest, nil
 }
 
 func (s *Server) serveNonResource(rq *request, rest string) {
@@ -286,12 +287,12 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // mailboxReadOnly refuses writes to a mailbox space except by the admin
 // (system:masters): Canopy maintains mailboxes; users may read them to see
 // what a child receives.
-func (s *Server) mailboxReadOnly(space string, u user.Info, info *genericrequest.RequestInfo) error {
+func mailboxReadOnly(space, kind string, u user.Info, info *genericrequest.RequestInfo) error {
 	switch info.Verb {
 	case "get", "list", "watch":
 		return nil
 	}
-	if kind, _ := s.catalog.spaceKind(space); kind != SpaceKindMailbox {
+	if kind != SpaceKindMailbox {
 		return nil
 	}
 	for _, g := range u.GetGroups() {
