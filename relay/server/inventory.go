@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -63,7 +64,8 @@ var (
 )
 
 // maintainInventory installs the SyncTarget CRD in the inventory space and
-// keeps one SyncTarget per announced destination until ctx is done. It
+// keeps one SyncTarget per announced destination, rewriting only those
+// whose announced state changed, until ctx is done. It
 // writes through the root's own kube API as the admin, like any client.
 func (r *Root) maintainInventory(ctx context.Context) error {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
@@ -86,25 +88,53 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 		return fmt.Errorf("server: installing the SyncTarget CRD: %w", err)
 	}
 	targets := dc.Resource(syncTargetGVR)
+	// written remembers what each SyncTarget was last written with, so a
+	// change in the subtree costs writes only for the destinations it
+	// touched, not for the whole fleet.
+	written := map[string]string{}
 	for {
 		dests, changed := r.down.Subtree()
 		for _, d := range dests {
-			if err := upsertSyncTarget(ctx, targets, r.cfg.Name, d); err != nil && ctx.Err() == nil {
-				r.log.Warn("updating a SyncTarget", "destination", d.Name, "error", err)
+			fp := fingerprint(d)
+			if written[d.Name] == fp {
+				continue
 			}
+			if err := upsertSyncTarget(ctx, targets, r.cfg.Name, d); err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("updating a SyncTarget", "destination", d.Name, "error", err)
+				}
+				continue
+			}
+			written[d.Name] = fp
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		case <-time.After(30 * time.Second):
-			// Refresh lastSeen of connected destinations.
 		}
 	}
 }
 
+// fingerprint is what a SyncTarget shows of a destination: its path,
+// connectivity and labels.
+func fingerprint(d wire.Destination) string {
+	keys := make([]string, 0, len(d.Labels))
+	for k := range d.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%t", strings.Join(d.Path, "/"), d.Connected)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "|%s=%s", k, d.Labels[k])
+	}
+	return b.String()
+}
+
 // upsertSyncTarget writes one destination's SyncTarget: labels from the
-// announcement, status from its path and link state.
+// announcement, status from its path and link state. lastSeen is when the
+// root learned the state it shows: for a connected destination, when it
+// (re)connected or changed.
 func upsertSyncTarget(ctx context.Context, c dynamic.NamespaceableResourceInterface, rootName string, d wire.Destination) error {
 	status := map[string]any{
 		"path":      strings.Join(append([]string{rootName}, d.Path...), "/"),
