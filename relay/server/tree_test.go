@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,10 +37,7 @@ func startTestRootOn(t testing.TB, net *Network) *Root {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	serveInBackground(t, "root", r.Serve)
 	<-r.Ready()
 	return r
 }
@@ -50,11 +48,27 @@ func startTestChild(t testing.TB, cfg ChildConfig) *Child {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveInBackground(t, cfg.Name, c.Serve)
+	return c
+}
+
+// serveInBackground runs serve until the returned stop (or the test's end)
+// cancels it; an error from serve fails the test.
+func serveInBackground(t testing.TB, name string, serve func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return c
+	go func() { done <- serve(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s stopped with: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func joinToken(t testing.TB, r *Root) string {
@@ -273,9 +287,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Serve(ctx) }()
+	stop := serveInBackground(t, "edge-1", c.Serve)
 	waitFor(t, "edge connected", func() bool { return c.Uplink().Connected() })
 	for i := range 5 {
 		k := store.Key{Space: MailboxSpace("edge-1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
@@ -289,8 +301,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 		got, err := tree.ContentHash(c.Store(), InboxSpace)
 		return err == nil && got == want
 	})
-	cancel()
-	<-done
+	stop()
 
 	// The parent is now unreachable: an address nothing listens on.
 	cfg.Parents, cfg.JoinToken = []string{"127.0.0.1:1"}, ""
