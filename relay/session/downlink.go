@@ -377,7 +377,7 @@ func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link
 
 // serveControl reads the control stream until it ends, handing
 // announcements to onAnnounce (nil: a child, which receives none).
-// Keep-alive is the transport's, so pings are not needed and are ignored.
+// Liveness is the transport's keep-alive.
 func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce)) error {
 	for ctx.Err() == nil {
 		m, err := r.Read()
@@ -390,7 +390,6 @@ func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Ann
 				return fmt.Errorf("%w: a parent sent an announcement", errProtocol)
 			}
 			onAnnounce(m)
-		case *wire.Ping, *wire.Pong:
 		case *wire.Error:
 			return fmt.Errorf("%w: %s", errRemote, m.Message)
 		default:

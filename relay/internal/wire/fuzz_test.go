@@ -19,7 +19,7 @@ func FuzzReadFrame(f *testing.F) {
 	// Compressed objects, and two frames in a row.
 	f.Add(mustMarshal(f, &Put{Revision: 9, Key: Key{Space: "s", Resource: "r", Name: "n"}, Data: deploymentJSON("z", 3000)}))
 	f.Add(mustMarshal(f, &Report{Seq: 9, Key: Key{Space: "s", Name: "n"}, Data: deploymentJSON("z", 1500)}))
-	f.Add(append(mustMarshal(f, &Ack{Revision: 1}), mustMarshal(f, &Ping{Nonce: 2})...))
+	f.Add(append(mustMarshal(f, &Ack{Revision: 1}), mustMarshal(f, &Progress{Revision: 2})...))
 
 	// Re-encode with room to spare: an object the fuzzer decompressed to
 	// near the read limit may not compress as well again.

@@ -315,52 +315,6 @@ func (m *Announce) decodePayload(d *decoder) {
 	}
 }
 
-// Ping asks the peer for a Pong. Either end may send it on the control
-// stream, to keep NAT bindings alive and to measure round trips.
-//
-// Payload: Nonce (uvarint), UnixNano (varint).
-type Ping struct {
-	// Nonce is echoed in the Pong.
-	Nonce uint64
-	// UnixNano is the sender's clock when sending.
-	UnixNano int64
-}
-
-func (*Ping) Type() Type { return TypePing }
-
-func (m *Ping) appendPayload(b []byte, _ *encoder) ([]byte, error) {
-	b = appendUvarint(b, m.Nonce)
-	return appendVarint(b, m.UnixNano), nil
-}
-
-func (m *Ping) decodePayload(d *decoder) {
-	m.Nonce = d.uvarint("nonce")
-	m.UnixNano = d.varint("unixNano")
-}
-
-// Pong answers a Ping.
-//
-// Payload: Nonce (uvarint), UnixNano (varint).
-type Pong struct {
-	// Nonce is the Ping's nonce.
-	Nonce uint64
-	// UnixNano is the responder's clock when replying (the pinger measures
-	// the round trip on its own clock; this one estimates clock skew).
-	UnixNano int64
-}
-
-func (*Pong) Type() Type { return TypePong }
-
-func (m *Pong) appendPayload(b []byte, _ *encoder) ([]byte, error) {
-	b = appendUvarint(b, m.Nonce)
-	return appendVarint(b, m.UnixNano), nil
-}
-
-func (m *Pong) decodePayload(d *decoder) {
-	m.Nonce = d.uvarint("nonce")
-	m.UnixNano = d.varint("unixNano")
-}
-
 // Error reports a failure to the peer on the control stream; the sender
 // then usually closes the link.
 //

@@ -19,9 +19,9 @@ const (
 	TypeJoinRequest  Type = 0x04
 	TypeJoinResponse Type = 0x05
 	TypeAnnounce     Type = 0x06
-	TypePing         Type = 0x07
-	TypePong         Type = 0x08
-	TypeError        Type = 0x09
+	// 0x07 and 0x08 are reserved (round-trip probes of an earlier draft:
+	// the transport's keep-alive covers liveness).
+	TypeError Type = 0x09
 
 	// Downsync stream.
 	TypePut         Type = 0x20
@@ -42,8 +42,6 @@ var typeNames = map[Type]string{
 	TypeJoinRequest:  "JoinRequest",
 	TypeJoinResponse: "JoinResponse",
 	TypeAnnounce:     "Announce",
-	TypePing:         "Ping",
-	TypePong:         "Pong",
 	TypeError:        "Error",
 	TypePut:          "Put",
 	TypeDelete:       "Delete",
@@ -81,10 +79,6 @@ func newMessage(t Type) Message {
 		return new(JoinResponse)
 	case TypeAnnounce:
 		return new(Announce)
-	case TypePing:
-		return new(Ping)
-	case TypePong:
-		return new(Pong)
 	case TypeError:
 		return new(Error)
 	case TypePut:

@@ -161,7 +161,7 @@ func TestTrailingFieldsIgnored(t *testing.T) {
 }
 
 func TestWrongVersion(t *testing.T) {
-	good := mustMarshal(t, &Ping{Nonce: 1})
+	good := mustMarshal(t, &Ack{Revision: 1})
 	for _, v := range []byte{0, 2, 'G', 0x16, 0xff} {
 		b := bytes.Clone(good)
 		b[0] = v
