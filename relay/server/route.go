@@ -106,7 +106,9 @@ func routeKey(ctx context.Context, st *store.Store, down *session.Downlink, k st
 		return err
 	}
 	want := map[string]bool{}
+	var content []byte // obj without resourceVersion, computed once for all children
 	if obj != nil {
+		content = withoutResourceVersion(obj.Data)
 		for _, dest := range destinationsOf(obj.Data) {
 			if child, ok := down.RouteOf(dest); ok {
 				want[child] = true
@@ -123,7 +125,7 @@ func routeKey(ctx context.Context, st *store.Store, down *session.Downlink, k st
 		switch {
 		case want[c.Identity.Name] && cur == nil:
 			_, err = st.Create(ctx, dst, obj.Data)
-		case want[c.Identity.Name] && !sameContent(cur.Data, obj.Data):
+		case want[c.Identity.Name] && !bytes.Equal(withoutResourceVersion(cur.Data), content):
 			_, err = st.Update(ctx, dst, obj.Data, cur.Revision)
 		case !want[c.Identity.Name] && cur != nil:
 			_, err = st.Delete(ctx, dst, cur.Revision, "")
@@ -154,19 +156,17 @@ func destinationsOf(data []byte) []string {
 	return out
 }
 
-// sameContent compares two stored versions but for resourceVersion, which
-// each space assigns itself.
-func sameContent(a, b []byte) bool {
-	strip := func(d []byte) []byte {
-		var m map[string]any
-		if json.Unmarshal(d, &m) != nil {
-			return d
-		}
-		if md, ok := m["metadata"].(map[string]any); ok {
-			delete(md, "resourceVersion")
-		}
-		out, _ := json.Marshal(m)
-		return out
+// withoutResourceVersion is a stored version's JSON without
+// metadata.resourceVersion, which each space assigns itself: two versions
+// with equal results hold the same content.
+func withoutResourceVersion(d []byte) []byte {
+	var m map[string]any
+	if json.Unmarshal(d, &m) != nil {
+		return d
 	}
-	return bytes.Equal(strip(a), strip(b))
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "resourceVersion")
+	}
+	out, _ := json.Marshal(m)
+	return out
 }
