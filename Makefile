@@ -16,7 +16,7 @@ all: build
 
 build: $(BIN)/relay
 
-$(BIN)/relay: $(shell find cmd relay consensus -name '*.go' -not -name '*_test.go') go.mod go.sum
+$(BIN)/relay: $(shell find cmd relay topology consensus \( -name '*.go' -o -name '*.yaml' \) -not -name '*_test.go') go.mod go.sum
 	@mkdir -p $(BIN)
 	$(GO) build -o $@ ./cmd/relay
 
@@ -47,3 +47,9 @@ fmt:
 
 clean:
 	rm -rf $(BIN) $(DATA)
+
+# Regenerate the edge.canopy.dev API types' deepcopy functions and CRD
+# manifests with controller-gen (version pinned in topology/api/v1alpha1/doc.go).
+.PHONY: generate
+generate:
+	$(GO) generate ./topology/...

@@ -100,9 +100,11 @@ with edge-2-1..3; every edge has a virtual cluster. Data in $DATA.
   kubectl config get-contexts             # every space, with mailbox-region-1 and mailbox-region-2
   kubectl --context=inventory get synctargets
                                           # every edge cluster: path in the tree, connected, last seen
-  kubectl --context=mailbox-region-1 create configmap hello --from-literal=a=b \
-    && kubectl --context=mailbox-region-1 annotate configmap hello edge.canopy.dev/destinations=edge-1-2
-                                          # delivered to region-1, which routes it to edge-1-2
+  kubectl --context=downsync create configmap hello --from-literal=a=b \
+    && kubectl --context=downsync annotate configmap hello edge.canopy.dev/destinations=edge-1-2
+                                          # routed to region-1, which routes it to edge-1-2
+  kubectl --context=mailbox-region-1 get configmaps
+                                          # region-1's mailbox: a read-only view of what it receives
   tail -f $DATA/*.log    # what each relay does
 
 Stop the tree with Ctrl-C; 'make run' again resumes with everything kept.

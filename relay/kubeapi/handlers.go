@@ -22,7 +22,7 @@ const maxConflictRetries = 20
 
 func (s *Server) serveResource(rq *request) {
 	info := rq.info
-	sv, ok := s.catalog.lookup(rq.space, info.APIGroup, info.APIVersion, info.Resource)
+	sv, ok := s.catalog.lookup(rq.data, info.APIGroup, info.APIVersion, info.Resource)
 	if !ok {
 		rq.writeError(errNoResource())
 		return
@@ -97,11 +97,14 @@ func (rq *request) key(sv *served, name string) store.Key {
 	if sv.namespaced {
 		ns = rq.info.Namespace
 	}
-	return store.Key{Space: rq.space, Resource: sv.storeResource(), Namespace: ns, Name: name}
+	return store.Key{Space: rq.data, Resource: sv.storeResource(), Namespace: ns, Name: name}
 }
 
 func (s *Server) serveGet(rq *request, sv *served) {
 	obj, err := s.store.Get(rq.key(sv, rq.info.Name))
+	if err == nil && rq.match != nil && !rq.match(obj) {
+		err = store.ErrNotFound // in the source, not in the view
+	}
 	if err != nil {
 		rq.writeError(storeError(err, sv.gr(), rq.info.Name))
 		return

@@ -30,7 +30,7 @@ const tooLargeRVWait = 3 * time.Second
 // deletecollection.
 func (rq *request) listOptions(sv *served) (store.ListOptions, error) {
 	q := rq.r.URL.Query()
-	lo := store.ListOptions{Space: rq.space, Resource: sv.storeResource(), Namespace: rq.info.Namespace}
+	lo := store.ListOptions{Space: rq.data, Resource: sv.storeResource(), Namespace: rq.info.Namespace, Match: rq.match}
 	if v := q.Get("labelSelector"); v != "" {
 		sel, err := labels.Parse(v)
 		if err != nil {

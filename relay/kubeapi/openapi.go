@@ -36,7 +36,7 @@ func (s *Server) serveOpenAPI(rq *request, rest string) {
 	if strings.HasPrefix(rq.r.URL.Path, "/spaces/") {
 		prefix = "/spaces/" + rq.space
 	}
-	docs := s.openAPIDocs(rq.space)
+	docs := s.openAPIDocs(rq.data)
 	gv := strings.Trim(strings.TrimPrefix(rest, "/openapi/v3"), "/")
 	if gv == "" {
 		paths := map[string]any{}

@@ -57,6 +57,12 @@ type Config struct {
 	MinWatchTimeout time.Duration
 	// Ready reports readiness for /readyz (nil: always ready).
 	Ready func() error
+	// MailboxView, when set, makes each mailbox space a read-only view:
+	// reads of space are served from the objects of source for which
+	// match is true (as of the request), and every write is refused. The
+	// relay tree keeps a child's mailbox as such an index over one shared
+	// space (DESIGN.md section 3).
+	MailboxView func(space string) (source string, match func(*store.Object) bool, err error)
 	// ProcessMetrics adds the Go runtime and process collectors to
 	// /metrics. A relay's own API sets it; servers embedded by the
 	// thousand (virtual clusters) leave it off.
@@ -119,6 +125,10 @@ type request struct {
 	r     *http.Request
 	srv   *Server
 	space string
+	// data is the space whose objects are read: space, or for a mailbox
+	// view its source, with match selecting the view's objects.
+	data  string
+	match func(*store.Object) bool
 	user  user.Info
 	info  *genericrequest.RequestInfo
 	// verb label for metrics (WATCH, LIST, GET, ...)
@@ -151,7 +161,7 @@ func (s *Server) serve(rq *request) {
 		rq.writeError(err)
 		return
 	}
-	rq.space = space
+	rq.space, rq.data = space, space
 
 	u, err := s.cfg.Authenticator.Authenticate(r, space)
 	if err != nil {
@@ -190,9 +200,16 @@ func (s *Server) serve(rq *request) {
 		s.serveNonResource(rq, rest)
 		return
 	}
-	if err := mailboxReadOnly(space, kind, u, info); err != nil {
+	view := kind == SpaceKindMailbox && s.cfg.MailboxView != nil
+	if err := mailboxReadOnly(space, kind, view, u, info); err != nil {
 		rq.writeError(err)
 		return
+	}
+	if view {
+		if rq.data, rq.match, err = s.cfg.MailboxView(space); err != nil {
+			rq.writeError(err)
+			return
+		}
 	}
 	s.serveResource(rq)
 }
@@ -284,24 +301,33 @@ func (s *statusRecorder) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// mailboxReadOnly refuses writes to a mailbox space except by the admin
-// (system:masters): Canopy maintains mailboxes; users may read them to see
-// what a child receives.
-func mailboxReadOnly(space, kind string, u user.Info, info *genericrequest.RequestInfo) error {
+// mailboxReadOnly refuses writes to the spaces Canopy maintains: mailbox
+// views to everyone, mailbox and downsync spaces to all but the admin
+// (system:masters), who may write there to drive the tree by hand. Users
+// may read them to see what a child receives.
+func mailboxReadOnly(space, kind string, view bool, u user.Info, info *genericrequest.RequestInfo) error {
 	switch info.Verb {
 	case "get", "list", "watch":
 		return nil
 	}
-	if kind != SpaceKindMailbox {
+	if kind != SpaceKindMailbox && kind != SpaceKindDownsync {
 		return nil
 	}
-	for _, g := range u.GetGroups() {
-		if g == user.SystemPrivilegedGroup {
-			return nil
+	what := "a mailbox maintained by Canopy"
+	if view {
+		what = "a mailbox: a view of what the child receives"
+	} else {
+		if kind == SpaceKindDownsync {
+			what = "the downsync space maintained by Canopy"
+		}
+		for _, g := range u.GetGroups() {
+			if g == user.SystemPrivilegedGroup {
+				return nil
+			}
 		}
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
-		Message: fmt.Sprintf("space %q is a mailbox maintained by Canopy: it is read-only", space),
+		Message: fmt.Sprintf("space %q is %s: it is read-only", space, what),
 	}}
 }

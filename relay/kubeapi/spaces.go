@@ -16,6 +16,9 @@ const (
 	SpaceKindWDS       = "wds"
 	SpaceKindInventory = "inventory"
 	SpaceKindMailbox   = "mailbox"
+	// SpaceKindDownsync is the root's space of placed objects, each
+	// annotated with its destinations, over which mailboxes are views.
+	SpaceKindDownsync = "downsync"
 )
 
 // SystemNamespaces are created in every new space, as a kube cluster has them.

@@ -99,7 +99,7 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 	}
 	wopts := store.WatchOptions{
 		Space: lo.Space, Resource: lo.Resource, Namespace: lo.Namespace,
-		Label: lo.Label, Field: lo.Field, Since: since, Bookmarks: bookmarks,
+		Label: lo.Label, Field: lo.Field, Match: lo.Match, Since: since, Bookmarks: bookmarks,
 	}
 	if since == 0 {
 		// Revision 0 would mean "from now" to the store; the store's

@@ -105,7 +105,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		return nil, err
 	}
 	log = log.With("relay", cfg.Name, "role", cfg.Role.String())
-	st := store.New(store.Options{})
+	st := store.New(store.Options{Fields: withDestinations(nil)})
 	var node *consensus.Node
 	if cfg.InMemory {
 		st.SetLog(store.NewMemLog(st))
@@ -200,9 +200,8 @@ func (c *Child) Serve(ctx context.Context) error {
 }
 
 // serveChildren waits for the region's identity, then serves its
-// children. Routing the inbox to the children's mailboxes is placement
-// work (topology): until it exists a region relays the links but its
-// children's mailboxes stay as placement leaves them.
+// children, each its mailbox: the objects of the inbox that target a
+// destination it announced (tree.Routing).
 func (c *Child) serveChildren(ctx context.Context) error {
 	cert, root := waitIdentity(ctx, c.cfg.DataDir)
 	if cert == nil {
@@ -234,19 +233,14 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: c.cfg.Name, Path: id.Path, Store: c.store, Listener: ln, Logger: c.log,
 		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path},
-		Mailbox:   func(_ context.Context, child pki.Identity) (string, error) { return MailboxSpace(child.Name), nil },
-		Reports:   func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
+		Space:     InboxSpace, Targets: targetsOf,
+		Reports: func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
 	})
 	c.mu.Lock()
 	c.ln, c.downlink = ln, down
 	c.mu.Unlock()
 	close(c.serving)
 	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
-	go func() {
-		if err := route(ctx, c.store, down, c.log); err != nil && ctx.Err() == nil {
-			c.log.Error("routing stopped", "error", err)
-		}
-	}()
 	return down.Start(ctx)
 }
 
@@ -296,7 +290,14 @@ func (c *Child) close() {
 	_ = c.lock.Close()
 }
 
-// MailboxSpace and ReportsSpace name the spaces a parent keeps per child:
-// what the child must receive, and what it reported.
+// MailboxSpace names a child's mailbox at the root: a read-only view of
+// the downsync space, what the child must receive. ReportsSpace names the
+// space a parent keeps per child for what it reported.
 func MailboxSpace(child string) string { return "mailbox-" + child }
+
+// DownsyncSpace is the root's space of placed objects, each once with the
+// destinations it targets (DestinationsAnnotation); the root's mailboxes,
+// like a region's (over its inbox), are indexes over it.
+const DownsyncSpace = "downsync"
+
 func ReportsSpace(child string) string { return "reports-" + child }

@@ -31,7 +31,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 		child *Child
 	}
 	var edges []edgeInfo
-	mailboxes := map[string][]string{} // root mailbox space → destinations
+	var dests []string // every edge: the change targets them all
 	addEdge := func(parent, name string) {
 		c := startTestChild(b, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: b.TempDir(),
 			Parents: []string{parent}, JoinToken: token, InMemory: true})
@@ -41,7 +41,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 		for i := range edgesPer {
 			name := fmt.Sprintf("e-%d", i)
 			addEdge(root.LinkAddr(), name)
-			mailboxes[MailboxSpace(name)] = []string{name}
+			dests = append(dests, name)
 		}
 	} else {
 		for r := range regions {
@@ -52,7 +52,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 			for e := range edgesPer {
 				name := fmt.Sprintf("e-%d-%d", r, e)
 				addEdge(region.LinkAddr(), name)
-				mailboxes[MailboxSpace(rname)] = append(mailboxes[MailboxSpace(rname)], name)
+				dests = append(dests, name)
 			}
 		}
 	}
@@ -61,21 +61,18 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 		return len(dests) == len(edges)
 	})
 
-	key := func(space string) store.Key {
-		return store.Key{Space: space, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "bench"}
-	}
+	// One object in the downsync space targets every edge: the root's
+	// mailboxes (one per root child) are views of it.
+	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "bench"}
 	write := func(i int) {
-		for space, dests := range mailboxes {
-			data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench","namespace":"default","annotations":{%q:%q}},"data":{"v":"%d","payload":%q}}`,
-				DestinationsAnnotation, strings.Join(dests, ","), i, strings.Repeat("x", 512))
-			k := key(space)
-			if cur, err := root.Store().Get(k); err == nil {
-				if _, err := root.Store().Update(context.Background(), k, []byte(data), cur.Revision); err != nil {
-					b.Fatal(err)
-				}
-			} else if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench","namespace":"default","annotations":{%q:%q}},"data":{"v":"%d","payload":%q}}`,
+			DestinationsAnnotation, strings.Join(dests, ","), i, strings.Repeat("x", 512))
+		if cur, err := root.Store().Get(k); err == nil {
+			if _, err := root.Store().Update(context.Background(), k, []byte(data), cur.Revision); err != nil {
 				b.Fatal(err)
 			}
+		} else if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+			b.Fatal(err)
 		}
 	}
 	// arrival: each edge's watcher reports when it holds version i.

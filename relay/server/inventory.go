@@ -12,81 +12,35 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/kubeapi"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
-
-// syncTargetCRD serves SyncTargets in the inventory space: one per
-// destination announced from below, with where it is in the tree and
-// whether it is connected. The placement issue extends the type (spec,
-// generated Go types); this is the part the relay tree maintains.
-const syncTargetCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: synctargets.edge.canopy.dev
-spec:
-  group: edge.canopy.dev
-  scope: Cluster
-  names: {kind: SyncTarget, listKind: SyncTargetList, plural: synctargets, singular: synctarget, shortNames: [st]}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    additionalPrinterColumns:
-    - {name: Path, type: string, jsonPath: .status.path}
-    - {name: Connected, type: boolean, jsonPath: .status.connected}
-    - {name: Last-Seen, type: date, jsonPath: .status.lastSeen}
-    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
-    schema:
-      openAPIV3Schema:
-        type: object
-        description: A workload execution cluster (a destination), as announced through the relay tree.
-        properties:
-          spec:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-          status:
-            type: object
-            properties:
-              path: {type: string, description: "Relays from the root down to the edge serving this destination."}
-              connected: {type: boolean, description: "Whether every link on the path is up."}
-              lastSeen: {type: string, format: date-time, description: "When the destination was last heard from."}
-`
 
 var (
 	crdGVR        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	syncTargetGVR = schema.GroupVersionResource{Group: "edge.canopy.dev", Version: "v1alpha1", Resource: "synctargets"}
+	syncTargetGVR = edgev1alpha1.SyncTargetsGVR
 )
 
-// maintainInventory installs the SyncTarget CRD in the inventory space and
-// keeps one SyncTarget per announced destination, rewriting only those
-// whose announced state changed, until ctx is done. It
-// writes through the root's own kube API as the admin, like any client.
+// maintainInventory installs the inventory CRDs (SyncTarget, Location:
+// edgev1alpha1.InventoryCRDs) in the inventory space and keeps one
+// SyncTarget per announced destination, rewriting only those whose
+// announced state changed, until ctx is done. It writes through the root's
+// own kube API as the admin, like any client.
 func (r *Root) maintainInventory(ctx context.Context) error {
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: r.KubeconfigPath()},
-		&clientcmd.ConfigOverrides{CurrentContext: kubeapi.InventorySpace})
-	rc, err := cc.ClientConfig()
+	dc, err := r.spaceClient(kubeapi.InventorySpace)
 	if err != nil {
 		return err
 	}
-	rc.QPS = -1
-	dc, err := dynamic.NewForConfig(rc)
+	manifests, err := edgev1alpha1.InventoryCRDs()
 	if err != nil {
 		return err
 	}
-	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal([]byte(syncTargetCRD), &crd.Object); err != nil {
-		return err
+	if err := installCRDs(ctx, dc, manifests); err != nil {
+		return fmt.Errorf("server: installing the inventory CRDs: %w", err)
 	}
-	if _, err := dc.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("server: installing the SyncTarget CRD: %w", err)
-	}
+	r.crds.inventory.Store(true)
 	targets := dc.Resource(syncTargetGVR)
 	// written remembers what each SyncTarget was last written with, so a
 	// change in the subtree costs writes only for the destinations it
@@ -152,7 +106,7 @@ func upsertSyncTarget(ctx context.Context, c dynamic.NamespaceableResourceInterf
 	cur, err := c.Get(ctx, d.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "SyncTarget",
+			"apiVersion": edgev1alpha1.SchemeGroupVersion.String(), "kind": edgev1alpha1.KindSyncTarget,
 			"metadata": map[string]any{"name": d.Name, "labels": labels},
 			"spec":     map[string]any{},
 		}}

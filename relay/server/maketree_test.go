@@ -87,11 +87,11 @@ func makeTree(t testing.TB, net *Network, fanouts ...int) *testTree {
 // holds for it (the root's or its region's mailbox).
 func (tt *testTree) converged() error {
 	for _, e := range tt.edges {
-		parentStore := tt.root.Store()
+		parentStore, space, down := tt.root.Store(), DownsyncSpace, tt.root.down
 		if p := tt.parents[e]; p != nil {
-			parentStore = p.Store()
+			parentStore, space, down = p.Store(), InboxSpace, p.Downlink()
 		}
-		want, err := tree.ContentHash(parentStore, MailboxSpace(e.cfg.Name))
+		want, err := tree.RoutedContentHash(parentStore, space, down.Routing(e.cfg.Name))
 		if err != nil {
 			return err
 		}
@@ -121,9 +121,10 @@ func TestTreeOverLossyNetwork(t *testing.T) {
 	}
 	for top, edges := range tt.under {
 		for i := range 10 {
-			data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:%q}},"data":{"i":"%d"}}`,
-				i, DestinationsAnnotation, strings.Join(edges, ","), i)
-			k := store.Key{Space: MailboxSpace(top), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
+			name := fmt.Sprintf("cm-%s-%d", top, i)
+			data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"i":"%d"}}`,
+				name, DestinationsAnnotation, strings.Join(edges, ","), i)
+			k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 			if _, err := tt.root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 				t.Fatal(err)
 			}

@@ -51,6 +51,7 @@ type Root struct {
 	lock   *os.File
 	ready  chan struct{}
 	server string
+	crds   startupCRDs // the edge.canopy.dev CRDs /readyz waits for
 }
 
 // Run starts a root relay and blocks until ctx is done.
@@ -101,7 +102,7 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		return nil, err
 	}
 
-	st := store.New(store.Options{Fields: kubeapi.FieldsFor})
+	st := store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor)})
 	node, err := consensus.Open(consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}, st)
 	if err != nil {
 		return nil, err
@@ -143,8 +144,10 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: cfg.Name, Path: []string{cfg.Name}, Store: st, Listener: links, Logger: log,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.Name}},
-		Mailbox: func(ctx context.Context, c pki.Identity) (string, error) {
-			return r.childSpace(ctx, MailboxSpace(c.Name))
+		Space:     DownsyncSpace, Targets: targetsOf,
+		Mailbox: func(ctx context.Context, c pki.Identity) error {
+			_, err := r.childSpace(ctx, MailboxSpace(c.Name))
+			return err
 		},
 		Reports: func(ctx context.Context, c pki.Identity) (string, error) {
 			return r.childSpace(ctx, ReportsSpace(c.Name))
@@ -153,11 +156,16 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down},
+		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
+			child, _ := strings.CutPrefix(space, "mailbox-")
+			match, err := down.Routing(child).Matcher(st)
+			return DownsyncSpace, match, err
+		},
 		Ready: func() error {
 			if !authz.Synced() {
 				return errors.New("authorizer not synced")
 			}
-			return nil
+			return r.crds.ready()
 		},
 	})
 	r = &Root{
@@ -173,7 +181,11 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, sp := range []struct{ name, kind string }{{kubeapi.DefaultSpace, kubeapi.SpaceKindWDS}, {kubeapi.InventorySpace, kubeapi.SpaceKindInventory}} {
+	for _, sp := range []struct{ name, kind string }{
+		{kubeapi.DefaultSpace, kubeapi.SpaceKindWDS},
+		{kubeapi.InventorySpace, kubeapi.SpaceKindInventory},
+		{DownsyncSpace, kubeapi.SpaceKindDownsync},
+	} {
 		if err := api.EnsureSpace(ctx, sp.name, sp.kind); err != nil {
 			r.close()
 			return nil, fmt.Errorf("server: creating space %q: %w", sp.name, err)
@@ -238,11 +250,12 @@ func (r *Root) Serve(ctx context.Context) error {
 	defer r.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 6)
 	go func() { errc <- r.authz.Start(ctx) }()
 	go func() { errc <- r.api.StartControllers(ctx) }()
 	go func() { errc <- r.down.Start(ctx) }()
 	go func() { errc <- r.maintainInventory(ctx) }()
+	go func() { errc <- r.maintainWorkloadCRDs(ctx) }()
 
 	hs := &http.Server{
 		Handler:           r.api,

@@ -39,7 +39,7 @@ func (c *Child) serveStatus(ctx context.Context, addr string) error {
 			mailboxes := map[string]summary{}
 			for _, child := range d.Children() {
 				space := MailboxSpace(child.Identity.Name)
-				if mailboxes[space], err = spaceSummary(c.store, space); err != nil {
+				if mailboxes[space], err = mailboxSummary(c.store, InboxSpace, d.Routing(child.Identity.Name)); err != nil {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
 					return
 				}
@@ -81,6 +81,16 @@ func (l childLinks) Collect(ch chan<- prometheus.Metric) {
 type summary struct {
 	Objects int    `json:"objects"`
 	Hash    string `json:"hash"`
+}
+
+// mailboxSummary is the summary of a child's mailbox routed over space.
+func mailboxSummary(st *store.Store, space string, rt tree.Routing) (summary, error) {
+	objs, err := tree.RoutedObjects(st, space, rt)
+	if err != nil {
+		return summary{}, err
+	}
+	hash, err := tree.HashObjects(objs)
+	return summary{Objects: len(objs), Hash: hash}, err
 }
 
 func spaceSummary(st *store.Store, space string) (summary, error) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -97,8 +98,8 @@ func waitFor(t testing.TB, what string, f func() bool) {
 
 // A root, a region under it and an edge (with a virtual cluster) under the
 // region: every link is joined with one token and mutually authenticated,
-// and what the admin writes into the region's mailbox space at the root,
-// through the kube API, reaches the region's inbox.
+// and what the admin writes into the root's downsync space, through the
+// kube API, reaches the region's inbox through its mailbox (a view).
 func TestTreeDepthTwo(t *testing.T) {
 	root := startTestRoot(t)
 	token := joinToken(t, root)
@@ -129,32 +130,40 @@ func TestTreeDepthTwo(t *testing.T) {
 			strings.Contains(string(body), `canopy_link_bytes_total{child="region-a",direction="out",stream="downsync"}`)
 	})
 
-	// The admin writes into the region's mailbox space through the kube
-	// API (its context appears in the admin kubeconfig); the region's
-	// inbox receives it.
-	space := MailboxSpace("region-a")
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: root.KubeconfigPath()},
-		&clientcmd.ConfigOverrides{CurrentContext: space})
-	rc, err := cc.ClientConfig()
-	if err != nil {
-		t.Fatalf("kubeconfig context for %s: %v", space, err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"i": fmt.Sprint(i)}}
+	// The admin writes into the downsync space through the kube API (its
+	// context is in the admin kubeconfig), targeting edge-1 and a
+	// destination nobody announced; the region's mailbox, a view at the
+	// root, shows the first ten, and its inbox receives them.
+	cs := adminClient(t, root, DownsyncSpace)
+	for i := range 12 {
+		dest := "edge-1"
+		if i >= 10 {
+			dest = "nowhere"
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i),
+			Annotations: map[string]string{DestinationsAnnotation: dest}}, Data: map[string]string{"i": fmt.Sprint(i)}}
 		if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, "the region's inbox to equal its mailbox at the root", func() bool {
-		want, err1 := tree.ContentHash(root.Store(), space)
+		want, err1 := tree.RoutedContentHash(root.Store(), DownsyncSpace, root.down.Routing("region-a"))
 		got, err2 := tree.ContentHash(region.Store(), InboxSpace)
-		return err1 == nil && err2 == nil && want == got
+		n, _ := region.Store().List(store.ListOptions{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
+		return err1 == nil && err2 == nil && want == got && len(n.Items) == 10
 	})
+	mb := adminClient(t, root, MailboxSpace("region-a"))
+	list, err := mb.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 10 {
+		t.Fatalf("the mailbox view lists %d ConfigMaps (%v), want 10", len(list.Items), err)
+	}
+	if _, err := mb.CoreV1().ConfigMaps("default").Get(context.Background(), "cm-11", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("get of an object outside the view: %v, want NotFound", err)
+	}
+	direct := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "direct"}}
+	if _, err := mb.CoreV1().ConfigMaps("default").Create(context.Background(), direct, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("a write into a mailbox view: %v, want Forbidden", err)
+	}
 
 	// Subtree announcements reach the root with their paths.
 	edge2 := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "edge-2", DataDir: t.TempDir(),
@@ -190,7 +199,9 @@ func TestTreeDepthTwo(t *testing.T) {
 		list, _ := c.Store().List(store.ListOptions{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
 		var names []string
 		for _, it := range list.Items {
-			names = append(names, it.Key.Name)
+			if strings.HasPrefix(it.Key.Name, "to-") {
+				names = append(names, it.Key.Name)
+			}
 		}
 		return strings.Join(names, ",")
 	}
@@ -233,7 +244,7 @@ func TestTreeDepthFour(t *testing.T) {
 	})
 	obj := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep","namespace":"default","annotations":{"` +
 		DestinationsAnnotation + `":"deep-edge"}},"data":{"k":"v"}}`
-	k := store.Key{Space: MailboxSpace("r1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "deep"}
+	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "deep"}
 	if _, err := root.Store().Create(context.Background(), k, []byte(obj)); err != nil {
 		t.Fatal(err)
 	}
@@ -290,16 +301,18 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 	stop := serveInBackground(t, "edge-1", c.Serve)
 	waitFor(t, "edge connected", func() bool { return c.Uplink().Connected() })
 	for i := range 5 {
-		k := store.Key{Space: MailboxSpace("edge-1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
-		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default"}}`, i)
+		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}}}`, i, DestinationsAnnotation)
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, _ := tree.ContentHash(root.Store(), MailboxSpace("edge-1"))
+	var want string
 	waitFor(t, "inbox synced", func() bool {
+		want, _ = tree.RoutedContentHash(root.Store(), DownsyncSpace, root.down.Routing("edge-1"))
 		got, err := tree.ContentHash(c.Store(), InboxSpace)
-		return err == nil && got == want
+		n, _ := c.Store().List(store.ListOptions{Space: InboxSpace})
+		return err == nil && got == want && len(n.Items) == 5
 	})
 	stop()
 

@@ -14,7 +14,9 @@
 package session
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,13 +40,22 @@ type DownlinkConfig struct {
 	Path []string
 	// Store holds the mailboxes and the collected reports.
 	Store *store.Store
+	// Space holds what every child must receive, each object once,
+	// targeting destinations (Targets): a child's mailbox is the index of
+	// the objects targeting a destination it announced (tree.Routing).
+	// The Downlink keeps each child's announced destinations in a route
+	// record (tree.RouteKey(Space, child)), and reloads them on start, so
+	// that a restarted parent routes as before its children reconnect.
+	Space   string
+	Targets func(o *store.Object) []string
 	// Listener accepts the children's links.
 	Listener *link.Listener
 	// Authority certifies joining children.
 	Authority *join.Authority
-	// Mailbox returns (creating it if needed) the space holding what the
-	// child must receive; Reports the space where its reports are kept.
-	Mailbox func(ctx context.Context, child pki.Identity) (string, error)
+	// Mailbox, when set, is called when a child is first seen (the root
+	// makes the child's mailbox visible); Reports returns (creating it if
+	// needed) the space where the child's reports are kept.
+	Mailbox func(ctx context.Context, child pki.Identity) error
 	Reports func(ctx context.Context, child pki.Identity) (string, error)
 	Logger  *slog.Logger
 }
@@ -54,6 +65,9 @@ type DownlinkConfig struct {
 type Downlink struct {
 	cfg DownlinkConfig
 	log *slog.Logger
+
+	// routeMu serializes route record writes.
+	routeMu sync.Mutex
 
 	mu       sync.Mutex
 	children map[string]*childState
@@ -94,8 +108,12 @@ func NewDownlink(cfg DownlinkConfig) *Downlink {
 	return &Downlink{cfg: cfg, log: cfg.Logger, children: map[string]*childState{}, changed: make(chan struct{})}
 }
 
-// Start accepts links until ctx is done.
+// Start reloads the children's routes, then accepts links until ctx is
+// done.
 func (d *Downlink) Start(ctx context.Context) error {
+	if err := d.load(ctx); err != nil {
+		return err
+	}
 	for {
 		conn, err := d.cfg.Listener.Accept(ctx)
 		if err != nil {
@@ -165,28 +183,138 @@ func (d *Downlink) RouteOf(destination string) (child string, ok bool) {
 	return "", false
 }
 
+// load recreates, from their route records, the children known before a
+// restart, disconnected, with the destinations they last announced.
+func (d *Downlink) load(ctx context.Context) error {
+	lr, err := d.cfg.Store.List(store.ListOptions{Resource: tree.RouteResource})
+	if err != nil {
+		return err
+	}
+	prefix := d.cfg.Space + "."
+	for _, o := range lr.Items {
+		name, ok := strings.CutPrefix(o.Key.Name, prefix)
+		if !ok {
+			continue
+		}
+		rt, _, err := tree.ReadRoute(d.cfg.Store, o.Key)
+		if err != nil {
+			return err
+		}
+		id := pki.Identity{Name: name, Path: append(slices.Clone(d.cfg.Path), name)}
+		c, err := d.newChild(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, rd := range rt.Destinations {
+			c.announced = append(c.announced, wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path})
+		}
+		d.mu.Lock()
+		if d.children[name] == nil {
+			d.children[name] = c
+		}
+		d.notifyLocked()
+		d.mu.Unlock()
+	}
+	return nil
+}
+
+// newChild prepares the state of a child first seen.
+func (d *Downlink) newChild(ctx context.Context, id pki.Identity) (*childState, error) {
+	if d.cfg.Mailbox != nil {
+		if err := d.cfg.Mailbox(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	reports, err := d.cfg.Reports(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	routing := &tree.Routing{Record: tree.RouteKey(d.cfg.Space, id.Name), Targets: d.cfg.Targets}
+	return &childState{
+		id:        id,
+		sender:    tree.NewSender(d.cfg.Store, d.cfg.Space, tree.SenderOptions{Logger: d.log, Routing: routing}),
+		collector: tree.NewCollector(d.cfg.Store, reports, tree.CollectorOptions{}),
+	}, nil
+}
+
+// Routing returns how a child's mailbox is found in Space: with
+// tree.RoutedContentHash, what the child should hold.
+func (d *Downlink) Routing(child string) tree.Routing {
+	return tree.Routing{Record: tree.RouteKey(d.cfg.Space, child), Targets: d.cfg.Targets}
+}
+
+// saveRoute writes the child's route record if its destinations (names,
+// labels, paths) differ from the stored ones.
+func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Destination) error {
+	rd := make([]tree.RouteDestination, len(dests))
+	for i, dest := range dests {
+		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path}
+	}
+	k := tree.RouteKey(d.cfg.Space, child)
+	data, err := tree.EncodeRoute(k.Name, rd)
+	if err != nil {
+		return err
+	}
+	d.routeMu.Lock()
+	defer d.routeMu.Unlock()
+	_, cur, err := tree.ReadRoute(d.cfg.Store, k)
+	switch {
+	case err != nil:
+		return err
+	case cur == nil:
+		_, err = d.cfg.Store.Create(ctx, k, data)
+	case !bytes.Equal(withoutResourceVersion(cur.Data), data):
+		_, err = d.cfg.Store.Update(ctx, k, data, cur.Revision)
+	}
+	return err
+}
+
+// withoutResourceVersion re-encodes a route record as EncodeRoute would.
+func withoutResourceVersion(data []byte) []byte {
+	var rt tree.Route
+	if json.Unmarshal(data, &rt) != nil {
+		return data
+	}
+	out, err := tree.EncodeRoute(rt.Metadata.Name, rt.Destinations)
+	if err != nil {
+		return data
+	}
+	return out
+}
+
 // notifyLocked signals a subtree change; d.mu must be held.
 func (d *Downlink) notifyLocked() {
 	close(d.changed)
 	d.changed = make(chan struct{})
 }
 
-// announced records a child's announcement.
-func (d *Downlink) announced(c *childState, a *wire.Announce) {
+// announced records a child's announcement: first its route record (so
+// that the mailbox follows it, across restarts too), then what Subtree
+// reports.
+func (d *Downlink) announced(ctx context.Context, c *childState, a *wire.Announce) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if a.Generation <= c.announcedGen && c.announcedGen != 0 {
-		return
+	stale := a.Generation <= c.announcedGen && c.announcedGen != 0
+	d.mu.Unlock()
+	if stale {
+		return nil
 	}
 	// Paths start with the child's name (wire.Destination.Path).
 	for _, dest := range a.Destinations {
 		if len(dest.Path) == 0 || dest.Path[0] != c.id.Name {
 			d.log.Warn("ignoring an announcement with a path outside the child", "child", c.id.Name, "destination", dest.Name)
-			return
+			return nil
 		}
 	}
-	c.announced, c.announcedGen = a.Destinations, a.Generation
-	d.notifyLocked()
+	if err := d.saveRoute(ctx, c.id.Name, a.Destinations); err != nil {
+		return fmt.Errorf("session: saving the route of %s: %w", c.id.Name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a.Generation > c.announcedGen || c.announcedGen == 0 {
+		c.announced, c.announcedGen = a.Destinations, a.Generation
+		d.notifyLocked()
+	}
+	return nil
 }
 
 func (d *Downlink) serve(ctx context.Context, conn link.Conn) {
@@ -238,18 +366,9 @@ func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (
 	c := d.children[id.Name]
 	d.mu.Unlock()
 	if c == nil {
-		mailbox, err := d.cfg.Mailbox(ctx, id)
-		if err != nil {
+		var err error
+		if c, err = d.newChild(ctx, id); err != nil {
 			return nil, err
-		}
-		reports, err := d.cfg.Reports(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		c = &childState{
-			id:        id,
-			sender:    tree.NewSender(d.cfg.Store, mailbox, tree.SenderOptions{Logger: d.log}),
-			collector: tree.NewCollector(d.cfg.Store, reports, tree.CollectorOptions{}),
 		}
 	}
 	d.mu.Lock()
@@ -257,6 +376,7 @@ func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (
 	if existing := d.children[id.Name]; existing != nil {
 		c = existing
 	}
+	c.id = id // a child reloaded from its route learns its role here
 	d.children[id.Name] = c
 	if c.conn != nil {
 		_ = c.conn.Close("replaced by a newer link")
@@ -344,7 +464,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	go func() { errc <- c.sender.Serve(ctx, down, hello.Cursor.Revision) }()
 	go func() { errc <- c.collector.Serve(ctx, up) }()
 	go func() {
-		errc <- serveControl(ctx, r, func(a *wire.Announce) { d.announced(c, a) })
+		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.announced(ctx, c, a) })
 	}()
 	err = <-errc
 	cancel()
@@ -378,7 +498,7 @@ func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link
 // serveControl reads the control stream until it ends, handing
 // announcements to onAnnounce (nil: a child, which receives none).
 // Liveness is the transport's keep-alive.
-func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce)) error {
+func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce) error) error {
 	for ctx.Err() == nil {
 		m, err := r.Read()
 		if err != nil {
@@ -389,7 +509,9 @@ func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Ann
 			if onAnnounce == nil {
 				return fmt.Errorf("%w: a parent sent an announcement", errProtocol)
 			}
-			onAnnounce(m)
+			if err := onAnnounce(m); err != nil {
+				return err
+			}
 		case *wire.Error:
 			return fmt.Errorf("%w: %s", errRemote, m.Message)
 		default:

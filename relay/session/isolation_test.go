@@ -22,7 +22,7 @@ import (
 // claiming its name: the parent answers with an error and serves nothing.
 func TestChildCannotReadAnotherMailbox(t *testing.T) {
 	root := startRoot(t)
-	put(t, root.st, "mailbox-edge-2", "secret", "for edge-2 only")
+	send(t, root.st, "edge-2", "secret", "for edge-2 only")
 	dataDir := t.TempDir()
 	_, stop := startEdge(t, root.addr, dataDir, root.token, newStore(t))
 	waitConnected(t, root, "edge-1")
@@ -98,19 +98,19 @@ func TestLinkThroughConnectProxy(t *testing.T) {
 	ps := httptest.NewServer(proxy)
 	t.Cleanup(ps.Close)
 	purl, _ := url.Parse(ps.URL)
-	put(t, root.st, "mailbox-edge-1", "cm-1", "v1")
+	send(t, root.st, "edge-1", "cm-1", "v1")
 
 	edgeStore := newStore(t)
 	up := NewUplink(UplinkConfig{
 		Name: "edge-1", Role: pki.RoleEdge, DataDir: t.TempDir(), Parents: []string{root.addr}, JoinToken: root.token,
-		Store: edgeStore, Inbox: "inbox", Outbox: "outbox", Proxy: purl, Logger: quiet,
+		Store: edgeStore, Inbox: "inbox", Outbox: "outbox", Subtree: edgeSubtree("edge-1"), Proxy: purl, Logger: quiet,
 		Backoff: link.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- up.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	sameContent(t, root.st, "mailbox-edge-1", edgeStore, "inbox")
+	inSync(t, root, "edge-1", edgeStore)
 	waitConnected(t, root, "edge-1")
 	for _, c := range root.down.Children() {
 		if c.Identity.Name == "edge-1" && c.Transport != link.TransportTCP {

@@ -35,21 +35,21 @@ func TestConvergesOverLossyNetwork(t *testing.T) {
 	root := startRootOn(t, link.ListenConfig{PacketConn: ppc, DisableTCP: true, Config: fastLink()})
 
 	for i := range 30 {
-		put(t, root.st, "mailbox-edge-1", fmt.Sprintf("cm-%d", i), "v1")
+		send(t, root.st, "edge-1", fmt.Sprintf("cm-%d", i), "v1")
 	}
 	edgeStore := newStore(t)
 	tr := &quic.Transport{Conn: cpc}
 	t.Cleanup(func() { _ = tr.Close() })
 	up := NewUplink(UplinkConfig{
 		Name: "edge-1", Role: pki.RoleEdge, DataDir: t.TempDir(), Parents: []string{parentAddr}, JoinToken: root.token,
-		Store: edgeStore, Inbox: "inbox", Outbox: "outbox", Mode: link.ModeQUICOnly, Transport: tr, Link: fastLink(),
+		Store: edgeStore, Inbox: "inbox", Outbox: "outbox", Subtree: edgeSubtree("edge-1"), Mode: link.ModeQUICOnly, Transport: tr, Link: fastLink(),
 		Logger: quiet, Backoff: link.Backoff{Min: 20 * time.Millisecond, Max: 300 * time.Millisecond},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- up.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	sameContent(t, root.st, "mailbox-edge-1", edgeStore, "inbox")
+	inSync(t, root, "edge-1", edgeStore)
 
 	// Partition; change things; heal: the child converges again.
 	if err := net.Partition(parentAddr, childAddr); err != nil {
@@ -63,12 +63,12 @@ func TestConvergesOverLossyNetwork(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for i := range 30 {
-		put(t, root.st, "mailbox-edge-1", fmt.Sprintf("cm-%d", i%10), fmt.Sprintf("v%d", i))
+		send(t, root.st, "edge-1", fmt.Sprintf("cm-%d", i%10), fmt.Sprintf("v%d", i))
 	}
 	if err := net.Heal(parentAddr, childAddr); err != nil {
 		t.Fatal(err)
 	}
-	sameContent(t, root.st, "mailbox-edge-1", edgeStore, "inbox")
+	inSync(t, root, "edge-1", edgeStore)
 }
 
 // fastLink notices a dead link quickly, for tests.
@@ -83,7 +83,14 @@ func fastLink() link.Config {
 // startRootOn is startRoot with a given listener configuration.
 func startRootOn(t *testing.T, lc link.ListenConfig) *rootRelay {
 	t.Helper()
-	r := startRoot(t)
+	return restartOn(t, startRoot(t), lc)
+}
+
+// restartOn starts another parent with r's CA, store and configuration,
+// listening as lc says: r restarted (stop r's own downlink first to take
+// its place).
+func restartOn(t *testing.T, r *rootRelay, lc link.ListenConfig) *rootRelay {
+	t.Helper()
 	dir := t.TempDir()
 	serving, err := r.ca.EnsureServing(dir, []string{"127.0.2.1"})
 	if err != nil {
@@ -97,7 +104,7 @@ func startRootOn(t *testing.T, lc link.ListenConfig) *rootRelay {
 	down := NewDownlink(DownlinkConfig{
 		Name: "root", Path: []string{"root"}, Store: r.st, Listener: ln, Logger: quiet,
 		Authority: &join.Authority{CA: r.ca, Root: r.ca.Cert, Path: []string{"root"}},
-		Mailbox:   r.down.cfg.Mailbox, Reports: r.down.cfg.Reports,
+		Space:     r.down.cfg.Space, Targets: r.down.cfg.Targets, Reports: r.down.cfg.Reports,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

@@ -2,13 +2,16 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/join"
 	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/pki"
@@ -55,8 +58,8 @@ func startRoot(t *testing.T) *rootRelay {
 	down := NewDownlink(DownlinkConfig{
 		Name: "root", Path: []string{"root"}, Store: st, Listener: ln, Logger: quiet,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{"root"}},
-		Mailbox:   func(_ context.Context, c pki.Identity) (string, error) { return "mailbox-" + c.Name, nil },
-		Reports:   func(_ context.Context, c pki.Identity) (string, error) { return "reports-" + c.Name, nil },
+		Space:     downsync, Targets: testTargets,
+		Reports: func(_ context.Context, c pki.Identity) (string, error) { return "reports-" + c.Name, nil },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -75,7 +78,7 @@ func startEdge(t *testing.T, parent, dataDir, token string, st *store.Store) (*U
 	t.Helper()
 	up := NewUplink(UplinkConfig{
 		Name: "edge-1", Role: pki.RoleEdge, DataDir: dataDir, Parents: []string{parent}, JoinToken: token,
-		Store: st, Inbox: "inbox", Outbox: "outbox", Mode: link.ModeQUICOnly, Logger: quiet,
+		Store: st, Inbox: "inbox", Outbox: "outbox", Subtree: edgeSubtree("edge-1"), Mode: link.ModeQUICOnly, Logger: quiet,
 		Backoff: link.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,12 +114,57 @@ func put(t *testing.T, st *store.Store, space, name, value string) {
 	}
 }
 
-func sameContent(t *testing.T, a *store.Store, as string, b *store.Store, bs string) {
+// downsync is the parent's shared space: every object once, its
+// annotation "dest" naming the destinations it targets.
+const downsync = "downsync"
+
+func testTargets(o *store.Object) []string {
+	var m struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(o.Data, &m) != nil || m.Metadata.Annotations["dest"] == "" {
+		return nil
+	}
+	return strings.Split(m.Metadata.Annotations["dest"], ",")
+}
+
+// send writes a ConfigMap for destination dest into the parent's shared
+// space.
+func send(t *testing.T, st *store.Store, dest, name, value string) {
+	t.Helper()
+	k := store.Key{Space: downsync, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{"dest":%q}},"data":{"v":%q}}`, name, dest, value)
+	if _, err := st.Get(k); err == nil {
+		if _, err := st.Update(context.Background(), k, []byte(data), 0); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := st.Create(context.Background(), k, []byte(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inSync waits until child's inbox holds its mailbox at the parent.
+func inSync(t *testing.T, root *rootRelay, child string, st *store.Store) {
+	t.Helper()
+	converge(t, child+"'s mailbox", func() (string, error) {
+		rt := root.down.Routing(child)
+		if _, err := root.st.Get(rt.Record); err != nil {
+			return "", fmt.Errorf("%s has not announced: %w", child, err)
+		}
+		return tree.RoutedContentHash(root.st, downsync, rt)
+	}, "inbox", func() (string, error) { return tree.ContentHash(st, "inbox") })
+}
+
+func converge(t *testing.T, as string, a func() (string, error), bs string, b func() (string, error)) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		ha, err1 := tree.ContentHash(a, as)
-		hb, err2 := tree.ContentHash(b, bs)
+		ha, err1 := a()
+		hb, err2 := b()
 		if err1 == nil && err2 == nil && ha == hb {
 			return
 		}
@@ -127,17 +175,23 @@ func sameContent(t *testing.T, a *store.Store, as string, b *store.Store, bs str
 	}
 }
 
+func sameContent(t *testing.T, a *store.Store, as string, b *store.Store, bs string) {
+	t.Helper()
+	converge(t, as, func() (string, error) { return tree.ContentHash(a, as) },
+		bs, func() (string, error) { return tree.ContentHash(b, bs) })
+}
+
 // An edge joins with a token, receives its mailbox, reports upward, and
 // after a restart reconnects with its certificate and resumes.
 func TestEdgeJoinsSyncsAndResumes(t *testing.T) {
 	root := startRoot(t)
 	for i := range 20 {
-		put(t, root.st, "mailbox-edge-1", fmt.Sprintf("cm-%d", i), "v1")
+		send(t, root.st, "edge-1", fmt.Sprintf("cm-%d", i), "v1")
 	}
 	dataDir := t.TempDir()
 	edgeStore := newStore(t)
 	up, stop := startEdge(t, root.addr, dataDir, root.token, edgeStore)
-	sameContent(t, root.st, "mailbox-edge-1", edgeStore, "inbox")
+	inSync(t, root, "edge-1", edgeStore)
 	if !up.Connected() {
 		t.Fatal("uplink not connected after syncing")
 	}
@@ -160,11 +214,11 @@ func TestEdgeJoinsSyncsAndResumes(t *testing.T) {
 	}
 	before := root.down.Children()[0].Down.Objects
 	for i := range 5 {
-		put(t, root.st, "mailbox-edge-1", fmt.Sprintf("cm-%d", i), "v2")
+		send(t, root.st, "edge-1", fmt.Sprintf("cm-%d", i), "v2")
 	}
-	put(t, root.st, "mailbox-edge-1", "cm-new", "v1")
+	send(t, root.st, "edge-1", "cm-new", "v1")
 	_, _ = startEdge(t, root.addr, dataDir, "", edgeStore)
-	sameContent(t, root.st, "mailbox-edge-1", edgeStore, "inbox")
+	inSync(t, root, "edge-1", edgeStore)
 	children := root.down.Children()
 	if len(children) != 1 || children[0].Identity.String() != "root/edge-1" || children[0].Links < 2 {
 		t.Fatalf("children = %+v", children)
@@ -180,5 +234,49 @@ func TestEdgeWithoutTokenOrIdentity(t *testing.T) {
 		Store: newStore(t), Inbox: "inbox", Outbox: "outbox", Logger: quiet})
 	if err := up.Start(context.Background()); err != ErrNoToken {
 		t.Fatalf("start without token or identity: %v, want ErrNoToken", err)
+	}
+}
+
+// edgeSubtree announces an edge's own destination, as the edge relay does.
+func edgeSubtree(name string) func() ([]wire.Destination, <-chan struct{}) {
+	return func() ([]wire.Destination, <-chan struct{}) {
+		return []wire.Destination{{Name: name, Path: []string{name}, Connected: true}}, nil
+	}
+}
+
+// A parent restarted on the same store knows its children before they
+// reconnect: each disconnected, with the destinations it last announced
+// (so the parent's own announcement upward does not lose them), and a
+// child resuming afterwards is sent only what changed.
+func TestRestartedParentReloadsRoutes(t *testing.T) {
+	root := startRoot(t)
+	for i := range 10 {
+		send(t, root.st, "edge-1", fmt.Sprintf("cm-%d", i), "v1")
+	}
+	dataDir, edgeStore := t.TempDir(), newStore(t)
+	_, stop := startEdge(t, root.addr, dataDir, root.token, edgeStore)
+	inSync(t, root, "edge-1", edgeStore)
+	stop()
+
+	restarted := restartOn(t, root, link.ListenConfig{Addr: "127.0.0.1:0"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		dests, _ := restarted.down.Subtree()
+		if len(dests) == 1 && dests[0].Name == "edge-1" && !dests[0].Connected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted parent's subtree = %+v, want edge-1, disconnected", dests)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	send(t, restarted.st, "edge-1", "cm-0", "v2")
+	_, _ = startEdge(t, restarted.addr, dataDir, "", edgeStore)
+	inSync(t, restarted, "edge-1", edgeStore)
+	waitConnected(t, restarted, "edge-1")
+	for _, c := range restarted.down.Children() {
+		if c.Down.Resyncs != 0 || c.Down.Objects != 1 {
+			t.Fatalf("resume under a restarted parent: %d resyncs, %d objects; want 0 and 1", c.Down.Resyncs, c.Down.Objects)
+		}
 	}
 }

@@ -162,6 +162,10 @@ type ListOptions struct {
 	Field     fields.Selector // nil: everything
 	// Limit bounds the number of items returned (0: no limit).
 	Limit int64
+	// Match, when set, further selects the objects for which it is true
+	// (a view over a space, such as a child's mailbox). It must be cheap
+	// and must not call the store.
+	Match func(*Object) bool
 	// After continues a paged list with this opaque token, the
 	// ListResult.Continue of the previous page (same space and resource):
 	// only keys strictly after the token's position are listed, from the
@@ -203,6 +207,14 @@ type WatchOptions struct {
 	// Bookmarks asks for a Bookmark event at least every BookmarkInterval
 	// (Options) while the watcher is idle.
 	Bookmarks bool
+	// Match is as in ListOptions: objects moving in and out of it are
+	// Added and Deleted like label changes.
+	Match func(*Object) bool
+	// Also adds single objects, in any space, to the selection: their
+	// events are delivered whatever the other fields say, in the same
+	// revision order, each once. (A mailbox's sender follows its space and
+	// its child's routing record with one watcher.)
+	Also []Key
 }
 
 // Watcher delivers events in revision order until stopped, its context is

@@ -46,6 +46,7 @@ func (s *Store) List(opts ListOptions) (ListResult, error) {
 	if opts.Field != nil && !opts.Field.Empty() {
 		l.field = opts.Field
 	}
+	l.match = opts.Match
 	if opts.After != "" {
 		c, err := decodeContinue(opts.After)
 		if err != nil {
@@ -99,8 +100,9 @@ type lister struct {
 	ns        string
 	label     labels.Selector // nil: everything
 	field     fields.Selector // nil: everything
-	limit     int             // 0: no limit
-	after     *cursor         // list only after this key
+	match     func(*Object) bool
+	limit     int     // 0: no limit
+	after     *cursor // list only after this key
 	items     []*Object
 	remaining int
 	lastOff   int // cursor.off of the last item listed
@@ -174,7 +176,8 @@ func (l *lister) table(ref tableRef) {
 		o := e.obj
 		switch {
 		case l.label != nil && !l.label.Matches(o.Labels),
-			l.field != nil && !l.field.Matches(o.Fields):
+			l.field != nil && !l.field.Matches(o.Fields),
+			l.match != nil && !l.match(o):
 		case l.full():
 			l.remaining++
 		default:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -217,4 +218,21 @@ func TestListBadContinue(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalid", tc.name, err)
 		}
 	}
+}
+
+// TestListAndWatchMatch: Match narrows lists and watches like a selector,
+// with objects moving in and out of it seen as Added and Deleted.
+func TestListAndWatchMatch(t *testing.T) {
+	s := newStore(t, Options{})
+	even := func(o *Object) bool { return strings.HasSuffix(o.Key.Name, "-even") }
+	mustCreate(t, s, key("ws", pods, "ns", "a-even"), body("u", nil, 0))
+	mustCreate(t, s, key("ws", pods, "ns", "b-odd"), body("u", nil, 0))
+	lr, err := s.List(ListOptions{Space: "ws", Match: even})
+	if err != nil || len(lr.Items) != 1 || lr.Items[0].Key.Name != "a-even" {
+		t.Fatalf("list with Match: %v %v", lr.Items, err)
+	}
+	w := mustWatch(t, s, WatchOptions{Space: "ws", Match: even})
+	mustCreate(t, s, key("ws", pods, "ns", "c-odd"), body("u", nil, 0))
+	c := mustCreate(t, s, key("ws", pods, "ns", "c-even"), body("u", nil, 0))
+	checkEvent(t, next(t, w), Added, c.Revision, c, nil)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,9 +21,15 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	f := newFilter(opts)
+	for _, k := range opts.Also {
+		if k.Resource.Resource == "" || k.Name == "" {
+			return nil, fmt.Errorf("%w: watch: Also key %s names no object", ErrInvalid, k)
+		}
+	}
 	w := &watcher{
 		s:         s,
-		filter:    newFilter(opts),
+		filter:    f,
 		bookmarks: opts.Bookmarks,
 		max:       s.opts.WatcherQueue,
 		ch:        make(chan Event),
@@ -75,6 +82,34 @@ type filter struct {
 	ns    string
 	label labels.Selector // nil: everything
 	field fields.Selector // nil: everything
+	match func(*Object) bool
+	also  []Key // single keys selected besides (WatchOptions.Also)
+}
+
+// visits reports whether the fan-out visit of registry key wk delivers an
+// event of key k: a watcher registered under several keys takes each event
+// from one of them only.
+func (f *filter) visits(wk watchKey, k Key) bool {
+	if len(f.also) == 0 {
+		return true
+	}
+	if slices.Contains(f.also, k) {
+		return wk == watchKey{space: k.Space, res: k.Resource}
+	}
+	return wk == f.watchKey
+}
+
+// keys lists the registry keys of a watcher with this filter: its own, and
+// one per Also key.
+func (f *filter) keys() []watchKey {
+	out := []watchKey{f.watchKey}
+	for _, k := range f.also {
+		wk := watchKey{space: k.Space, res: k.Resource}
+		if !slices.Contains(out, wk) {
+			out = append(out, wk)
+		}
+	}
+	return out
 }
 
 func newFilter(o WatchOptions) filter {
@@ -86,6 +121,8 @@ func newFilter(o WatchOptions) filter {
 		},
 		since: o.Since,
 		ns:    o.Namespace,
+		also:  slices.Clone(o.Also),
+		match: o.Match,
 	}
 	if !f.allRes {
 		f.res = o.Resource
@@ -101,12 +138,16 @@ func newFilter(o WatchOptions) filter {
 
 func (f *filter) matches(o *Object) bool {
 	k := o.Key
+	if len(f.also) > 0 && slices.Contains(f.also, k) {
+		return true
+	}
 	switch {
 	case !f.allSpaces && k.Space != f.space,
 		!f.allRes && k.Resource != f.res,
 		f.ns != "" && k.Namespace != f.ns,
 		f.label != nil && !f.label.Matches(o.Labels),
-		f.field != nil && !f.field.Matches(o.Fields):
+		f.field != nil && !f.field.Matches(o.Fields),
+		f.match != nil && !f.match(o):
 		return false
 	}
 	return true
@@ -308,12 +349,14 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 // register adds w to the registry, starting the bookmark ticker if w is the
 // first to want bookmarks. s.fanMu must be held.
 func (s *Store) register(w *watcher) {
-	b := s.watchers[w.filter.watchKey]
-	if b == nil {
-		b = make(map[*watcher]struct{})
-		s.watchers[w.filter.watchKey] = b
+	for _, wk := range w.filter.keys() {
+		b := s.watchers[wk]
+		if b == nil {
+			b = make(map[*watcher]struct{})
+			s.watchers[wk] = b
+		}
+		b[w] = struct{}{}
 	}
-	b[w] = struct{}{}
 	s.nwatchers++
 	if w.bookmarks {
 		s.bookmarked[w] = struct{}{}
@@ -326,13 +369,15 @@ func (s *Store) register(w *watcher) {
 
 // unregister removes w from the registry, if there. s.fanMu must be held.
 func (s *Store) unregister(w *watcher) {
-	b := s.watchers[w.filter.watchKey]
-	if _, ok := b[w]; !ok {
+	if _, ok := s.watchers[w.filter.watchKey][w]; !ok {
 		return
 	}
-	delete(b, w)
-	if len(b) == 0 {
-		delete(s.watchers, w.filter.watchKey)
+	for _, wk := range w.filter.keys() {
+		b := s.watchers[wk]
+		delete(b, w)
+		if len(b) == 0 {
+			delete(s.watchers, wk)
+		}
 	}
 	delete(s.bookmarked, w)
 	s.nwatchers--
@@ -365,6 +410,9 @@ func (s *Store) fanOut(evs []Event) {
 			{allSpaces: true, allRes: true},
 		} {
 			for w := range s.watchers[wk] {
+				if !w.filter.visits(wk, k) {
+					continue
+				}
 				if ev, ok := w.filter.translate(ev); ok && !w.push(ev) {
 					s.unregister(w)
 				}

@@ -272,3 +272,38 @@ func TestWatchStop(t *testing.T) {
 		t.Fatalf("Watch with a done context: %v", err)
 	}
 }
+
+// TestWatchAlso: single keys outside the selection are delivered too, in
+// revision order, each once, from history and live, and stop with the
+// watcher.
+func TestWatchAlso(t *testing.T) {
+	s := newStore(t, Options{})
+	rec := key("", Resource{"canopy.dev", "routes"}, "", "child-a")
+	other := key("", Resource{"canopy.dev", "routes"}, "", "child-b")
+	in := key("ws", pods, "ns", "x")
+	mustCreate(t, s, key("ws", pods, "ns", "before"), body("u", nil, 0))
+	start := s.Revision() // non-zero: replay from here
+	r1 := mustCreate(t, s, rec, body("r", nil, 1))
+	mustCreate(t, s, other, body("r", nil, 1)) // same registry key, not selected
+	o1 := mustCreate(t, s, in, body("u", nil, 1))
+
+	// The second watch sees every space's pods and would meet rec through
+	// two registry keys; it must get it once.
+	w1 := mustWatch(t, s, WatchOptions{Space: "ws", Since: start, Also: []Key{rec}})
+	w2 := mustWatch(t, s, WatchOptions{Space: "", Resource: pods, Since: start, Also: []Key{rec, rec}})
+	r2 := mustUpdate(t, s, rec, body("r", nil, 2))
+	mustUpdate(t, s, other, body("r", nil, 2))
+	o2 := mustUpdate(t, s, in, body("u", nil, 2))
+	for _, w := range []Watcher{w1, w2} {
+		checkEvent(t, next(t, w), Added, r1.Revision, r1, nil)
+		checkEvent(t, next(t, w), Added, o1.Revision, o1, nil)
+		checkEvent(t, next(t, w), Modified, r2.Revision, r2, r1)
+		checkEvent(t, next(t, w), Modified, o2.Revision, o2, o1)
+		w.Stop()
+	}
+	eventually(t, "watchers to unregister", func() bool { return s.Stats().Watchers == 0 })
+
+	if _, err := s.Watch(context.Background(), WatchOptions{Space: "ws", Also: []Key{{Space: "x"}}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Also with an incomplete key: %v, want ErrInvalid", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,9 @@ type source struct {
 	cfg       *wire.Config
 	bookmarks bool
 	log       *slog.Logger
+	// route is set when the space is shared by several children's
+	// mailboxes (Routing); it is owned by the sending loop.
+	route *router
 
 	serving atomic.Bool
 	c       counters
@@ -45,6 +49,16 @@ type source struct {
 	// first. Bounded: past maxPending entries the newest absorbs the next.
 	pending []pendingRev
 	wake    chan struct{} // capacity 1: the pump has news
+
+	// With routing: maybe lists dirty keys the child may hold although
+	// the sender does not know it (history replayed after a resume, keys
+	// a route change touched), which are deleted at the child if not
+	// wanted; rerouted collects the destinations route changes moved in
+	// or out of the subtree, until the loop re-evaluates their objects;
+	// catchup is the revision up to which pumped events are replay.
+	maybe    map[store.Key]bool
+	rerouted map[string]bool
+	catchup  int64
 }
 
 type pendingRev struct {
@@ -77,12 +91,18 @@ func (s *source) ackedUpTo(rev uint64) {
 	s.pending = s.pending[i:]
 }
 
-func newSource(st *store.Store, space string, up bool, cfg *wire.Config, bookmarks bool, log *slog.Logger) *source {
-	return &source{
+func newSource(st *store.Store, space string, up bool, cfg *wire.Config, bookmarks bool, log *slog.Logger, routing *Routing) *source {
+	s := &source{
 		st: st, space: space, up: up, cfg: cfg, bookmarks: bookmarks, log: logger(log),
-		dirty: make(map[store.Key]int64),
-		wake:  make(chan struct{}, 1),
+		dirty:    make(map[store.Key]int64),
+		wake:     make(chan struct{}, 1),
+		maybe:    make(map[store.Key]bool),
+		rerouted: make(map[string]bool),
 	}
+	if routing != nil {
+		s.route = &router{Routing: *routing, held: make(map[store.Key]bool)}
+	}
+	return s
 }
 
 func (s *source) stats() Stats {
@@ -184,6 +204,12 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 		if err != nil && !errors.Is(err, store.ErrExpired) {
 			return err
 		}
+		if w != nil && s.route != nil {
+			if err := s.resumeRoute(); err != nil {
+				w.Stop()
+				return err
+			}
+		}
 	}
 	for {
 		var pump chan error
@@ -225,7 +251,38 @@ func (s *source) seenRev() int64 {
 }
 
 func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) {
-	return s.st.Watch(ctx, store.WatchOptions{Space: s.space, Since: since, Bookmarks: s.bookmarks})
+	opts := store.WatchOptions{Space: s.space, Since: since, Bookmarks: s.bookmarks}
+	if s.route != nil {
+		opts.Also = []store.Key{s.route.Record}
+	}
+	return s.st.Watch(ctx, opts)
+}
+
+// resumeRoute prepares a routed stream that resumes from the child's
+// cursor, with the watch already replaying from it: the child holds what
+// it wanted at the cursor, which for every key untouched since is what it
+// wants now; the keys touched since are replayed as maybe.
+func (s *source) resumeRoute() error {
+	lr, err := s.st.List(store.ListOptions{Space: s.space})
+	if err != nil {
+		return err
+	}
+	r := s.route
+	if err := r.load(s.st); err != nil {
+		return err
+	}
+	clear(r.held)
+	for _, o := range lr.Items {
+		if r.wants(o) {
+			r.held[o.Key] = true
+		}
+	}
+	s.mu.Lock()
+	s.catchup = lr.Revision
+	clear(s.maybe)
+	clear(s.rerouted)
+	s.mu.Unlock()
+	return nil
 }
 
 // resync sends a full snapshot of the space and returns the watch that
@@ -249,18 +306,32 @@ func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) 
 		}
 	}
 	rev := lr.Revision
+	items := lr.Items
+	if r := s.route; r != nil {
+		// The record read now is at least as new as the list: a newer
+		// change is in the watch and re-evaluates what it touched.
+		if err := r.load(s.st); err != nil {
+			w.Stop()
+			return nil, nil, 0, err
+		}
+		clear(r.held)
+		items = slices.DeleteFunc(slices.Clone(items), func(o *store.Object) bool { return !r.wants(o) })
+	}
 	s.mu.Lock()
 	for k, r := range s.dirty {
 		if r <= rev {
 			delete(s.dirty, k) // the snapshot carries it
 		}
 	}
+	clear(s.maybe)
+	clear(s.rerouted)
+	s.catchup = 0
 	s.seen = rev
 	s.notePending(rev, time.Now())
 	s.mu.Unlock()
 	pump := s.startPump(w)
 
-	s.log.Debug("resync", logSpace, s.space, logRevision, rev, "objects", len(lr.Items))
+	s.log.Debug("resync", logSpace, s.space, logRevision, rev, "objects", len(items))
 	s.c.resyncs.Add(1)
 	clear(sent)
 	fail := func(err error) (store.Watcher, chan error, int64, error) {
@@ -271,11 +342,14 @@ func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) 
 	if err := l.write(&wire.ResyncBegin{Revision: uint64(rev)}); err != nil {
 		return fail(err)
 	}
-	for _, o := range lr.Items {
+	for _, o := range items {
 		if err := l.write(s.put(o)); err != nil {
 			return fail(err)
 		}
 		sent[o.Key] = o.Revision
+		if s.route != nil {
+			s.route.held[o.Key] = true
+		}
 	}
 	if err := l.write(&wire.ResyncEnd{Revision: uint64(rev)}); err != nil {
 		return fail(err)
@@ -292,10 +366,23 @@ func (s *source) startPump(w store.Watcher) chan error {
 	done := make(chan error, 1)
 	go func() {
 		for ev := range w.Events() {
+			var moved map[string]bool
+			if s.route != nil && ev.Object != nil && ev.Object.Key == s.route.Record {
+				var err error
+				if moved, err = rerouted(ev); err != nil {
+					s.log.Error("ignoring a route record", "error", err)
+				}
+			}
 			s.mu.Lock()
 			if ev.Object != nil {
 				s.dirty[ev.Object.Key] = ev.Revision
 				s.notePending(ev.Revision, time.Now())
+				if s.route != nil && ev.Revision <= s.catchup {
+					s.maybe[ev.Object.Key] = true
+				}
+				for d := range moved {
+					s.rerouted[d] = true
+				}
 			}
 			s.seen = max(s.seen, ev.Revision)
 			s.mu.Unlock()
@@ -311,7 +398,13 @@ func (s *source) startPump(w store.Watcher) chan error {
 
 // drain sends dirty keys and Progress until the watch ends (returning its
 // error), ctx is done or the stream fails.
+//
+// deleted lists keys whose deletion was sent since the stream was last
+// idle after its catch-up, so that a key marked dirty twice while history
+// is replayed is not deleted twice; it is cleared when idle, so it does not
+// grow with churn.
 func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, progressed *int64, pump chan error) error {
+	deleted := make(map[store.Key]bool)
 	type item struct {
 		k   store.Key
 		rev int64
@@ -328,9 +421,20 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 
 		slices.SortFunc(batch, func(a, b item) int { return cmp.Compare(a.rev, b.rev) })
 		for _, it := range batch {
+			if s.route != nil && it.k == s.route.Record {
+				if err := s.reroute(it.rev); err != nil {
+					return err
+				}
+				continue
+			}
 			o, err := s.st.Get(it.k)
-			switch {
-			case err == nil:
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if err == nil && s.route != nil && !s.route.wants(o) {
+				o = nil // not for this child: as if deleted
+			}
+			if o != nil {
 				if sent[it.k] == o.Revision {
 					continue
 				}
@@ -338,12 +442,30 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 					return err
 				}
 				sent[it.k] = o.Revision
-			case errors.Is(err, store.ErrNotFound):
-				delete(sent, it.k)
-				if err := l.write(s.del(it.k, it.rev)); err != nil {
-					return err
+				if s.route != nil {
+					s.route.held[it.k] = true
+					s.mu.Lock()
+					delete(s.maybe, it.k)
+					s.mu.Unlock()
 				}
-			default:
+				continue
+			}
+			if s.route != nil {
+				s.mu.Lock()
+				maybe := s.maybe[it.k]
+				delete(s.maybe, it.k)
+				s.mu.Unlock()
+				if !maybe && !s.route.held[it.k] {
+					continue // the child never had it
+				}
+				delete(s.route.held, it.k)
+			}
+			if _, ok := sent[it.k]; !ok && deleted[it.k] {
+				continue
+			}
+			delete(sent, it.k)
+			deleted[it.k] = true
+			if err := l.write(s.del(it.k, it.rev)); err != nil {
 				return err
 			}
 		}
@@ -364,6 +486,12 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 		if !idle {
 			continue
 		}
+		s.mu.Lock()
+		replaying := seen < s.catchup
+		s.mu.Unlock()
+		if !replaying {
+			clear(deleted)
+		}
 
 		select {
 		case <-s.wake:
@@ -379,6 +507,41 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 			return ctx.Err()
 		}
 	}
+}
+
+// reroute applies a change of the child's route record at rev: it reloads
+// the subtree and marks dirty every object targeting a destination the
+// change moved in or out, as maybe if the change is replayed history
+// (what the child holds is then unknown).
+func (s *source) reroute(rev int64) error {
+	r := s.route
+	if err := r.load(s.st); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	moved := maps.Clone(s.rerouted)
+	clear(s.rerouted)
+	s.mu.Unlock()
+	if len(moved) == 0 {
+		return nil
+	}
+	lr, err := s.st.List(store.ListOptions{Space: s.space})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range lr.Items {
+		if r.targetsAny(o, moved) {
+			if _, ok := s.dirty[o.Key]; !ok {
+				s.dirty[o.Key] = rev
+			}
+			if rev <= s.catchup {
+				s.maybe[o.Key] = true
+			}
+		}
+	}
+	return nil
 }
 
 // put is the frame carrying object o.

@@ -25,6 +25,10 @@ type SenderOptions struct {
 	NoBookmarks bool
 	// Logger receives the Sender's logs; nil: discarded.
 	Logger *slog.Logger
+	// Routing, when set, makes the mailbox an index over a space shared
+	// with the other children (see Routing); nil: the mailbox is the
+	// whole space.
+	Routing *Routing
 }
 
 // Sender is the parent side of one child's downsync stream. It sends the
@@ -36,7 +40,7 @@ type Sender struct{ src *source }
 
 // NewSender returns a Sender of the objects of space mailbox of st.
 func NewSender(st *store.Store, mailbox string, opts SenderOptions) *Sender {
-	return &Sender{src: newSource(st, mailbox, false, opts.Wire, !opts.NoBookmarks, opts.Logger)}
+	return &Sender{src: newSource(st, mailbox, false, opts.Wire, !opts.NoBookmarks, opts.Logger, opts.Routing)}
 }
 
 // Serve sends the mailbox on stream until ctx is done or the stream fails,
@@ -127,7 +131,7 @@ type Reporter struct{ src *source }
 
 // NewReporter returns a Reporter of the objects of space outbox of st.
 func NewReporter(st *store.Store, outbox string, opts ReporterOptions) *Reporter {
-	return &Reporter{src: newSource(st, outbox, true, opts.Wire, opts.Bookmarks, opts.Logger)}
+	return &Reporter{src: newSource(st, outbox, true, opts.Wire, opts.Bookmarks, opts.Logger, nil)}
 }
 
 // Serve reports on stream until ctx is done or the stream fails. acked is
@@ -198,7 +202,48 @@ func ContentHash(r store.Reader, space string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	items := slices.Clone(lr.Items)
+	return HashObjects(lr.Items)
+}
+
+// RoutedContentHash is the ContentHash of a mailbox routed over space (see
+// Routing): of the objects of space that target a destination of the
+// child's route record, as of now. A child's inbox converged with its
+// mailbox hashes the same.
+func RoutedContentHash(r store.Reader, space string, rt Routing) (string, error) {
+	objs, err := RoutedObjects(r, space, rt)
+	if err != nil {
+		return "", err
+	}
+	return HashObjects(objs)
+}
+
+// RoutedObjects lists the objects of a mailbox routed over space, as of
+// now.
+func RoutedObjects(r store.Reader, space string, rt Routing) ([]*store.Object, error) {
+	lr, err := r.List(store.ListOptions{Space: space})
+	if err != nil {
+		return nil, err
+	}
+	wants, err := rt.Matcher(r)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(slices.Clone(lr.Items), func(o *store.Object) bool { return !wants(o) }), nil
+}
+
+// Matcher returns a function reporting whether an object belongs in the
+// mailbox, for the child's subtree as of now.
+func (rt Routing) Matcher(r store.Reader) (func(*store.Object) bool, error) {
+	ro := &router{Routing: rt}
+	if err := ro.load(r); err != nil {
+		return nil, err
+	}
+	return ro.wants, nil
+}
+
+// HashObjects is ContentHash of a set of objects.
+func HashObjects(objs []*store.Object) (string, error) {
+	items := slices.Clone(objs)
 	slices.SortFunc(items, func(a, b *store.Object) int { return compareKeys(a.Key, b.Key) })
 	h := sha256.New()
 	for _, o := range items {

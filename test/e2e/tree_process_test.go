@@ -107,13 +107,14 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 	edge := startChildProcess(t, "--role=edge", "--name=edge-1", "--data-dir="+filepath.Join(base, "edge-1"),
 		"--parent="+regionLink, "--virtual-cluster", "--join-token="+token)
 
-	// The region's mailbox context appears once it has connected.
+	// The admin writes into the root's downsync space; the region's
+	// mailbox at the root and the edge's at the region are views of it.
 	kubeconfig := filepath.Join(rootDir, "admin.kubeconfig")
 	var cs *kubernetes.Clientset
 	eventually(t, 30*time.Second, func() error {
 		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 			&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
-			&clientcmd.ConfigOverrides{CurrentContext: "mailbox-region-a"})
+			&clientcmd.ConfigOverrides{CurrentContext: "downsync"})
 		rc, err := cc.ClientConfig()
 		if err != nil {
 			return err

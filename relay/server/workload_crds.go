@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/canopy-dev/canopy/relay/crd"
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/store"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+// The root serves the edge.canopy.dev API as ordinary CRDs, installed
+// through its own kube API as the admin, like any client would:
+//
+//   - the inventory space gets edgev1alpha1.InventoryCRDs (SyncTarget,
+//     Location), from maintainInventory;
+//   - every workload description space (kind wds) gets
+//     edgev1alpha1.WorkloadCRDs (EdgePlacement, SinglePlacementSlice,
+//     Customizer), from maintainWorkloadCRDs: the default space at start
+//     and any WDS created later. Mailbox spaces and the inventory never
+//     get them.
+//
+// An install creates each CRD, or updates it when the stored definition
+// differs from the one compiled in (an upgrade), so a restart with a newer
+// binary serves the newer schema.
+
+// startupCRDs records which installs /readyz waits for: the inventory's
+// CRDs and the default space's workload CRDs. Safe for concurrent use.
+type startupCRDs struct {
+	inventory, workload atomic.Bool
+}
+
+// ready is nil once both installs are done.
+func (s *startupCRDs) ready() error {
+	switch {
+	case !s.inventory.Load():
+		return errors.New("inventory CRDs not installed")
+	case !s.workload.Load():
+		return errors.New("workload CRDs not installed in the default space")
+	}
+	return nil
+}
+
+// spaceClient is a dynamic client for one space of the root's own API,
+// as the admin.
+func (r *Root) spaceClient(space string) (dynamic.Interface, error) {
+	return dynamic.NewForConfig(&rest.Config{
+		Host:            r.server + "/spaces/" + space,
+		BearerToken:     r.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: r.ca.CertPEM},
+		QPS:             -1,
+	})
+}
+
+// InstallWorkloadCRDs installs the edge.canopy.dev workload CRDs
+// (EdgePlacement, SinglePlacementSlice, Customizer) in space, which must be
+// a workload description space. It is idempotent. The root calls it for
+// every WDS on its own; it is exported for tools and tests that want a new
+// space served at once.
+func (r *Root) InstallWorkloadCRDs(ctx context.Context, space string) error {
+	kind, ok := r.spaceKind(space)
+	switch {
+	case !ok:
+		return fmt.Errorf("server: no space %q", space)
+	case kind != kubeapi.SpaceKindWDS:
+		return fmt.Errorf("server: space %q is a %s space, not a workload description space", space, kind)
+	}
+	manifests, err := edgev1alpha1.WorkloadCRDs()
+	if err != nil {
+		return err
+	}
+	dc, err := r.spaceClient(space)
+	if err != nil {
+		return err
+	}
+	return installCRDs(ctx, dc, manifests)
+}
+
+// installCRDs creates each CRD of manifests, or updates it when its
+// stored spec, labels or annotations differ from the manifest's.
+func installCRDs(ctx context.Context, dc dynamic.Interface, manifests [][]byte) error {
+	crds := dc.Resource(crdGVR)
+	for _, m := range manifests {
+		var want unstructured.Unstructured
+		if err := yaml.Unmarshal(m, &want.Object); err != nil {
+			return err
+		}
+		_, err := crds.Create(ctx, &want, metav1.CreateOptions{})
+		if err == nil {
+			continue
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("server: installing CRD %s: %w", want.GetName(), err)
+		}
+		cur, err := crds.Get(ctx, want.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("server: reading CRD %s: %w", want.GetName(), err)
+		}
+		same, err := sameCRD(&want, cur)
+		if err != nil || same {
+			return err
+		}
+		cur.Object["spec"] = want.Object["spec"]
+		cur.SetLabels(want.GetLabels())
+		cur.SetAnnotations(want.GetAnnotations())
+		if _, err := crds.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("server: updating CRD %s: %w", want.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// sameCRD compares a manifest with a stored CRD after the defaulting the
+// server applied to the stored one.
+func sameCRD(want, cur *unstructured.Unstructured) (bool, error) {
+	var w, c apiextensionsv1.CustomResourceDefinition
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(want.Object, &w); err != nil {
+		return false, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cur.Object, &c); err != nil {
+		return false, err
+	}
+	crd.Default(&w)
+	crd.Default(&c)
+	return equality.Semantic.DeepEqual(w.Spec, c.Spec) &&
+		equality.Semantic.DeepEqual(w.Labels, c.Labels) &&
+		equality.Semantic.DeepEqual(w.Annotations, c.Annotations), nil
+}
+
+// spaceKind reads a space's kind from its record.
+func (r *Root) spaceKind(name string) (string, bool) {
+	obj, err := r.store.Get(store.Key{Resource: kubeapi.SpaceResource, Name: name})
+	if err != nil {
+		return "", false
+	}
+	var rec struct {
+		Spec struct {
+			Kind string `json:"kind"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(obj.Data, &rec); err != nil {
+		return "", false
+	}
+	return rec.Spec.Kind, true
+}
+
+// workloadSpaces lists the workload description spaces and the revision
+// of the listing.
+func (r *Root) workloadSpaces() ([]string, int64, error) {
+	list, err := r.store.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []string
+	for _, it := range list.Items {
+		var rec struct {
+			Spec struct {
+				Kind string `json:"kind"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal(it.Data, &rec) == nil && rec.Spec.Kind == kubeapi.SpaceKindWDS {
+			out = append(out, it.Key.Name)
+		}
+	}
+	return out, list.Revision, nil
+}
+
+// maintainWorkloadCRDs installs the workload CRDs in every workload
+// description space, the default one first at start and then each one
+// as it appears, until ctx is done. A failed install is logged and
+// retried with backoff; /readyz fails until the default space is served.
+func (r *Root) maintainWorkloadCRDs(ctx context.Context) error {
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 30 * time.Second
+	backoff := minBackoff
+	installed := map[string]bool{}
+	for ctx.Err() == nil {
+		spaces, rev, err := r.workloadSpaces()
+		failed := err != nil
+		present := map[string]bool{}
+		for _, sp := range spaces {
+			present[sp] = true
+			if installed[sp] {
+				continue
+			}
+			if err := r.InstallWorkloadCRDs(ctx, sp); err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("installing the workload CRDs", "space", sp, "error", err)
+				}
+				failed = true
+				continue
+			}
+			installed[sp] = true
+			if sp == kubeapi.DefaultSpace {
+				r.crds.workload.Store(true)
+			}
+		}
+		for sp := range installed {
+			if !present[sp] { // deleted: install again if it comes back
+				delete(installed, sp)
+			}
+		}
+		if !failed {
+			backoff = minBackoff
+			failed = r.waitSpaceChange(ctx, rev) != nil
+		}
+		if failed {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+		}
+	}
+	return nil
+}
+
+// waitSpaceChange returns when a space is created or deleted after
+// revision rev, or ctx is done.
+func (r *Root) waitSpaceChange(ctx context.Context, rev int64) error {
+	w, err := r.store.Watch(ctx, store.WatchOptions{Resource: kubeapi.SpaceResource, Since: rev})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for ev := range w.Events() {
+		if ev.Type == store.Added || ev.Type == store.Deleted {
+			return nil
+		}
+	}
+	return w.Err()
+}

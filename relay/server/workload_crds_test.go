@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+// edgeCRDs lists the edge.canopy.dev CRDs of a space, by name.
+func edgeCRDs(t *testing.T, r *Root, space string) []string {
+	t.Helper()
+	dc, err := r.spaceClient(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := dc.Resource(crdGVR).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing the CRDs of %s: %v", space, err)
+	}
+	var out []string
+	for _, it := range list.Items {
+		if strings.HasSuffix(it.GetName(), "."+edgev1alpha1.GroupName) {
+			out = append(out, it.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func crdNames(resources []string) []string {
+	var out []string
+	for _, res := range resources {
+		out = append(out, edgev1alpha1.CRDName(res))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestCRDsInSpaces: the inventory serves SyncTarget and Location, every
+// workload description space (default at start, and any created later)
+// serves EdgePlacement, SinglePlacementSlice and Customizer, and mailbox
+// spaces serve none of them.
+func TestCRDsInSpaces(t *testing.T) {
+	r := startTestRoot(t)
+	ctx := context.Background()
+	inventory, workload := crdNames(edgev1alpha1.InventoryResources), crdNames(edgev1alpha1.WorkloadResources)
+
+	waitFor(t, "readiness to include the CRDs", func() bool { return r.crds.ready() == nil })
+	if got := edgeCRDs(t, r, kubeapi.InventorySpace); !slices.Equal(got, inventory) {
+		t.Errorf("inventory CRDs: %v, want %v", got, inventory)
+	}
+	if got := edgeCRDs(t, r, kubeapi.DefaultSpace); !slices.Equal(got, workload) {
+		t.Errorf("default space CRDs: %v, want %v", got, workload)
+	}
+
+	// A mailbox, then a new WDS: the WDS gets the CRDs, the mailbox never.
+	mailbox, err := r.childSpace(ctx, MailboxSpace("child-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.api.EnsureSpace(ctx, "team-a", kubeapi.SpaceKindWDS); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the workload CRDs in a new WDS", func() bool { return slices.Equal(edgeCRDs(t, r, "team-a"), workload) })
+	if got := edgeCRDs(t, r, mailbox); len(got) != 0 {
+		t.Errorf("mailbox %s has CRDs %v", mailbox, got)
+	}
+	for _, sp := range []string{mailbox, kubeapi.InventorySpace, "no-such-space"} {
+		if err := r.InstallWorkloadCRDs(ctx, sp); err == nil {
+			t.Errorf("InstallWorkloadCRDs(%s) succeeded", sp)
+		}
+	}
+	if got := edgeCRDs(t, r, mailbox); len(got) != 0 {
+		t.Errorf("mailbox %s has CRDs %v", mailbox, got)
+	}
+}
+
+// TestCRDUpgrade: installing over an older definition (the hand-written
+// SyncTarget CRD of earlier releases, say) replaces it; installing over
+// the current one writes nothing.
+func TestCRDUpgrade(t *testing.T) {
+	r := startTestRoot(t)
+	ctx := context.Background()
+	waitFor(t, "the start-up CRDs", func() bool { return r.crds.ready() == nil })
+	dc, err := r.spaceClient(kubeapi.InventorySpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := dc.Resource(crdGVR)
+	name := edgev1alpha1.CRDName(edgev1alpha1.ResourceSyncTargets)
+	cur, err := crds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What earlier releases installed: spec preserved unknown fields.
+	versions, _, _ := unstructured.NestedSlice(cur.Object, "spec", "versions")
+	v0 := versions[0].(map[string]any)
+	if err := unstructured.SetNestedField(v0, map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+		"schema", "openAPIV3Schema", "properties", "spec"); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedSlice(cur.Object, versions, "spec", "versions")
+	old, err := crds.Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	manifests, err := edgev1alpha1.InventoryCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := installCRDs(ctx, dc, manifests); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, err := crds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upgraded.GetResourceVersion() == old.GetResourceVersion() {
+		t.Fatal("the older definition was not replaced")
+	}
+	versions, _, _ = unstructured.NestedSlice(upgraded.Object, "spec", "versions")
+	if _, found, _ := unstructured.NestedBool(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-preserve-unknown-fields"); found {
+		t.Error("the upgraded CRD still preserves unknown spec fields")
+	}
+
+	if err := installCRDs(ctx, dc, manifests); err != nil {
+		t.Fatal(err)
+	}
+	again, err := crds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.GetResourceVersion() != upgraded.GetResourceVersion() {
+		t.Errorf("installing the current definition rewrote it (resourceVersion %s -> %s)", upgraded.GetResourceVersion(), again.GetResourceVersion())
+	}
+}

@@ -1,0 +1,182 @@
+package tree
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Routing makes a Sender's mailbox an index over a space shared by all
+// the children (DESIGN.md section 3: a mailbox never copies objects): the
+// child receives the objects of that space that target at least one
+// destination of its subtree, and an object that stops targeting its
+// subtree is deleted at the child.
+//
+// The subtree is the child's route record (RouteResource in the system
+// space), which the parent rewrites when the child announces a different
+// set of destinations. The record is in the same store, so its changes
+// have revisions like any object: a child resuming from a cursor older
+// than a change of its subtree is re-sent what the change moved in and out,
+// and nothing else, even across a restart of the parent.
+type Routing struct {
+	// Record is the key of the child's route record (RouteKey).
+	Record store.Key
+	// Targets returns the destinations an object targets. It is called
+	// for every object the Sender considers, often for the same version:
+	// it should read something computed once per version (a store field).
+	Targets func(o *store.Object) []string
+}
+
+// RouteResource is the resource of route records, in the system space.
+var RouteResource = store.Resource{Group: "tree.canopy.dev", Resource: "routes"}
+
+// RouteKey is the key of the route record of child under a mailbox space:
+// one record per (space, child), named "<space>.<child>".
+func RouteKey(space, child string) store.Key {
+	return store.Key{Resource: RouteResource, Name: space + "." + child}
+}
+
+// Route is the data of a route record.
+type Route struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	// Destinations lists the destinations below the child, sorted by name.
+	Destinations []RouteDestination `json:"destinations"`
+}
+
+// RouteDestination is one destination of a Route: what the child announced
+// of it, but for connectivity (which changes too often to be stored).
+type RouteDestination struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Path lists the relays from the child down to the destination's edge.
+	Path []string `json:"path,omitempty"`
+}
+
+// ReadRoute returns the route record at k (a zero Route when absent).
+func ReadRoute(r store.Reader, k store.Key) (Route, *store.Object, error) {
+	o, err := r.Get(k)
+	if errors.Is(err, store.ErrNotFound) {
+		return Route{}, nil, nil
+	}
+	if err != nil {
+		return Route{}, nil, err
+	}
+	rt, err := decodeRoute(o)
+	return rt, o, err
+}
+
+func decodeRoute(o *store.Object) (Route, error) {
+	var rt Route
+	if o == nil {
+		return rt, nil
+	}
+	if err := json.Unmarshal(o.Data, &rt); err != nil {
+		return rt, fmt.Errorf("tree: route record %s: %w", o.Key.Name, err)
+	}
+	return rt, nil
+}
+
+// names returns the set of destination names of a route.
+func (rt Route) names() map[string]bool {
+	m := make(map[string]bool, len(rt.Destinations))
+	for _, d := range rt.Destinations {
+		m[d.Name] = true
+	}
+	return m
+}
+
+// EncodeRoute returns the data of a route record for child, with its
+// destinations sorted by name (so equal routes encode equally).
+func EncodeRoute(name string, dests []RouteDestination) ([]byte, error) {
+	rt := Route{Destinations: slices.Clone(dests)}
+	rt.Metadata.Name = name
+	slices.SortFunc(rt.Destinations, func(a, b RouteDestination) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return json.Marshal(rt)
+}
+
+// rerouted returns the destinations whose membership in the subtree an
+// event of a route record changed.
+func rerouted(ev store.Event) (map[string]bool, error) {
+	var before, after Route
+	var err error
+	switch ev.Type {
+	case store.Added:
+		after, err = decodeRoute(ev.Object)
+	case store.Modified:
+		if before, err = decodeRoute(ev.Prev); err == nil {
+			after, err = decodeRoute(ev.Object)
+		}
+	case store.Deleted:
+		before, err = decodeRoute(ev.Prev)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, a := before.names(), after.names()
+	out := map[string]bool{}
+	for n := range b {
+		if !a[n] {
+			out[n] = true
+		}
+	}
+	for n := range a {
+		if !b[n] {
+			out[n] = true
+		}
+	}
+	return out, nil
+}
+
+// router is a Sender's view of its child's subtree. It is owned by the
+// sending loop.
+type router struct {
+	Routing
+	subtree map[string]bool
+	// held lists the keys the child holds (at some version) as far as the
+	// sender knows: an object no longer wanted is deleted at the child
+	// only if held (or if the key is marked maybe).
+	held map[store.Key]bool
+}
+
+// wants reports whether o targets the subtree.
+func (r *router) wants(o *store.Object) bool {
+	for _, d := range r.Targets(o) {
+		if r.subtree[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// targetsAny reports whether o targets one of dests.
+func (r *router) targetsAny(o *store.Object, dests map[string]bool) bool {
+	for _, d := range r.Targets(o) {
+		if dests[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// load reads the child's current subtree.
+func (r *router) load(st store.Reader) error {
+	rt, _, err := ReadRoute(st, r.Record)
+	if err != nil {
+		return err
+	}
+	r.subtree = rt.names()
+	return nil
+}
