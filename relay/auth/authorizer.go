@@ -32,6 +32,11 @@ import (
 // only the store's Revision, List and Watch, which never call back.
 type Authorizer struct {
 	st store.Reader
+	// Inert, when set before Start, reports RBAC objects that take no
+	// effect in their own space: a workload description space's RBAC
+	// objects are workload, stored inert and applied only at the
+	// destinations they are placed on (denaturing, DESIGN.md section 5).
+	Inert func(obj *store.Object) bool
 
 	mu     sync.RWMutex
 	spaces map[string]*rbacIndex
@@ -175,7 +180,7 @@ func (a *Authorizer) apply(k kind, ev store.Event) error {
 	if ev.Revision <= ix.listed[k] {
 		return nil
 	}
-	if ev.Type == store.Deleted {
+	if ev.Type == store.Deleted || a.inert(ev.Object) {
 		ix.remove(k, ev.Object.Key)
 	} else {
 		ix.put(k, ev.Object)
@@ -184,6 +189,27 @@ func (a *Authorizer) apply(k kind, ev store.Event) error {
 		ix.aggregate()
 	}
 	return nil
+}
+
+func (a *Authorizer) inert(obj *store.Object) bool { return a.Inert != nil && a.Inert(obj) }
+
+// SpaceRBACLabel, set to "true" on an RBAC object of a workload description
+// space, makes it govern access to that space (it is then never placed).
+// Without it, an RBAC object of such a space is inert there: a workload to
+// be applied at destinations. The default ClusterRoles every space is
+// created with (label kubernetes.io/bootstrapping=rbac-defaults) are in
+// effect too.
+const SpaceRBACLabel = "edge.canopy.dev/space-rbac"
+
+// InertInWDS is Authorizer.Inert for a root whose isWDS reports the
+// workload description spaces.
+func InertInWDS(isWDS func(space string) bool) func(*store.Object) bool {
+	return func(obj *store.Object) bool {
+		if !isWDS(obj.Key.Space) {
+			return false
+		}
+		return obj.Labels[SpaceRBACLabel] != "true" && obj.Labels["kubernetes.io/bootstrapping"] != "rbac-defaults"
+	}
 }
 
 // load lists the RBAC objects of space into a new index. The caller holds
@@ -196,7 +222,9 @@ func (a *Authorizer) load(space string) (*rbacIndex, error) {
 			return nil, fmt.Errorf("auth: listing %s in space %q: %w", res, space, err)
 		}
 		for _, obj := range l.Items {
-			ix.put(kind(k), obj)
+			if !a.inert(obj) {
+				ix.put(kind(k), obj)
+			}
 		}
 		ix.listed[k] = l.Revision
 	}

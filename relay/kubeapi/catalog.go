@@ -127,6 +127,10 @@ var builtinCatalog = sync.OnceValue(func() (b struct {
 
 // spaceKind returns the kind of a space (SpaceKindWDS, ...), and whether
 // it exists.
+// SpaceKind returns the kind of space name (SpaceKindWDS, ...), and false
+// when there is no such space.
+func (s *Server) SpaceKind(name string) (string, bool) { return s.catalog.spaceKind(name) }
+
 func (c *catalog) spaceKind(name string) (string, bool) {
 	if name == "" {
 		return "", false

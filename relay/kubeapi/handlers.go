@@ -308,6 +308,14 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
 		}
 		next.SetResourceVersion(cur.GetResourceVersion())
+		// As kube's rest.BeforeUpdate: an update that leaves out the uid
+		// keeps the existing one; creation time and generation are the
+		// server's.
+		if next.GetUID() == "" {
+			next.SetUID(cur.GetUID())
+		}
+		next.SetCreationTimestamp(cur.GetCreationTimestamp())
+		next.SetGeneration(cur.GetGeneration())
 		next.SetName(name)
 		next.SetNamespace(cur.GetNamespace())
 		next.SetAPIVersion(sv.apiVersion())

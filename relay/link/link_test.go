@@ -3,6 +3,7 @@ package link
 import (
 	"context"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -142,5 +143,27 @@ func TestMutualAuthRequired(t *testing.T) {
 			t.Fatalf("auto: remembered %q", d.Worked(l.Addr().String()))
 		}
 		_ = start
+	}
+}
+
+// With port 0, the port UDP picked may be taken on TCP by someone else:
+// Listen tries again with another port rather than failing.
+func TestListenRetriesWhenTCPPortTaken(t *testing.T) {
+	failures := 2
+	listenTCP = func(network, addr string) (net.Listener, error) {
+		if failures > 0 {
+			failures--
+			return nil, &net.OpError{Op: "listen", Net: network, Err: syscall.EADDRINUSE}
+		}
+		return net.Listen(network, addr)
+	}
+	t.Cleanup(func() { listenTCP = net.Listen })
+	l := listenLoopback(t, newTestPKI(t), nil)
+	if failures != 0 {
+		t.Fatalf("%d simulated failures left", failures)
+	}
+	udp, tcp := l.udp.LocalAddr().(*net.UDPAddr).Port, l.tl.Addr().(*net.TCPAddr).Port
+	if udp != tcp {
+		t.Fatalf("UDP port %d, TCP port %d: want the same", udp, tcp)
 	}
 }

@@ -109,6 +109,9 @@ func (l *Listener) bind(lc ListenConfig, wantQUIC, wantTCP bool) error {
 
 var errTCPPortTaken = errors.New("tcp port taken")
 
+// listenTCP is net.Listen; tests replace it.
+var listenTCP = net.Listen
+
 func (l *Listener) bindOnce(lc ListenConfig, wantQUIC, wantTCP bool) error {
 	tcpAddr := lc.Addr
 	if wantQUIC {
@@ -140,10 +143,11 @@ func (l *Listener) bindOnce(lc ListenConfig, wantQUIC, wantTCP bool) error {
 		if lc.TCP != nil {
 			l.tl = lc.TCP
 		} else {
-			tl, err := net.Listen("tcp", tcpAddr)
+			tl, err := listenTCP("tcp", tcpAddr)
 			if err != nil {
+				picked := l.udp != nil && lc.Addr != tcpAddr // UDP chose the port
 				l.closeQUIC()
-				if l.udp == nil || lc.Addr == tcpAddr {
+				if !picked {
 					return fmt.Errorf("link: listen tcp: %w", err)
 				}
 				return fmt.Errorf("%w: %w", errTCPPortTaken, err)

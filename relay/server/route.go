@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/placement"
 )
 
 // DestinationsAnnotation on an object lists (comma-separated) the
@@ -14,7 +15,7 @@ import (
 // in its inbox. Either way the children's mailboxes are indexes over that
 // one space (tree.Routing): an object goes to every child under which one
 // of its destinations was announced, and nothing is copied per child.
-const DestinationsAnnotation = "edge.canopy.dev/destinations"
+const DestinationsAnnotation = placement.DestinationsAnnotation
 
 // destinationsField is the store field holding DestinationsAnnotation, so
 // that the annotation is parsed once per stored version, not once per

@@ -32,6 +32,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/placement"
 )
 
 // Root is a running root relay.
@@ -168,6 +169,10 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 			return r.crds.ready()
 		},
 	})
+	authz.Inert = auth.InertInWDS(func(space string) bool {
+		kind, _ := api.SpaceKind(space)
+		return kind == kubeapi.SpaceKindWDS
+	})
 	r = &Root{
 		down: down, cfg: cfg, log: log, store: st, node: node, api: api, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}),
@@ -250,12 +255,16 @@ func (r *Root) Serve(ctx context.Context) error {
 	defer r.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 6)
+	errc := make(chan error, 7)
 	go func() { errc <- r.authz.Start(ctx) }()
 	go func() { errc <- r.api.StartControllers(ctx) }()
 	go func() { errc <- r.down.Start(ctx) }()
 	go func() { errc <- r.maintainInventory(ctx) }()
 	go func() { errc <- r.maintainWorkloadCRDs(ctx) }()
+	go func() {
+		errc <- placement.New(placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
+			Logger: r.log.With("controller", "placement")}).Run(ctx)
+	}()
 
 	hs := &http.Server{
 		Handler:           r.api,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/canopy-dev/canopy/relay/auth"
 	"github.com/canopy-dev/canopy/relay/pki"
 )
 
@@ -54,8 +55,36 @@ func testClientCertificate(t *testing.T, r *root, admin *kubernetes.Clientset) {
 	if _, err := alice.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("list before any grant: err %v, want Forbidden", err)
 	}
+	// Denaturing: a RoleBinding in a workload description space is a
+	// workload for the destinations; it grants nothing here. The
+	// authorizer takes RBAC changes in order, so once the labelled
+	// binding below (the space's own) is in effect, the first has been
+	// seen too.
+	workload := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "devs-view-at-the-edge", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "devs"}},
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, workload, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	barrier := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-views-ns2", Namespace: "default", Labels: map[string]string{auth.SpaceRBACLabel: "true"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "alice"}},
+	}
+	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, barrier, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		_, err := alice.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		return err
+	})
+	if _, err := alice.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("list after an unlabelled RoleBinding in a WDS: err %v, want Forbidden (it is inert here)", err)
+	}
 	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "devs-view", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "devs-view", Namespace: ns, Labels: map[string]string{auth.SpaceRBACLabel: "true"}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "devs"}},
 	}

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/canopy-dev/canopy/relay/auth"
 )
 
 // TestKubectl drives the real kubectl binary against one in-process root.
@@ -877,6 +879,9 @@ func testKubectlAuth(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	r.mustKubectl(t, "create", "role", "cm-reader", "--verb=get,list,watch", "--resource=configmaps", "-n", ns)
 	r.mustKubectl(t, "create", "rolebinding", "robot-reads", "--role=cm-reader", "--serviceaccount="+ns+":robot", "-n", ns)
 	r.mustKubectl(t, "create", "rolebinding", "group-reads", "--role=cm-reader", "--group=e2e-readers", "-n", ns)
+	// RBAC objects of a workload description space are workload (inert
+	// here) unless labelled as the space's own.
+	r.mustKubectl(t, "label", "-n", ns, "role/cm-reader", "rolebinding/robot-reads", "rolebinding/group-reads", auth.SpaceRBACLabel+"=true")
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), configMap(ns, "visible", nil, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

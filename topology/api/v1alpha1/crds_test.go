@@ -248,7 +248,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 			Downsync: []DownsyncClause{
 				{APIGroup: strptr("apps"), Resources: []string{"deployments"}, Namespaces: []string{"web"},
 					NamespaceSelector: &sel, ObjectNames: []string{"*"}, LabelSelectors: []metav1.LabelSelector{sel}},
-				{APIGroup: strptr("apiextensions.k8s.io"), Resources: []string{"customresourcedefinitions"}, ObjectNames: []string{"widgets.example.com"}},
+				{APIGroup: strptr("apiextensions.k8s.io"), Resources: []string{"customresourcedefinitions"}, ObjectNames: []string{"widgets.example.com"}, Customizer: "web/per-zone"},
 				{APIGroup: strptr(""), Resources: []string{"configmaps", "secrets"}},
 			},
 			Upsync:                     []UpsyncClause{{APIGroup: strptr("example.com"), Resources: []string{"reports"}, Namespaces: []string{"*"}, Names: []string{"r1"}}},
@@ -266,7 +266,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 			EdgePlacement: "web", DestinationCount: 1,
 			Destinations: []Destination{{SyncTargetName: "edge-1", SyncTargetUID: "u-1", LocationName: "zone-a", Labels: map[string]string{"zone": "a"}}}},
 		ResourceCustomizers: &Customizer{ObjectMeta: metav1.ObjectMeta{Name: "per-zone", Namespace: "web"},
-			Replacements: []Replacement{{Path: "/spec/replicas", Value: "3"}, {Path: "/data/zone", Value: `"%(zone)"`}, {Path: "/a~1b/-", Value: `{"x": "%(syncTargetName)"}`}}},
+			Replacements: []Replacement{{Path: "/spec/replicas", Value: "3"}, {Path: "/data/zone", Value: `"%(zone)"`}, {Path: "/a~1b/-", Value: `{"x": "%(syncTargetName)"}`, DestinationSelector: &sel}}},
 	}
 	scheme := runtime.NewScheme()
 	if err := AddToScheme(scheme); err != nil {
@@ -324,6 +324,8 @@ func TestValidation(t *testing.T) {
 		{"count mismatch", ResourceSinglePlacementSlices, `{edgePlacement: web, destinationCount: 2, destinations: [{syncTargetName: e, locationName: l}]}`, "destinationCount must equal the number of destinations"},
 		{"destination without location", ResourceSinglePlacementSlices, `{edgePlacement: web, destinationCount: 1, destinations: [{syncTargetName: e}]}`, "destinations[0].locationName: Required value"},
 		{"relative path", ResourceCustomizers, `{replacements: [{path: spec/replicas, value: "3"}]}`, "replacements[0].path: Invalid value"},
+		{"long clause customizer", ResourceEdgePlacements, `spec: {downsync: [{resources: ["*"], customizer: ` + strings.Repeat("c", 254) + `}]}`, "spec.downsync[0].customizer: Too long"},
+		{"bad destination selector", ResourceCustomizers, `{replacements: [{path: /a, value: "3", destinationSelector: {matchExpressions: [{key: zone}]}}]}`, "replacements[0].destinationSelector.matchExpressions[0].operator: Required value"},
 		{"bad escape", ResourceCustomizers, `{replacements: [{path: /a~2b, value: "3"}]}`, "replacements[0].path: Invalid value"},
 	}
 	kinds := map[string]string{ResourceEdgePlacements: KindEdgePlacement, ResourceLocations: KindLocation,

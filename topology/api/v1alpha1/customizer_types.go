@@ -67,6 +67,12 @@ type Replacement struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32768
 	Value string `json:"value"`
+
+	// DestinationSelector limits the replacement to destinations whose
+	// SyncTarget labels it matches; left out, it applies at every
+	// destination.
+	// +optional
+	DestinationSelector *metav1.LabelSelector `json:"destinationSelector,omitempty"`
 }
 
 // CustomizerList is a list of Customizers.

@@ -163,6 +163,18 @@ type DownsyncClause struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	LabelSelectors []metav1.LabelSelector `json:"labelSelectors,omitempty"`
+
+	// Customizer names a Customizer applied to the objects this clause
+	// selects, instead of the one their CustomizerAnnotation names: NAME
+	// of a Customizer in the object's namespace for a namespaced object,
+	// NAMESPACE/NAME for a cluster-scoped one. An object matched by
+	// several clauses of one placement takes the first matching clause's.
+	// Two placements that select the same object for the same destination
+	// with different customizers are in conflict: both report it in their
+	// status (Conflicts) and one deterministic winner is applied.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Customizer string `json:"customizer,omitempty"`
 }
 
 // UpsyncClause matches objects created at a destination. An object

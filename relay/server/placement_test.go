@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+// placementTree is a root, one region and edges with labels, all
+// announced.
+type placementTree struct {
+	root   *Root
+	region *Child
+	edges  map[string]*Child
+	wds    dynamic.Interface
+	inv    dynamic.Interface
+}
+
+func startPlacementTree(t *testing.T, edges map[string]map[string]string) *placementTree {
+	t.Helper()
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
+		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
+	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}}
+	for name, labels := range edges {
+		pt.edges[name] = startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(),
+			Parents: []string{region.LinkAddr()}, JoinToken: token, VirtualCluster: true, InMemory: true, Labels: labels})
+	}
+	waitFor(t, "every edge announced", func() bool {
+		dests, _ := root.down.Subtree()
+		return len(dests) == len(edges)
+	})
+	waitFor(t, "the workload CRDs", func() bool { return root.crds.ready() == nil })
+	var err error
+	if pt.wds, err = root.spaceClient(kubeapi.DefaultSpace); err != nil {
+		t.Fatal(err)
+	}
+	if pt.inv, err = root.spaceClient(kubeapi.InventorySpace); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SyncTargets for every edge", func() bool {
+		l, err := pt.inv.Resource(edgev1alpha1.SyncTargetsGVR).List(context.Background(), metav1.ListOptions{})
+		return err == nil && len(l.Items) == len(edges)
+	})
+	return pt
+}
+
+func (pt *placementTree) apply(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: obj}
+	ri := dynamic.ResourceInterface(c.Resource(gvr))
+	if ns := u.GetNamespace(); ns != "" {
+		ri = c.Resource(gvr).Namespace(ns)
+	}
+	ctx := context.Background()
+	cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+	if err == nil {
+		u.SetResourceVersion(cur.GetResourceVersion())
+		if _, err := ri.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("update %s %s: %v", gvr.Resource, u.GetName(), err)
+		}
+		return
+	}
+	if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create %s %s: %v", gvr.Resource, u.GetName(), err)
+	}
+}
+
+// inbox lists an edge's workload objects (not Canopy's own) as
+// "resource/ns/name".
+func inbox(c *Child) []string {
+	lr, _ := c.Store().List(store.ListOptions{Space: InboxSpace})
+	var out []string
+	for _, o := range lr.Items {
+		if o.Key.Resource.Group == edgev1alpha1.GroupName {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s/%s/%s", o.Key.Resource.Resource, o.Key.Namespace, o.Key.Name))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitInboxes waits until every edge holds exactly want[edge] (nil:
+// nothing), and its inbox equals its mailbox at the region.
+func (pt *placementTree) waitInboxes(t *testing.T, what string, want map[string][]string) {
+	t.Helper()
+	var last string
+	waitForMsg(t, what, func() (bool, string) {
+		for name, e := range pt.edges {
+			got := inbox(e)
+			if !slices.Equal(got, want[name]) {
+				return false, fmt.Sprintf("%s holds %v, want %v", name, got, want[name])
+			}
+			mb, err1 := tree.RoutedContentHash(pt.region.Store(), InboxSpace, pt.region.Downlink().Routing(name))
+			in, err2 := tree.ContentHash(e.Store(), InboxSpace)
+			if err1 != nil || err2 != nil || mb != in {
+				return false, fmt.Sprintf("%s's inbox differs from its mailbox", name)
+			}
+		}
+		return true, ""
+	}, &last)
+}
+
+var (
+	cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	nsGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+)
+
+// Placement through the tree: an EdgePlacement in the default space puts
+// the selected objects (and their namespace) on the SyncTargets of the
+// Locations it selects, through the region, and nowhere else; moving the
+// Location, changing the clauses and deleting the placement move and
+// remove exactly what they should.
+func TestPlacementThroughTheTree(t *testing.T) {
+	pt := startPlacementTree(t, map[string]map[string]string{
+		"e1": {"zone": "a"}, "e2": {"zone": "b"}, "e3": {"zone": "a"},
+	})
+	location := func(zone string) map[string]any {
+		return map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+			"metadata": map[string]any{"name": "chosen", "labels": map[string]any{"use": "yes"}},
+			"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"zone": zone}}}}
+	}
+	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, location("a"))
+	pt.apply(t, pt.wds, nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "shop"}})
+	for _, name := range []string{"cfg", "extra"} {
+		pt.apply(t, pt.wds, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "shop", "labels": map[string]any{"app": name}}, "data": map[string]any{"k": "v"}})
+	}
+	placement := func(names ...any) map[string]any {
+		return map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+			"metadata": map[string]any{"name": "shop"},
+			"spec": map[string]any{
+				"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"use": "yes"}}},
+				"downsync":          []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"shop"}, "objectNames": names}},
+			}}
+	}
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, placement("cfg"))
+	placed := []string{"configmaps/shop/cfg", "namespaces//shop"}
+	pt.waitInboxes(t, "zone a to hold the placed objects", map[string][]string{"e1": placed, "e3": placed})
+
+	// The status says how many destinations matched; the slices list them.
+	waitFor(t, "MATCHED 2", func() bool {
+		p, err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Get(context.Background(), "shop", metav1.GetOptions{})
+		n, _, _ := unstructured.NestedInt64(p.Object, "status", "matchedDestinations")
+		return err == nil && n == 2
+	})
+	sl, err := pt.wds.Resource(edgev1alpha1.SinglePlacementSlicesGVR).List(context.Background(), metav1.ListOptions{LabelSelector: edgev1alpha1.PlacementLabel + "=shop"})
+	if err != nil || len(sl.Items) != 1 {
+		t.Fatalf("slices of the placement: %v (%v)", sl, err)
+	}
+	if dests, _, _ := unstructured.NestedSlice(sl.Items[0].Object, "destinations"); len(dests) != 2 {
+		t.Fatalf("slice destinations = %v", dests)
+	}
+
+	// The Location moves to zone b: e1 and e3 delete, e2 receives.
+	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, location("b"))
+	pt.waitInboxes(t, "zone b to hold the placed objects", map[string][]string{"e2": placed})
+
+	// The clause widens: the second object joins.
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, placement("cfg", "extra"))
+	pt.waitInboxes(t, "both objects in zone b", map[string][]string{"e2": {"configmaps/shop/cfg", "configmaps/shop/extra", "namespaces//shop"}})
+
+	// The placement goes: so does everything it placed.
+	if err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Delete(context.Background(), "shop", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pt.waitInboxes(t, "nothing placed", map[string][]string{})
+}
+
+// waitForMsg is waitFor with the last reason in the failure message.
+func waitForMsg(t testing.TB, what string, f func() (bool, string), last *string) {
+	t.Helper()
+	waitFor(&msgTB{TB: t, last: last}, what, func() bool {
+		ok, why := f()
+		*last = why
+		return ok
+	})
+}
+
+type msgTB struct {
+	testing.TB
+	last *string
+}
+
+func (m *msgTB) Fatalf(format string, args ...any) {
+	m.TB.Helper()
+	m.TB.Fatalf(format+": %s", append(args, strings.TrimSpace(*m.last))...)
+}

@@ -1,0 +1,382 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/scheduler"
+	"github.com/canopy-dev/canopy/topology/selection"
+)
+
+// Annotations the controller writes on the objects of the downsync space.
+const (
+	// DestinationsAnnotation lists the destinations an object targets
+	// (the relay tree routes by it: server.DestinationsAnnotation).
+	DestinationsAnnotation = v1alpha1.GroupName + "/destinations"
+	// SourceAnnotation names the workload description space an object was
+	// placed from; the controller owns (and deletes) only the objects of
+	// the downsync space that carry it.
+	SourceAnnotation = v1alpha1.GroupName + "/placed-from"
+	// CustomizerOverridesAnnotation lists, for destinations where the
+	// winning placement chose another Customizer than the object's
+	// CustomizerAnnotation, "destination=namespace/name" pairs
+	// (comma-separated; an empty name means none).
+	CustomizerOverridesAnnotation = v1alpha1.GroupName + "/customizer-overrides"
+	// LocationAnnotation, on a SyncTarget sent to its destination, names
+	// the Location whose labels and annotations customize it.
+	LocationAnnotation = v1alpha1.GroupName + "/location"
+)
+
+// Config configures a Controller.
+type Config struct {
+	Store *store.Store
+	// Inventory is the space of SyncTargets and Locations; Downsync the
+	// space written for the relay tree.
+	Inventory, Downsync string
+	// Settle is how long a burst of changes is collected before the
+	// controller recomputes (0: 20ms). An isolated change waits at most
+	// this long.
+	Settle time.Duration
+	Logger *slog.Logger
+}
+
+// Controller runs the placement loop; see the package doc.
+type Controller struct {
+	cfg Config
+	st  *store.Store
+	log *slog.Logger
+
+	eng *scheduler.Engine
+	// spaces holds the state of every workload description space.
+	spaces map[string]*wds
+	// targets and locations mirror the inventory.
+	targets   map[string]*v1alpha1.SyncTarget
+	locations map[string]*v1alpha1.Location
+
+	// dirtyPlacements lists the placements whose slices may have to be
+	// rewritten at the next flush.
+	dirtyPlacements map[scheduler.PlacementRef]bool
+	// pagers keep each placement's slices stable across recomputations.
+	pagers map[scheduler.PlacementRef]*scheduler.Pager
+}
+
+// wds is one workload description space.
+type wds struct {
+	name       string
+	placements map[string]*placementState
+	// objects are the space's workload objects by key (Space empty).
+	objects map[store.Key]*store.Object
+}
+
+type placementState struct {
+	obj      *v1alpha1.EdgePlacement
+	selector *selection.Selector
+	err      error // the clauses did not compile
+}
+
+// New returns a Controller.
+func New(cfg Config) *Controller {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = 20 * time.Millisecond
+	}
+	return &Controller{
+		cfg: cfg, st: cfg.Store, log: cfg.Logger,
+		eng:             scheduler.New(),
+		spaces:          map[string]*wds{},
+		targets:         map[string]*v1alpha1.SyncTarget{},
+		locations:       map[string]*v1alpha1.Location{},
+		dirtyPlacements: map[scheduler.PlacementRef]bool{},
+		pagers:          map[scheduler.PlacementRef]*scheduler.Pager{},
+	}
+}
+
+var (
+	syncTargetsRes = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceSyncTargets}
+	locationsRes   = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceLocations}
+	placementsRes  = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceEdgePlacements}
+	slicesRes      = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceSinglePlacementSlices}
+	customizersRes = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceCustomizers}
+	namespacesRes  = store.Resource{Resource: "namespaces"}
+)
+
+// Run loads the state, then follows the store until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := c.run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrExpired) && !errors.Is(err, store.ErrTooSlow) {
+			return err
+		}
+		c.log.Info("placement: reloading", "reason", err)
+	}
+	return nil
+}
+
+func (c *Controller) run(ctx context.Context) error {
+	rev := c.st.Revision()
+	if err := c.load(); err != nil {
+		return err
+	}
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	w, err := c.st.Watch(ctx, store.WatchOptions{Since: max(rev, 1)})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	pending := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events():
+			if !ok {
+				return w.Err()
+			}
+			if c.observe(ev) && !pending {
+				pending = true
+				timer.Reset(c.cfg.Settle)
+			}
+		case <-timer.C:
+			pending = false
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// load rebuilds the in-memory state from the store.
+func (c *Controller) load() error {
+	*c = *New(c.cfg)
+	spaces, err := c.st.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	if err != nil {
+		return err
+	}
+	for _, o := range spaces.Items {
+		if spaceKind(o) == kubeapi.SpaceKindWDS {
+			if err := c.loadSpace(o.Key.Name); err != nil {
+				return err
+			}
+		}
+	}
+	inv, err := c.st.List(store.ListOptions{Space: c.cfg.Inventory})
+	if err != nil {
+		return err
+	}
+	for _, o := range inv.Items {
+		c.observeInventory(store.Event{Type: store.Added, Object: o})
+	}
+	return nil
+}
+
+func (c *Controller) loadSpace(name string) error {
+	lr, err := c.st.List(store.ListOptions{Space: name})
+	if err != nil {
+		return err
+	}
+	s := &wds{name: name, placements: map[string]*placementState{}, objects: map[store.Key]*store.Object{}}
+	c.spaces[name] = s
+	for _, o := range lr.Items {
+		c.observeWDS(s, store.Event{Type: store.Added, Object: o})
+	}
+	return nil
+}
+
+func spaceKind(o *store.Object) string {
+	var rec struct {
+		Spec struct {
+			Kind string `json:"kind"`
+		} `json:"spec"`
+	}
+	_ = json.Unmarshal(o.Data, &rec)
+	return rec.Spec.Kind
+}
+
+// observe takes one event into the dirty state; it reports whether there
+// is work to flush.
+func (c *Controller) observe(ev store.Event) bool {
+	if ev.Object == nil {
+		return false
+	}
+	k := ev.Object.Key
+	switch {
+	case k.Space == "" && k.Resource == kubeapi.SpaceResource:
+		if ev.Type == store.Deleted {
+			if s := c.spaces[k.Name]; s != nil {
+				for name := range s.placements {
+					ref := scheduler.PlacementRef{Space: k.Name, Name: name}
+					c.eng.DeletePlacement(ref)
+				}
+				delete(c.spaces, k.Name)
+			}
+			return true
+		}
+		if spaceKind(ev.Object) == kubeapi.SpaceKindWDS && c.spaces[k.Name] == nil {
+			if err := c.loadSpace(k.Name); err != nil {
+				c.log.Error("placement: loading a space", "space", k.Name, "error", err)
+			}
+			return true
+		}
+		return false
+	case k.Space == c.cfg.Inventory:
+		return c.observeInventory(ev)
+	default:
+		if s := c.spaces[k.Space]; s != nil {
+			return c.observeWDS(s, ev)
+		}
+	}
+	return false
+}
+
+func (c *Controller) observeInventory(ev store.Event) bool {
+	o := ev.Object
+	switch o.Key.Resource {
+	case syncTargetsRes:
+		var changed []scheduler.PlacementRef
+		if ev.Type == store.Deleted {
+			delete(c.targets, o.Key.Name)
+			changed = c.eng.DeleteSyncTarget(o.Key.Name)
+		} else {
+			var st v1alpha1.SyncTarget
+			if err := json.Unmarshal(o.Data, &st); err != nil {
+				return false
+			}
+			c.targets[st.Name] = &st
+			changed = c.eng.SetSyncTarget(&st)
+		}
+		c.markPlacements(changed)
+		return true
+	case locationsRes:
+		var changed []scheduler.PlacementRef
+		if ev.Type == store.Deleted {
+			delete(c.locations, o.Key.Name)
+			changed = c.eng.DeleteLocation(o.Key.Name)
+		} else {
+			var l v1alpha1.Location
+			if err := json.Unmarshal(o.Data, &l); err != nil {
+				return false
+			}
+			c.locations[l.Name] = &l
+			changed = c.eng.SetLocation(&l)
+		}
+		c.markPlacements(changed)
+		return true
+	}
+	return false
+}
+
+func (c *Controller) markPlacements(refs []scheduler.PlacementRef) {
+	for _, r := range refs {
+		c.dirtyPlacements[r] = true
+	}
+}
+
+func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
+	o := ev.Object
+	key := o.Key
+	key.Space = ""
+	switch {
+	case key.Resource == placementsRes:
+		ref := scheduler.PlacementRef{Space: s.name, Name: key.Name}
+		if ev.Type == store.Deleted {
+			delete(s.placements, key.Name)
+			c.markPlacements(c.eng.DeletePlacement(ref))
+			c.dirtyPlacements[ref] = true
+			return true
+		}
+		var p v1alpha1.EdgePlacement
+		if err := json.Unmarshal(o.Data, &p); err != nil {
+			return false
+		}
+		ps := s.placements[key.Name]
+		if ps != nil && ps.obj.Generation == p.Generation && ps.obj.UID == p.UID && ps.obj.DeletionTimestamp.Equal(p.DeletionTimestamp) {
+			ps.obj = &p // a status write: nothing to redo
+			return false
+		}
+		if ps == nil {
+			ps = &placementState{}
+			s.placements[key.Name] = ps
+		}
+		ps.obj = &p
+		ps.selector, ps.err = selection.Compile(p.Spec.Downsync)
+		c.markPlacements(c.eng.SetPlacement(ref, &p))
+		c.dirtyPlacements[ref] = true
+		return true
+	case key.Resource.Group == v1alpha1.GroupName && key.Resource != customizersRes:
+		return false // slices and the like are Canopy's, never placed
+	}
+	if ev.Type == store.Deleted || deleting(o) {
+		delete(s.objects, key)
+	} else {
+		s.objects[key] = o
+	}
+	return true
+}
+
+func deleting(o *store.Object) bool {
+	var m struct {
+		Metadata struct {
+			DeletionTimestamp *string `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(o.Data, &m)
+	return m.Metadata.DeletionTimestamp != nil
+}
+
+// flush recomputes and writes the differences: the dirty placements'
+// slices, the downsync space and placement statuses.
+//
+// The downsync content is recomputed whole (objects × placements, plus
+// the destinations of each match); only what differs from the store is
+// written, so the tree sees only real changes. Scheduling itself is
+// incremental (topology/scheduler).
+func (c *Controller) flush(ctx context.Context) error {
+	if err := c.writeSlices(ctx); err != nil {
+		return err
+	}
+	clear(c.dirtyPlacements)
+	d := c.desired()
+	if err := c.writeDownsync(ctx, d); err != nil {
+		return err
+	}
+	return c.writeStatuses(ctx, d)
+}
+
+// jsonMap decodes an object's JSON.
+func jsonMap(o *store.Object) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(o.Data, &m)
+	return m
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := slices.Collect(maps.Keys(m))
+	sort.Strings(out)
+	return out
+}
+
+// now is the time written into conditions and new objects.
+var now = func() metav1.Time { return metav1.NewTime(time.Now().UTC().Truncate(time.Second)) }
+
+func errorf(format string, args ...any) error { return fmt.Errorf("placement: "+format, args...) }

@@ -1,0 +1,343 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+const (
+	inv  = "inventory"
+	down = "downsync"
+	ws   = "default"
+)
+
+type fixture struct {
+	t  *testing.T
+	st *store.Store
+}
+
+func newFixture(t *testing.T) *fixture {
+	st := store.New(store.Options{})
+	st.SetLog(store.NewMemLog(st))
+	t.Cleanup(st.Close)
+	f := &fixture{t: t, st: st}
+	for name, kind := range map[string]string{ws: kubeapi.SpaceKindWDS, inv: kubeapi.SpaceKindInventory, down: kubeapi.SpaceKindDownsync, "other": kubeapi.SpaceKindWDS} {
+		f.put(store.Key{Resource: kubeapi.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
+	}
+	c := New(Config{Store: st, Inventory: inv, Downsync: down, Settle: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	return f
+}
+
+// put creates or replaces the object at k; obj gets its metadata name and
+// namespace from k.
+func (f *fixture) put(k store.Key, obj map[string]any) {
+	f.t.Helper()
+	md, _ := obj["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		obj["metadata"] = md
+	}
+	md["name"] = k.Name
+	if k.Namespace != "" {
+		md["namespace"] = k.Namespace
+	}
+	if _, ok := md["uid"]; !ok {
+		md["uid"] = "uid-" + k.Space + "-" + k.Name
+	}
+	if _, ok := md["generation"]; !ok {
+		md["generation"] = 1
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx := context.Background()
+	if cur, err := f.st.Get(k); err == nil {
+		if g, ok := md["generation"].(int); ok {
+			var old struct {
+				Metadata struct {
+					Generation int `json:"generation"`
+				} `json:"metadata"`
+			}
+			_ = json.Unmarshal(cur.Data, &old)
+			md["generation"] = max(g, old.Metadata.Generation+1)
+			data, _ = json.Marshal(obj)
+		}
+		if _, err := f.st.Update(ctx, k, data, 0); err != nil {
+			f.t.Fatal(err)
+		}
+		return
+	}
+	if _, err := f.st.Create(ctx, k, data); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) del(k store.Key) {
+	f.t.Helper()
+	if _, err := f.st.Delete(context.Background(), k, 0, ""); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) target(name string, labels map[string]string) {
+	f.put(store.Key{Space: inv, Resource: syncTargetsRes, Name: name}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "SyncTarget", "metadata": map[string]any{"labels": labels}})
+}
+
+func (f *fixture) location(name string, labels map[string]string, selector map[string]string) {
+	f.put(store.Key{Space: inv, Resource: locationsRes, Name: name}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location", "metadata": map[string]any{"labels": labels},
+		"spec": map[string]any{"instanceSelector": map[string]any{"matchLabels": selector}}})
+}
+
+func (f *fixture) placement(space, name string, locSel map[string]string, clauses ...map[string]any) {
+	f.put(store.Key{Space: space, Resource: placementsRes, Name: name}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": locSel}}, "downsync": clauses}})
+}
+
+func (f *fixture) configMap(space, ns, name string, labels, annotations map[string]string) {
+	f.put(store.Key{Space: space, Resource: store.Resource{Resource: "configmaps"}, Namespace: ns, Name: name}, map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"labels": labels, "annotations": annotations},
+		"data": map[string]any{"k": name}})
+}
+
+func (f *fixture) namespace(space, name string) {
+	f.put(store.Key{Space: space, Resource: namespacesRes, Name: name}, map[string]any{"apiVersion": "v1", "kind": "Namespace"})
+}
+
+// downsync returns "resource/ns/name→dests" for every object the
+// controller placed, sorted.
+func (f *fixture) downsync() []string {
+	lr, err := f.st.List(store.ListOptions{Space: down})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, o := range lr.Items {
+		md, _ := jsonMap(o)["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		if _, ok := ann[SourceAnnotation]; !ok {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s/%s/%s→%s", o.Key.Resource.Resource, o.Key.Namespace, o.Key.Name, ann[DestinationsAnnotation]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *fixture) waitDownsync(want ...string) {
+	f.t.Helper()
+	slices.Sort(want)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := f.downsync()
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("downsync space:\n got  %s\n want %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *fixture) status(space, name string) v1alpha1.EdgePlacementStatus {
+	f.t.Helper()
+	o, err := f.st.Get(store.Key{Space: space, Resource: placementsRes, Name: name})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var p v1alpha1.EdgePlacement
+	if err := json.Unmarshal(o.Data, &p); err != nil {
+		f.t.Fatal(err)
+	}
+	return p.Status
+}
+
+func (f *fixture) waitStatus(space, name, what string, ok func(v1alpha1.EdgePlacementStatus) bool) v1alpha1.EdgePlacementStatus {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := f.status(space, name)
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("placement %s/%s: %s; status %+v", space, name, what, st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// slices returns "slice→dest,dest" for a placement's slices.
+func (f *fixture) slices(space, placement string) []string {
+	lr, err := f.st.List(store.ListOptions{Space: space, Resource: slicesRes})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, o := range lr.Items {
+		var sl v1alpha1.SinglePlacementSlice
+		if err := json.Unmarshal(o.Data, &sl); err != nil || sl.EdgePlacement != placement {
+			continue
+		}
+		var names []string
+		for _, d := range sl.Destinations {
+			names = append(names, d.SyncTargetName+"@"+d.LocationName)
+		}
+		out = append(out, strings.Join(names, ","))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func cmClause(ns ...string) map[string]any {
+	return map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": ns}
+}
+
+// The whole path of one placement: scheduling into slices, the selected
+// objects and their namespace placed once with their destinations, each
+// destination's own SyncTarget and Location sent along, and what changes
+// when labels change, objects leave the selection and the placement goes.
+func TestPlacementEndToEnd(t *testing.T) {
+	f := newFixture(t)
+	f.target("s1", map[string]string{"env": "prod"})
+	f.target("s2", map[string]string{"env": "dev"})
+	f.target("s3", map[string]string{"env": "prod"})
+	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
+	f.namespace(ws, "app")
+	f.namespace(ws, "other")
+	f.configMap(ws, "app", "a", nil, nil)
+	f.configMap(ws, "other", "b", nil, nil)
+	f.placement(ws, "p1", map[string]string{"tier": "prod"}, cmClause("app"))
+
+	f.waitDownsync(
+		"configmaps/app/a→s1,s3", "namespaces//app→s1,s3",
+		"synctargets//s1→s1", "synctargets//s3→s3", "locations//prod→s1,s3")
+	if got := f.slices(ws, "p1"); !slices.Equal(got, []string{"s1@prod,s3@prod"}) {
+		t.Fatalf("slices = %v", got)
+	}
+	f.waitStatus(ws, "p1", "2 matched", func(s v1alpha1.EdgePlacementStatus) bool {
+		return s.MatchedDestinations == 2 && s.ObservedGeneration == 1
+	})
+
+	// s2 becomes prod: it joins everything p1 places.
+	f.target("s2", map[string]string{"env": "prod"})
+	f.waitDownsync(
+		"configmaps/app/a→s1,s2,s3", "namespaces//app→s1,s2,s3",
+		"synctargets//s1→s1", "synctargets//s2→s2", "synctargets//s3→s3", "locations//prod→s1,s2,s3")
+
+	// The object leaves the selection (moved by label: a clause with a
+	// label selector now), and another enters.
+	f.placement(ws, "p1", map[string]string{"tier": "prod"}, map[string]any{
+		"resources": []any{"configmaps"}, "labelSelectors": []any{map[string]any{"matchLabels": map[string]any{"ship": "yes"}}}})
+	f.configMap(ws, "other", "b", map[string]string{"ship": "yes"}, nil)
+	f.waitDownsync(
+		"configmaps/other/b→s1,s2,s3", "namespaces//other→s1,s2,s3",
+		"synctargets//s1→s1", "synctargets//s2→s2", "synctargets//s3→s3", "locations//prod→s1,s2,s3")
+
+	// The placement goes: so does everything it placed, and its slices.
+	f.del(store.Key{Space: ws, Resource: placementsRes, Name: "p1"})
+	f.waitDownsync()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(f.slices(ws, "p1")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("slices left after the placement was deleted: %v", f.slices(ws, "p1"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Two placements choosing different Customizers for one object on one
+// destination: both report the conflict, the first by name wins there, and
+// where only one places it, its choice applies.
+func TestPlacementConflict(t *testing.T) {
+	f := newFixture(t)
+	f.target("s1", map[string]string{"env": "prod", "zone": "a"})
+	f.target("s2", map[string]string{"env": "prod", "zone": "b"})
+	f.location("a", map[string]string{"zone": "a"}, map[string]string{"zone": "a"})
+	f.location("all", map[string]string{"zone": "all"}, map[string]string{"env": "prod"})
+	f.namespace(ws, "app")
+	f.configMap(ws, "app", "cfg", nil, map[string]string{v1alpha1.CustomizerAnnotation: "base"})
+	for _, c := range []string{"base", "special"} {
+		f.put(store.Key{Space: ws, Resource: customizersRes, Namespace: "app", Name: c}, map[string]any{
+			"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer"})
+	}
+	// p-a: zone a only, the object's own customizer. p-b: everywhere,
+	// with a clause override.
+	f.placement(ws, "p-a", map[string]string{"zone": "a"}, cmClause("app"))
+	special := cmClause("app")
+	special["customizer"] = "special"
+	f.placement(ws, "p-b", map[string]string{"zone": "all"}, special)
+
+	f.waitDownsync(
+		"configmaps/app/cfg→s1,s2", "namespaces//app→s1,s2",
+		"customizers/app/base→s1", "customizers/app/special→s2",
+		"synctargets//s1→s1", "synctargets//s2→s2", "locations//a→s1", "locations//all→s2")
+	o, err := f.st.Get(store.Key{Space: down, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "cfg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := jsonMap(o)["metadata"].(map[string]any)
+	ann := md["annotations"].(map[string]any)
+	if ann[v1alpha1.CustomizerAnnotation] != "base" || ann[CustomizerOverridesAnnotation] != "s2=app/special" {
+		t.Fatalf("customizer annotations = %v, want base with s2 overridden to app/special", ann)
+	}
+	for _, p := range []string{"p-a", "p-b"} {
+		st := f.waitStatus(ws, p, "one conflict", func(s v1alpha1.EdgePlacementStatus) bool { return s.ConflictCount == 1 })
+		c := st.Conflicts[0]
+		if c.Destination != "s1" || c.Winner != "p-a" || c.Object.Name != "cfg" || !slices.Equal(c.Placements, []string{"p-a", "p-b"}) {
+			t.Fatalf("%s conflict = %+v", p, c)
+		}
+	}
+}
+
+// Objects of other spaces, RBAC objects that govern a space, and Canopy's
+// own kinds are never placed; an object placed from two spaces goes from
+// the first by name.
+func TestPlacementBoundaries(t *testing.T) {
+	f := newFixture(t)
+	f.target("s1", map[string]string{"env": "prod"})
+	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
+	for _, sp := range []string{ws, "other"} {
+		f.namespace(sp, "app")
+		f.configMap(sp, "app", "same", nil, nil)
+		f.placement(sp, "all", map[string]string{"tier": "prod"}, map[string]any{"resources": []any{"*"}})
+	}
+	f.put(store.Key{Space: ws, Resource: store.Resource{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}, Namespace: "app", Name: "space-own"},
+		map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+			"metadata": map[string]any{"labels": map[string]any{"edge.canopy.dev/space-rbac": "true"}}})
+	f.put(store.Key{Space: ws, Resource: store.Resource{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}, Namespace: "app", Name: "for-the-edge"},
+		map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding"})
+	f.waitDownsync(
+		"configmaps/app/same→s1", "namespaces//app→s1", "rolebindings/app/for-the-edge→s1",
+		"synctargets//s1→s1", "locations//prod→s1")
+	o, err := f.st.Get(store.Key{Space: down, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "same"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src := jsonMap(o)["metadata"].(map[string]any)["annotations"].(map[string]any)[SourceAnnotation]; src != ws {
+		t.Fatalf("the object placed from two spaces came from %v, want %s", src, ws)
+	}
+	f.waitStatus("other", "all", "a cross-space conflict", func(s v1alpha1.EdgePlacementStatus) bool { return s.ConflictCount > 0 })
+}

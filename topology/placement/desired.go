@@ -1,0 +1,313 @@
+package placement
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/scheduler"
+	"github.com/canopy-dev/canopy/topology/selection"
+)
+
+// entry is one object of the downsync space as the placements want it.
+type entry struct {
+	space  string        // the WDS it comes from; "" for inventory objects
+	source *store.Object // its current version there
+	// dests maps each destination to the Customizer chosen for it there
+	// ("namespace/name", or "" for none) and the placement that chose it.
+	dests map[string]choice
+	// location, for a SyncTarget sent to its own destination, is the
+	// Location whose labels and annotations customize it.
+	location string
+}
+
+type choice struct {
+	customizer string
+	placement  scheduler.PlacementRef
+}
+
+// outcome is the whole computation: the downsync content, and what each
+// placement matched and ran into.
+type outcome struct {
+	entries   map[store.Key]*entry // Space empty
+	matched   map[scheduler.PlacementRef][]v1alpha1.Destination
+	conflicts map[scheduler.PlacementRef][]v1alpha1.Conflict
+}
+
+func (o *outcome) conflict(k store.Key, dest string, a, b scheduler.PlacementRef, msg string) {
+	ref := v1alpha1.ObjectReference{Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name}
+	names := []string{placementName(a, b.Space), placementName(b, a.Space)}
+	for _, p := range []scheduler.PlacementRef{a, b} {
+		o.conflicts[p] = append(o.conflicts[p], v1alpha1.Conflict{
+			Object: ref, Destination: dest, Placements: names, Winner: names[0], Message: msg,
+		})
+	}
+}
+
+// placementName names p as seen from a placement of space other: its name,
+// qualified with its space when they differ.
+func placementName(p scheduler.PlacementRef, other string) string {
+	if p.Space == other {
+		return p.Name
+	}
+	return p.Space + "/" + p.Name
+}
+
+// desired computes what the downsync space must hold. Spaces, then
+// placements, are visited in name order, so that the first one to place
+// an object on a destination wins a conflict, deterministically.
+func (c *Controller) desired() *outcome {
+	out := &outcome{
+		entries:   map[store.Key]*entry{},
+		matched:   map[scheduler.PlacementRef][]v1alpha1.Destination{},
+		conflicts: map[scheduler.PlacementRef][]v1alpha1.Conflict{},
+	}
+	for _, sname := range sortedKeys(c.spaces) {
+		s := c.spaces[sname]
+		nsLabels := func(ns string) map[string]string {
+			if o := s.objects[store.Key{Resource: namespacesRes, Name: ns}]; o != nil {
+				return o.Labels
+			}
+			return nil
+		}
+		keys := slices.SortedFunc(maps.Keys(s.objects), compareKeys)
+		for _, pname := range sortedKeys(s.placements) {
+			ps := s.placements[pname]
+			ref := scheduler.PlacementRef{Space: sname, Name: pname}
+			if ps.err != nil || ps.obj.DeletionTimestamp != nil {
+				continue
+			}
+			dests := c.eng.Destinations(ref)
+			out.matched[ref] = dests
+			if len(dests) == 0 {
+				continue
+			}
+			for _, k := range keys {
+				o := s.objects[k]
+				clause, ok := ps.selector.Matches(selection.Object{
+					Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name, Labels: o.Labels,
+				}, nsLabels)
+				if !ok || !placeable(k, o) {
+					continue
+				}
+				cust := customizerOf(o, k, ps.obj.Spec.Downsync[clause].Customizer)
+				c.place(out, k, sname, o, ref, dests, cust)
+			}
+		}
+		c.addNamespaces(out, s)
+		c.addCustomizers(out, s)
+	}
+	c.addInventory(out)
+	return out
+}
+
+// placeable reports whether a selected object may be placed at all:
+// Customizers travel with the objects that use them, the system
+// namespaces exist at every destination, and the RBAC objects that govern
+// the space itself (and its default roles) stay in it.
+func placeable(k store.Key, o *store.Object) bool {
+	switch {
+	case k.Resource == customizersRes:
+		return false
+	case k.Resource == namespacesRes && slices.Contains(kubeapi.SystemNamespaces, k.Name):
+		return false
+	case o.Labels[auth.SpaceRBACLabel] == "true", o.Labels["kubernetes.io/bootstrapping"] == "rbac-defaults":
+		return false
+	}
+	return true
+}
+
+// place records that placement ref puts object k of space on dests with
+// customizer cust.
+func (c *Controller) place(out *outcome, k store.Key, space string, o *store.Object, ref scheduler.PlacementRef, dests []v1alpha1.Destination, cust string) {
+	e := out.entries[k]
+	if e == nil {
+		e = &entry{space: space, source: o, dests: map[string]choice{}}
+		out.entries[k] = e
+	}
+	if e.space != space {
+		// The same object placed from two spaces: the first space wins on
+		// every destination it places it on.
+		for _, d := range dests {
+			if prev, ok := e.dests[d.SyncTargetName]; ok {
+				out.conflict(k, d.SyncTargetName, prev.placement, ref, fmt.Sprintf("placed from spaces %q and %q; %q wins", e.space, space, e.space))
+			}
+		}
+		return
+	}
+	for _, d := range dests {
+		prev, ok := e.dests[d.SyncTargetName]
+		switch {
+		case !ok:
+			e.dests[d.SyncTargetName] = choice{cust, ref}
+		case prev.customizer != cust:
+			out.conflict(k, d.SyncTargetName, prev.placement, ref,
+				fmt.Sprintf("customizers differ: %s chooses %s, %s chooses %s", prev.placement.Name, orNone(prev.customizer), ref.Name, orNone(cust)))
+		}
+	}
+}
+
+func orNone(c string) string {
+	if c == "" {
+		return "none"
+	}
+	return c
+}
+
+// customizerOf returns the Customizer ("namespace/name") an object uses:
+// the clause's override, else its annotation; "" for none.
+func customizerOf(o *store.Object, k store.Key, override string) string {
+	ref := override
+	if ref == "" {
+		md, _ := jsonMap(o)["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		ref, _ = ann[v1alpha1.CustomizerAnnotation].(string)
+	}
+	if ref == "" {
+		return ""
+	}
+	if k.Namespace != "" && !strings.Contains(ref, "/") {
+		return k.Namespace + "/" + ref
+	}
+	return ref
+}
+
+// addNamespaces sends the namespace of every placed namespaced object of
+// space s wherever the object goes.
+func (c *Controller) addNamespaces(out *outcome, s *wds) {
+	for k, e := range out.entries {
+		if e.space != s.name || k.Namespace == "" {
+			continue
+		}
+		nk := store.Key{Resource: namespacesRes, Name: k.Namespace}
+		o := s.objects[nk]
+		if o == nil {
+			continue // a namespaced object outlives its namespace briefly
+		}
+		ne := out.entries[nk]
+		if ne == nil {
+			ne = &entry{space: s.name, source: o, dests: map[string]choice{}}
+			out.entries[nk] = ne
+		}
+		if ne.space != s.name {
+			continue
+		}
+		for d := range e.dests {
+			if _, ok := ne.dests[d]; !ok {
+				ne.dests[d] = choice{}
+			}
+		}
+	}
+}
+
+// addCustomizers sends each Customizer of space s to the destinations
+// where an object uses it.
+func (c *Controller) addCustomizers(out *outcome, s *wds) {
+	for _, e := range slices.Collect(maps.Values(out.entries)) {
+		if e.space != s.name {
+			continue
+		}
+		for d, ch := range e.dests {
+			if ch.customizer == "" {
+				continue
+			}
+			ns, name, _ := strings.Cut(ch.customizer, "/")
+			ck := store.Key{Resource: customizersRes, Namespace: ns, Name: name}
+			o := s.objects[ck]
+			if o == nil {
+				continue // reported at the edge: the object cannot be expanded
+			}
+			ce := out.entries[ck]
+			if ce == nil {
+				ce = &entry{space: s.name, source: o, dests: map[string]choice{}}
+				out.entries[ck] = ce
+			}
+			if ce.space == s.name {
+				ce.dests[d] = choice{}
+			}
+		}
+	}
+}
+
+// addInventory sends every destination that receives something its own
+// SyncTarget and its Location: the parameters of customization.
+func (c *Controller) addInventory(out *outcome) {
+	used := map[string]bool{}
+	for _, e := range out.entries {
+		for d := range e.dests {
+			used[d] = true
+		}
+	}
+	locNames := sortedKeys(c.locations)
+	selectors := make([]labels.Selector, len(locNames))
+	for i, n := range locNames {
+		sel, err := metav1.LabelSelectorAsSelector(&c.locations[n].Spec.InstanceSelector)
+		if err != nil {
+			sel = labels.Nothing()
+		}
+		selectors[i] = sel
+	}
+	for d := range used {
+		st := c.targets[d]
+		if st == nil {
+			continue
+		}
+		src := c.inventoryObject(syncTargetsRes, d)
+		if src == nil {
+			continue
+		}
+		e := &entry{source: src, dests: map[string]choice{d: {}}}
+		for i, sel := range selectors {
+			if sel.Matches(labels.Set(st.Labels)) {
+				e.location = locNames[i]
+				lk := store.Key{Resource: locationsRes, Name: locNames[i]}
+				le := out.entries[lk]
+				if le == nil {
+					if lo := c.inventoryObject(locationsRes, locNames[i]); lo != nil {
+						le = &entry{source: lo, dests: map[string]choice{}}
+						out.entries[lk] = le
+					}
+				}
+				if le != nil {
+					le.dests[d] = choice{}
+				}
+				break
+			}
+		}
+		out.entries[store.Key{Resource: syncTargetsRes, Name: d}] = e
+	}
+}
+
+func (c *Controller) inventoryObject(r store.Resource, name string) *store.Object {
+	o, err := c.st.Get(store.Key{Space: c.cfg.Inventory, Resource: r, Name: name})
+	if err != nil {
+		return nil
+	}
+	return o
+}
+
+func compareKeys(a, b store.Key) int {
+	return cmp.Or(
+		cmp.Compare(a.Resource.Group, b.Resource.Group),
+		cmp.Compare(a.Resource.Resource, b.Resource.Resource),
+		cmp.Compare(a.Namespace, b.Namespace),
+		cmp.Compare(a.Name, b.Name),
+	)
+}
+
+// destinationList returns e's destinations, sorted.
+func (e *entry) destinationList() []string {
+	out := slices.Collect(maps.Keys(e.dests))
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,26 @@
+// Package placement is the root's placement controller (DESIGN.md
+// sections 4 and 5): it turns EdgePlacements into what each destination
+// receives.
+//
+// It owns, at the root:
+//
+//   - scheduling: it feeds the inventory (SyncTargets, Locations) and every
+//     workload description space's EdgePlacements to a topology/scheduler
+//     Engine and writes the result as SinglePlacementSlices (owned by their
+//     EdgePlacement, paged by scheduler.Pager);
+//   - translation: every workload object selected by a placement's
+//     downsync clauses (topology/selection) is written once into the
+//     downsync space, annotated with the destinations it targets
+//     (server.DestinationsAnnotation); the relay tree routes it from there.
+//     The namespaces of selected objects, the Customizers they refer to and
+//     each destination's own SyncTarget and Location (the parameters of
+//     customization, which happens at the edge) travel the same way;
+//   - conflicts: when placements choose different Customizers for one
+//     object at one destination, the placement first by (space, name) wins
+//     and every placement involved lists the conflict in its status;
+//   - placement status: matched destinations, conflicts, observed
+//     generation.
+//
+// It reads and writes the store directly (it is part of the root, like
+// the kube API's own controllers) and never writes a workload object.
+package placement

@@ -1,0 +1,391 @@
+package placement
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/scheduler"
+)
+
+// maxOps bounds the ops of one Txn.
+const maxOps = 256
+
+// batch collects store ops and applies them maxOps at a time.
+type batch struct {
+	st  *store.Store
+	ops []store.Op
+}
+
+func (b *batch) add(ctx context.Context, op store.Op) error {
+	b.ops = append(b.ops, op)
+	if len(b.ops) >= maxOps {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+func (b *batch) flush(ctx context.Context) error {
+	if len(b.ops) == 0 {
+		return nil
+	}
+	_, err := b.st.Txn(ctx, b.ops...)
+	b.ops = b.ops[:0]
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
+		// Someone wrote meanwhile (an admin by hand): the next flush,
+		// which their write triggers, redoes it.
+		return nil
+	}
+	return err
+}
+
+// metadata fields of a workload object that stay in its space: the
+// destination assigns its own.
+var droppedMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
+	"ownerReferences", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"}
+
+// render returns the downsync version of an entry: the source object
+// without status and server-set metadata, annotated with its destinations
+// and the Customizers chosen for them.
+func render(k store.Key, e *entry) ([]byte, error) {
+	m := jsonMap(e.source)
+	delete(m, "status")
+	md, _ := m["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		m["metadata"] = md
+	}
+	for _, f := range droppedMetadata {
+		delete(md, f)
+	}
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	delete(ann, "kubectl.kubernetes.io/last-applied-configuration")
+	dests := e.destinationList()
+	ann[DestinationsAnnotation] = strings.Join(dests, ",")
+	ann[SourceAnnotation] = e.space
+	if e.space == "" {
+		ann[SourceAnnotation] = "inventory"
+	}
+	if e.location != "" {
+		ann[LocationAnnotation] = e.location
+	}
+	// The Customizer most destinations use goes in the object's own
+	// annotation; the others are listed per destination.
+	counts := map[string]int{}
+	for _, ch := range e.dests {
+		counts[ch.customizer]++
+	}
+	def := ""
+	for _, c := range sortedKeys(counts) {
+		if counts[c] > counts[def] || (def == "" && counts[c] == counts[def] && c != "" && counts[""] == 0) {
+			def = c
+		}
+	}
+	delete(ann, v1alpha1.CustomizerAnnotation)
+	if def != "" {
+		ns, name, _ := strings.Cut(def, "/")
+		if k.Namespace == ns {
+			ann[v1alpha1.CustomizerAnnotation] = name
+		} else {
+			ann[v1alpha1.CustomizerAnnotation] = def
+		}
+	}
+	var over []string
+	for _, d := range dests {
+		if c := e.dests[d].customizer; c != def {
+			over = append(over, d+"="+c)
+		}
+	}
+	delete(ann, CustomizerOverridesAnnotation)
+	if len(over) > 0 {
+		ann[CustomizerOverridesAnnotation] = strings.Join(over, ",")
+	}
+	md["annotations"] = ann
+	return json.Marshal(m)
+}
+
+// canonical re-encodes a stored version without its resourceVersion, as
+// render would produce it.
+func canonical(o *store.Object) []byte {
+	m := jsonMap(o)
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "resourceVersion")
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// writeDownsync brings the downsync space in line with out: it writes
+// what differs and deletes what it placed before and no longer does.
+func (c *Controller) writeDownsync(ctx context.Context, out *outcome) error {
+	lr, err := c.st.List(store.ListOptions{Space: c.cfg.Downsync})
+	if err != nil {
+		return err
+	}
+	cur := make(map[store.Key]*store.Object, len(lr.Items))
+	for _, o := range lr.Items {
+		k := o.Key
+		k.Space = ""
+		cur[k] = o
+	}
+	b := &batch{st: c.st}
+	for _, k := range slicesSorted(out.entries) {
+		data, err := render(k, out.entries[k])
+		if err != nil {
+			return err
+		}
+		dk := k
+		dk.Space = c.cfg.Downsync
+		switch o := cur[k]; {
+		case o == nil:
+			err = b.add(ctx, store.Op{Type: store.OpCreate, Key: dk, Data: data})
+		case !bytes.Equal(canonical(o), data):
+			err = b.add(ctx, store.Op{Type: store.OpUpdate, Key: dk, Data: data, ExpectRevision: o.Revision})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for k, o := range cur {
+		if _, want := out.entries[k]; want || !placedByUs(o) {
+			continue
+		}
+		if err := b.add(ctx, store.Op{Type: store.OpDelete, Key: o.Key, ExpectRevision: o.Revision}); err != nil {
+			return err
+		}
+	}
+	return b.flush(ctx)
+}
+
+func placedByUs(o *store.Object) bool {
+	md, _ := jsonMap(o)["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	_, ok := ann[SourceAnnotation]
+	return ok
+}
+
+func slicesSorted(m map[store.Key]*entry) []store.Key {
+	keys := make([]store.Key, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+// writeSlices rewrites the SinglePlacementSlices of the dirty placements,
+// slice by slice, only where their destinations changed.
+func (c *Controller) writeSlices(ctx context.Context) error {
+	b := &batch{st: c.st}
+	for ref := range c.dirtyPlacements {
+		s := c.spaces[ref.Space]
+		var ps *placementState
+		if s != nil {
+			ps = s.placements[ref.Name]
+		}
+		existing, err := c.st.List(store.ListOptions{Space: ref.Space, Resource: slicesRes,
+			Label: labels.SelectorFromSet(labels.Set{v1alpha1.PlacementLabel: ref.Name})})
+		if err != nil {
+			return err
+		}
+		cur := map[string]*store.Object{}
+		for _, o := range existing.Items {
+			cur[o.Key.Name] = o
+		}
+		if ps == nil || ps.obj.DeletionTimestamp != nil {
+			for _, o := range existing.Items {
+				if err := b.add(ctx, store.Op{Type: store.OpDelete, Key: o.Key}); err != nil {
+					return err
+				}
+			}
+			delete(c.pagers, ref)
+			continue
+		}
+		pg := c.pagers[ref]
+		if pg == nil {
+			old := map[string][]v1alpha1.Destination{}
+			for name, o := range cur {
+				var sl v1alpha1.SinglePlacementSlice
+				if json.Unmarshal(o.Data, &sl) == nil {
+					old[name] = sl.Destinations
+				}
+			}
+			pg = scheduler.NewPager(ref.Name, v1alpha1.MaxDestinationsPerSlice, old)
+			c.pagers[ref] = pg
+		}
+		ch := pg.Update(c.eng.Destinations(ref))
+		writes, deletes := ch.Write, ch.Delete
+		for _, name := range sortedKeys(writes) {
+			data, err := sliceData(ps.obj, name, writes[name], cur[name])
+			if err != nil {
+				return err
+			}
+			op := store.Op{Type: store.OpCreate, Key: store.Key{Space: ref.Space, Resource: slicesRes, Name: name}, Data: data}
+			if o := cur[name]; o != nil {
+				op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
+			}
+			if err := b.add(ctx, op); err != nil {
+				return err
+			}
+		}
+		for _, name := range deletes {
+			if o := cur[name]; o != nil {
+				if err := b.add(ctx, store.Op{Type: store.OpDelete, Key: o.Key, ExpectRevision: o.Revision}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return b.flush(ctx)
+}
+
+func sliceData(p *v1alpha1.EdgePlacement, name string, dests []v1alpha1.Destination, cur *store.Object) ([]byte, error) {
+	sl := v1alpha1.SinglePlacementSlice{
+		EdgePlacement:    p.Name,
+		Destinations:     dests,
+		DestinationCount: int32(len(dests)),
+	}
+	sl.APIVersion, sl.Kind = v1alpha1.SchemeGroupVersion.String(), v1alpha1.KindSinglePlacementSlice
+	sl.Name = name
+	sl.Labels = map[string]string{v1alpha1.PlacementLabel: p.Name}
+	t := true
+	sl.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.KindEdgePlacement,
+		Name: p.Name, UID: p.UID, Controller: &t, BlockOwnerDeletion: &t,
+	}}
+	if cur != nil {
+		var old v1alpha1.SinglePlacementSlice
+		if err := json.Unmarshal(cur.Data, &old); err == nil {
+			sl.UID, sl.CreationTimestamp = old.UID, old.CreationTimestamp
+		}
+	}
+	if sl.UID == "" {
+		sl.UID = types.UID(uuid.NewString())
+		sl.CreationTimestamp = now()
+	}
+	return json.Marshal(sl)
+}
+
+// writeStatuses writes each placement's status where it changed: observed
+// generation, matched destinations and conflicts. (Synced and Ready come
+// from reported state.)
+func (c *Controller) writeStatuses(ctx context.Context, out *outcome) error {
+	for _, sname := range sortedKeys(c.spaces) {
+		s := c.spaces[sname]
+		for _, pname := range sortedKeys(s.placements) {
+			ps := s.placements[pname]
+			ref := scheduler.PlacementRef{Space: sname, Name: pname}
+			if ps.obj.DeletionTimestamp != nil {
+				continue
+			}
+			st := ps.obj.Status
+			st.ObservedGeneration = ps.obj.Generation
+			st.MatchedDestinations = int32(len(out.matched[ref]))
+			conf := out.conflicts[ref]
+			slices.SortFunc(conf, func(a, b v1alpha1.Conflict) int {
+				return strings.Compare(a.Object.Namespace+"/"+a.Object.Name+"@"+a.Destination, b.Object.Namespace+"/"+b.Object.Name+"@"+b.Destination)
+			})
+			st.ConflictCount = int32(len(conf))
+			st.Conflicts = conf[:min(len(conf), v1alpha1.MaxReportedConflicts)]
+			if len(st.Conflicts) == 0 {
+				st.Conflicts = nil
+			}
+			st.Conditions = setCondition(st.Conditions, placementCondition(ps, len(out.matched[ref]), len(conf)))
+			if equality.Semantic.DeepEqual(st, ps.obj.Status) {
+				continue
+			}
+			if err := c.updateStatus(ctx, ref, st); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// updateStatus writes st into the placement's status, if the placement
+// has not changed meanwhile (a newer version triggers another flush).
+func (c *Controller) updateStatus(ctx context.Context, ref scheduler.PlacementRef, st v1alpha1.EdgePlacementStatus) error {
+	k := store.Key{Space: ref.Space, Resource: placementsRes, Name: ref.Name}
+	o, err := c.st.Get(k)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m := jsonMap(o)
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	var sm map[string]any
+	if err := json.Unmarshal(raw, &sm); err != nil {
+		return err
+	}
+	m["status"] = sm
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = c.st.Update(ctx, k, data, o.Revision)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// placementCondition is the Scheduled condition: whether the placement's
+// clauses compiled and it matched destinations.
+func placementCondition(ps *placementState, matched, conflicts int) metav1.Condition {
+	cond := metav1.Condition{Type: ConditionScheduled, Status: "True", Reason: v1alpha1.ReasonAsExpected,
+		Message: "destinations matched", ObservedGeneration: ps.obj.Generation}
+	switch {
+	case ps.err != nil:
+		cond.Status, cond.Reason, cond.Message = "False", ReasonInvalid, ps.err.Error()
+	case matched == 0:
+		cond.Status, cond.Reason, cond.Message = "False", v1alpha1.ReasonNoDestinations, "no SyncTarget of a selected Location"
+	case conflicts > 0:
+		cond.Reason, cond.Message = v1alpha1.ReasonConflict, "another placement places some objects differently; see status.conflicts"
+	}
+	return cond
+}
+
+// ConditionScheduled is True when the placement's clauses are valid and
+// it matched at least one destination.
+const (
+	ConditionScheduled = "Scheduled"
+	ReasonInvalid      = "Invalid"
+)
+
+func setCondition(conds []metav1.Condition, c metav1.Condition) []metav1.Condition {
+	out := slices.Clone(conds)
+	for i := range out {
+		if out[i].Type == c.Type {
+			if out[i].Status == c.Status && out[i].Reason == c.Reason && out[i].Message == c.Message && out[i].ObservedGeneration == c.ObservedGeneration {
+				return out
+			}
+			c.LastTransitionTime = out[i].LastTransitionTime
+			if out[i].Status != c.Status {
+				c.LastTransitionTime = now()
+			}
+			out[i] = c
+			return out
+		}
+	}
+	c.LastTransitionTime = now()
+	return append(out, c)
+}
