@@ -1,0 +1,542 @@
+package kubecluster
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options selects what Start runs. The zero value is a full cluster with
+// one fake Node.
+type Options struct {
+	// Minimal runs etcd and kube-apiserver only: enough for tests of the
+	// API alone, and several times faster to start. Nothing schedules or
+	// runs Pods, no controller acts (no default ServiceAccount, no garbage
+	// collection), and Nodes is ignored.
+	Minimal bool
+
+	// Nodes is the number of fake Nodes kwok manages in a full cluster;
+	// zero means 1. They are named kwok-node-0, kwok-node-1, …
+	Nodes int
+
+	// StartTimeout bounds Start; zero means 3 minutes.
+	StartTimeout time.Duration
+
+	// APIServerArgs are extra kube-apiserver flags (e.g.
+	// "--feature-gates=…"), placed after the helper's own so they win.
+	APIServerArgs []string
+}
+
+// Cluster is a running cluster. Its fields do not change after Start and its
+// methods are safe for concurrent use.
+type Cluster struct {
+	// Kubeconfig is the path of a kubeconfig file for the cluster admin
+	// (a client certificate in group system:masters).
+	Kubeconfig string
+	// Host is the apiserver's URL, https://127.0.0.1:<port>.
+	Host string
+	// Dir holds the cluster's certificates, data and the output of each
+	// process (<component>.log); it is removed with the test's TempDir.
+	Dir string
+	// Nodes are the names of the fake Nodes (none in a Minimal cluster).
+	Nodes []string
+
+	caPEM     []byte
+	admin     keyPair
+	mu        sync.Mutex
+	processes []*process // in start order
+	stopOnce  sync.Once
+}
+
+// Annotation and value by which kwok (started with
+// --manage-nodes-with-annotation-selector) knows the Nodes it plays.
+const (
+	fakeNodeAnnotation = "kwok.x-k8s.io/node"
+	fakeNodeValue      = "fake"
+)
+
+//go:embed kwok-stages.yaml
+var kwokStages []byte
+
+// Start starts a cluster and returns once it serves requests: /readyz is ok
+// and the default Namespace exists; in a full cluster also the default
+// ServiceAccount, and every fake Node is Ready and schedulable. It fails the
+// test (t.Fatal: call it from the test's goroutine) when a binary is missing
+// or the cluster does not come up. Stop is registered with t.Cleanup; the
+// tail of every process's output is logged there if the test failed.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 3 * time.Minute
+	}
+	bins := map[string]string{}
+	names := []string{binEtcd, binAPIServer}
+	if !opts.Minimal {
+		names = append(names, binKCM, binScheduler, binKwok)
+	}
+	for _, name := range names {
+		bins[name] = binary(t, name)
+	}
+
+	c := &Cluster{Dir: t.TempDir()}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			c.logOutput(t)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), opts.StartTimeout)
+	defer cancel()
+	began := time.Now()
+	if err := c.start(ctx, opts, bins); err != nil {
+		t.Fatalf("kubecluster: starting the cluster in %s: %v", c.Dir, err)
+	}
+	t.Logf("kubecluster: %s up in %v (minimal=%v, %d nodes)", c.Host, time.Since(began).Round(time.Millisecond), opts.Minimal, len(c.Nodes))
+	return c
+}
+
+// RESTConfig returns a new admin client configuration for the cluster.
+func (c *Cluster) RESTConfig() *rest.Config {
+	return &rest.Config{
+		Host: c.Host,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   c.caPEM,
+			CertData: c.admin.certPEM,
+			KeyData:  c.admin.keyPEM,
+		},
+		QPS:   100,
+		Burst: 200,
+	}
+}
+
+// Clientset returns an admin clientset for the cluster.
+func (c *Cluster) Clientset(t testing.TB) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatalf("kubecluster: clientset: %v", err)
+	}
+	return cs
+}
+
+// Stop kills every process of the cluster, last started first. It is
+// idempotent and runs at the test's cleanup anyway.
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		procs := c.processes
+		c.mu.Unlock()
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].kill()
+		}
+	})
+}
+
+func (c *Cluster) logOutput(t testing.TB) {
+	c.mu.Lock()
+	procs := c.processes
+	c.mu.Unlock()
+	for _, p := range procs {
+		t.Logf("kubecluster: output of %s (%s):\n%s", p.name, c.Dir, p.tail(logTailLines))
+	}
+}
+
+// logTailLines is how much of each process's output a failed test logs.
+const logTailLines = 150
+
+// The fixed addresses of every cluster: they are never dialed, only
+// written into objects and certificates.
+const (
+	serviceCIDR   = "10.96.0.0/16"
+	podCIDR       = "10.244.0.0/16"
+	saIssuer      = "https://kubernetes.default.svc.cluster.local"
+	clusterName   = "kubecluster"
+	loopback      = "127.0.0.1"
+	kwokNodeLease = "40" // seconds; kwok renews the Node Leases every quarter of it
+)
+
+// files of a cluster's directory.
+const (
+	caCertFile      = "pki/ca.crt"
+	caKeyFile       = "pki/ca.key"
+	proxyCAFile     = "pki/front-proxy-ca.crt"
+	proxyCertFile   = "pki/front-proxy-client.crt"
+	proxyKeyFile    = "pki/front-proxy-client.key"
+	servingCertFile = "pki/apiserver.crt"
+	servingKeyFile  = "pki/apiserver.key"
+	saKeyFile       = "pki/sa.key"
+	saPubFile       = "pki/sa.pub"
+	adminKubeconfig = "admin.kubeconfig"
+	kcmKubeconfig   = "kube-controller-manager.kubeconfig"
+	schedKubeconfig = "kube-scheduler.kubeconfig"
+	kwokKubeconfig  = "kwok.kubeconfig"
+	kwokConfigFile  = "kwok.yaml"
+)
+
+func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]string) error {
+	path := func(name string) string { return filepath.Join(c.Dir, name) }
+	for _, d := range []string{"pki", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+		if err := os.MkdirAll(path(d), 0o700); err != nil {
+			return err
+		}
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	c.Host = "https://" + net.JoinHostPort(loopback, strconv.Itoa(apiPort))
+	if err := c.writePKI(); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+
+	etcdURL := "http://" + net.JoinHostPort(loopback, strconv.Itoa(etcdClient))
+	peerURL := "http://" + net.JoinHostPort(loopback, strconv.Itoa(etcdPeer))
+	if err := c.run(binEtcd, bins[binEtcd], nil,
+		"--name=kubecluster",
+		"--data-dir="+path("etcd/data"),
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=kubecluster="+peerURL,
+		"--unsafe-no-fsync=true", // the data dies with the test
+	); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "etcd healthy", func(ctx context.Context) error { return getOK(ctx, nil, etcdURL+"/health") }); err != nil {
+		return err
+	}
+
+	apiArgs := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + loopback,
+		"--advertise-address=" + loopback,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + path("kube-apiserver"),
+		"--tls-cert-file=" + path(servingCertFile),
+		"--tls-private-key-file=" + path(servingKeyFile),
+		"--client-ca-file=" + path(caCertFile),
+		// The aggregation layer's front proxy, as kubeadm sets it up: the
+		// controller manager and the scheduler look its CA up, and
+		// aggregated API servers can be registered.
+		"--requestheader-client-ca-file=" + path(proxyCAFile),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + path(proxyCertFile),
+		"--proxy-client-key-file=" + path(proxyKeyFile),
+		"--service-account-issuer=" + saIssuer,
+		"--service-account-key-file=" + path(saPubFile),
+		"--service-account-signing-key-file=" + path(saKeyFile),
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + serviceCIDR,
+		"--allow-privileged=true",
+		// The "kubernetes" Service's Endpoints would point at a loopback
+		// address, which validation rejects; nothing here needs them.
+		"--endpoint-reconciler-type=none",
+	}
+	if err := c.run(binAPIServer, bins[binAPIServer], nil, append(apiArgs, opts.APIServerArgs...)...); err != nil {
+		return err
+	}
+	cfg := c.RESTConfig()
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "kube-apiserver /readyz", func(ctx context.Context) error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "Namespace default", func(ctx context.Context) error {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if opts.Minimal {
+		return nil
+	}
+
+	kcmURL := "https://" + net.JoinHostPort(loopback, strconv.Itoa(kcmPort))
+	if err := c.run(binKCM, bins[binKCM], nil,
+		"--kubeconfig="+path(kcmKubeconfig),
+		"--authentication-kubeconfig="+path(kcmKubeconfig),
+		"--authorization-kubeconfig="+path(kcmKubeconfig),
+		"--bind-address="+loopback,
+		"--secure-port="+strconv.Itoa(kcmPort),
+		"--cert-dir="+path("kube-controller-manager"),
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+path(saKeyFile),
+		"--root-ca-file="+path(caCertFile),
+		"--cluster-signing-cert-file="+path(caCertFile),
+		"--cluster-signing-key-file="+path(caKeyFile),
+	); err != nil {
+		return err
+	}
+	schedURL := "https://" + net.JoinHostPort(loopback, strconv.Itoa(schedPort))
+	if err := c.run(binScheduler, bins[binScheduler], nil,
+		"--kubeconfig="+path(schedKubeconfig),
+		"--authentication-kubeconfig="+path(schedKubeconfig),
+		"--authorization-kubeconfig="+path(schedKubeconfig),
+		"--bind-address="+loopback,
+		"--secure-port="+strconv.Itoa(schedPort),
+		"--cert-dir="+path("kube-scheduler"),
+		"--leader-elect=false",
+	); err != nil {
+		return err
+	}
+	if err := c.run(binKwok, bins[binKwok],
+		// kwok reads ~/.kwok/kwok.yaml when it exists: not the user's.
+		[]string{"HOME=" + path("kwok")},
+		"--kubeconfig="+path(kwokKubeconfig),
+		"--config="+path(kwokConfigFile),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+fakeNodeAnnotation+"="+fakeNodeValue,
+		"--node-lease-duration-seconds="+kwokNodeLease,
+		"--cidr="+podCIDR,
+	); err != nil {
+		return err
+	}
+
+	for i := range opts.Nodes {
+		node := fakeNode(fmt.Sprintf("kwok-node-%d", i))
+		if err := c.waitFor(ctx, "create Node "+node.Name, func(ctx context.Context) error {
+			_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) { // an earlier try timed out after creating it
+				return nil
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		c.Nodes = append(c.Nodes, node.Name)
+	}
+
+	insecure := insecureClient()
+	if err := c.waitFor(ctx, "kube-controller-manager /healthz", func(ctx context.Context) error {
+		return getOK(ctx, insecure, kcmURL+"/healthz")
+	}); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "kube-scheduler /healthz", func(ctx context.Context) error {
+		return getOK(ctx, insecure, schedURL+"/healthz")
+	}); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "ServiceAccount default/default", func(ctx context.Context) error {
+		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, name := range c.Nodes {
+		if err := c.waitFor(ctx, "Node "+name+" Ready and schedulable", func(ctx context.Context) error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			return schedulable(n)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run starts a component and records it for Stop.
+func (c *Cluster) run(name, bin string, env []string, args ...string) error {
+	p, err := startProcess(filepath.Join(c.Dir, name), name, bin, args, env)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.processes = append(c.processes, p)
+	c.mu.Unlock()
+	return nil
+}
+
+// waitFor polls cond until it returns nil, a process of the cluster exits,
+// or ctx ends; the error then names what was awaited and the last failure.
+func (c *Cluster) waitFor(ctx context.Context, what string, cond func(context.Context) error) error {
+	const interval = 100 * time.Millisecond
+	for {
+		c.mu.Lock()
+		procs := c.processes
+		c.mu.Unlock()
+		for _, p := range procs {
+			if err := p.exited(); err != nil {
+				return fmt.Errorf("waiting for %s: %w", what, err)
+			}
+		}
+		err := cond(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w; last error: %v", what, ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
+}
+
+// writePKI writes the cluster's CA, the apiserver's serving certificate,
+// the front proxy's CA and client certificate, the ServiceAccount signing key, kwok's configuration and a kubeconfig per
+// client: the admin (group system:masters, also used by kwok, which plays
+// kubelets and so needs their rights on Nodes and Pods), and the controller
+// manager and the scheduler under the user names the bootstrap RBAC
+// policy binds their roles to.
+func (c *Cluster) writePKI() error {
+	authority, err := newCA("kubecluster-ca")
+	if err != nil {
+		return err
+	}
+	serving, err := authority.serving("kube-apiserver",
+		[]net.IP{net.ParseIP(loopback), net.ParseIP("10.96.0.1")},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
+	if err != nil {
+		return err
+	}
+	proxyCA, err := newCA("kubecluster-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	proxyClient, err := proxyCA.client("front-proxy-client")
+	if err != nil {
+		return err
+	}
+	saKey, saPub, err := newServiceAccountKey()
+	if err != nil {
+		return err
+	}
+	c.caPEM = authority.certPEM
+	files := map[string][]byte{
+		caCertFile:      authority.certPEM,
+		caKeyFile:       authority.keyPEM,
+		servingCertFile: serving.certPEM,
+		servingKeyFile:  serving.keyPEM,
+		proxyCAFile:     proxyCA.certPEM,
+		proxyCertFile:   proxyClient.certPEM,
+		proxyKeyFile:    proxyClient.keyPEM,
+		saKeyFile:       saKey,
+		saPubFile:       saPub,
+		kwokConfigFile:  kwokStages,
+	}
+	clients := []struct {
+		file, user string
+		groups     []string
+	}{
+		{adminKubeconfig, "kubecluster-admin", []string{"system:masters"}},
+		{kwokKubeconfig, "kwok", []string{"system:masters"}},
+		{kcmKubeconfig, "system:kube-controller-manager", nil},
+		{schedKubeconfig, "system:kube-scheduler", nil},
+	}
+	for _, cl := range clients {
+		kp, err := authority.client(cl.user, cl.groups...)
+		if err != nil {
+			return err
+		}
+		if cl.file == adminKubeconfig {
+			c.admin = kp
+		}
+		kc, err := clientcmd.Write(kubeconfig(c.Host, authority.certPEM, cl.user, kp))
+		if err != nil {
+			return err
+		}
+		files[cl.file] = kc
+	}
+	if err := writeFiles(c.Dir, files); err != nil {
+		return err
+	}
+	c.Kubeconfig = filepath.Join(c.Dir, adminKubeconfig)
+	return nil
+}
+
+// kubeconfig returns a self-contained kubeconfig for one client certificate.
+func kubeconfig(host string, caPEM []byte, user string, kp keyPair) clientcmdapi.Config {
+	return clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{
+			clusterName: {Server: host, CertificateAuthorityData: caPEM},
+		},
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{
+			user: {ClientCertificateData: kp.certPEM, ClientKeyData: kp.keyPEM},
+		},
+		Contexts: map[string]*clientcmdapi.Context{
+			clusterName: {Cluster: clusterName, AuthInfo: user, Namespace: metav1.NamespaceDefault},
+		},
+		CurrentContext: clusterName,
+	}
+}
+
+// fakeNode is a Node for kwok to play: it marks it Ready, keeps its Lease
+// and runs the Pods scheduled to it.
+func fakeNode(name string) *corev1.Node {
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{fakeNodeAnnotation: fakeNodeValue},
+			Labels: map[string]string{
+				"type":                          "kwok",
+				corev1.LabelHostname:            name,
+				corev1.LabelOSStable:            "linux",
+				corev1.LabelArchStable:          "amd64",
+				"node-role.kubernetes.io/agent": "",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    resources,
+			Allocatable: resources,
+		},
+	}
+}
+
+// schedulable returns nil once a Node is Ready and the node lifecycle
+// controller has lifted the not-ready taint the apiserver puts on new Nodes.
+func schedulable(n *corev1.Node) error {
+	ready := false
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return errors.New("not Ready")
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+			return fmt.Errorf("tainted %s", taint.Key)
+		}
+	}
+	return nil
+}

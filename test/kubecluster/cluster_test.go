@@ -1,0 +1,149 @@
+package kubecluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+)
+
+// TestMinimal runs two API-only clusters side by side: each stores what it
+// is given, and neither sees the other's objects.
+func TestMinimal(t *testing.T) {
+	t.Parallel()
+	a := Start(t, Options{Minimal: true})
+	csA := a.Clientset(t)
+	ctx := t.Context()
+
+	t.Run("ConfigMapRoundTrip", func(t *testing.T) {
+		// Through the kubeconfig file, as a tool given the path would.
+		cfg, err := clientcmd.BuildConfigFromFlags("", a.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		want := map[string]string{"greeting": "hello"}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("hello", want), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := csA.CoreV1().ConfigMaps("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Data["greeting"] != "hello" || got.UID == "" || got.ResourceVersion == "" {
+			t.Fatalf("read back %+v", got)
+		}
+	})
+
+	t.Run("IndependentClusters", func(t *testing.T) {
+		b := Start(t, Options{Minimal: true})
+		if a.Host == b.Host || a.Dir == b.Dir {
+			t.Fatalf("clusters share an address or a directory: %s %s, %s %s", a.Host, a.Dir, b.Host, b.Dir)
+		}
+		csB := b.Clientset(t)
+		if _, err := csA.CoreV1().ConfigMaps("default").Create(ctx, configMap("only-in-a", map[string]string{"from": "a"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := csB.CoreV1().ConfigMaps("default").Get(ctx, "only-in-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("cluster b sees cluster a's ConfigMap: err=%v", err)
+		}
+		if _, err := csB.CoreV1().ConfigMaps("default").Create(ctx, configMap("only-in-a", map[string]string{"from": "b"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := csA.CoreV1().ConfigMaps("default").Get(ctx, "only-in-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Data["from"] != "a" {
+			t.Fatalf("cluster b's write reached cluster a: %v", got.Data)
+		}
+		// Stopping one leaves the other serving.
+		b.Stop()
+		if _, err := csA.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			t.Fatalf("cluster a after stopping b: %v", err)
+		}
+	})
+}
+
+// TestFull runs a Deployment on a full cluster: the controller manager
+// makes its Pods, the scheduler places them on kwok's fake Nodes, and kwok
+// reports them Running and Ready.
+func TestFull(t *testing.T) {
+	t.Parallel()
+	c := Start(t, Options{Nodes: 2})
+	cs := c.Clientset(t)
+	ctx := t.Context()
+
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("deployment: %d ready replicas", d.Status.ReadyReplicas)
+		}
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && slices.Contains(c.Nodes, p.Spec.NodeName) {
+				running++
+			}
+		}
+		if running != 2 {
+			return fmt.Errorf("%d of %d pods Running on a fake node", running, len(pods.Items))
+		}
+		return nil
+	})
+}
+
+// eventually polls f until it returns nil, failing the test with f's last
+// error after timeout.
+func eventually(t testing.TB, timeout time.Duration, f func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("not within %v: %v", timeout, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func configMap(name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}
+}
