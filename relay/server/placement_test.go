@@ -25,6 +25,7 @@ type placementTree struct {
 	root   *Root
 	region *Child
 	edges  map[string]*Child
+	stops  map[string]func()
 	wds    dynamic.Interface
 	inv    dynamic.Interface
 }
@@ -36,9 +37,9 @@ func startPlacementTree(t *testing.T, edges map[string]map[string]string) *place
 	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
 		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
 	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
-	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}}
+	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
 	for name, labels := range edges {
-		pt.edges[name] = startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(),
+		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(),
 			Parents: []string{region.LinkAddr()}, JoinToken: token, VirtualCluster: true, InMemory: true, Labels: labels})
 	}
 	waitFor(t, "every edge announced", func() bool {
@@ -58,6 +59,32 @@ func startPlacementTree(t *testing.T, edges map[string]map[string]string) *place
 		return err == nil && len(l.Items) == len(edges)
 	})
 	return pt
+}
+
+// addEdge starts another edge under the region.
+func (pt *placementTree) addEdge(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(),
+		Parents: []string{pt.region.LinkAddr()}, JoinToken: joinToken(t, pt.root), VirtualCluster: true, InMemory: true, Labels: labels})
+}
+
+func (pt *placementTree) startEdge(t *testing.T, cfg ChildConfig) {
+	t.Helper()
+	c, err := OpenChild(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt.edges[cfg.Name], pt.stops[cfg.Name] = c, serveInBackground(t, cfg.Name, c.Serve)
+}
+
+// restartEdge stops an edge and starts it again (same identity) with other
+// labels.
+func (pt *placementTree) restartEdge(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	pt.stops[name]()
+	cfg := pt.edges[name].cfg
+	cfg.Labels, cfg.JoinToken = labels, ""
+	pt.startEdge(t, cfg)
 }
 
 func (pt *placementTree) apply(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) {
@@ -172,9 +199,16 @@ func TestPlacementThroughTheTree(t *testing.T) {
 	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, location("b"))
 	pt.waitInboxes(t, "zone b to hold the placed objects", map[string][]string{"e2": placed})
 
+	// A destination joins zone b: it receives what the zone has. Another
+	// leaves it (restarted with other labels): it loses it.
+	pt.addEdge(t, "e4", map[string]string{"zone": "b"})
+	pt.waitInboxes(t, "e4 to join zone b", map[string][]string{"e2": placed, "e4": placed})
+	pt.restartEdge(t, "e2", map[string]string{"zone": "c"})
+	pt.waitInboxes(t, "e2 to leave zone b", map[string][]string{"e4": placed})
+
 	// The clause widens: the second object joins.
 	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, placement("cfg", "extra"))
-	pt.waitInboxes(t, "both objects in zone b", map[string][]string{"e2": {"configmaps/shop/cfg", "configmaps/shop/extra", "namespaces//shop"}})
+	pt.waitInboxes(t, "both objects in zone b", map[string][]string{"e4": {"configmaps/shop/cfg", "configmaps/shop/extra", "namespaces//shop"}})
 
 	// The placement goes: so does everything it placed.
 	if err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Delete(context.Background(), "shop", metav1.DeleteOptions{}); err != nil {

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -340,4 +343,35 @@ func TestPlacementBoundaries(t *testing.T) {
 		t.Fatalf("the object placed from two spaces came from %v, want %s", src, ws)
 	}
 	f.waitStatus("other", "all", "a cross-space conflict", func(s v1alpha1.EdgePlacementStatus) bool { return s.ConflictCount > 0 })
+}
+
+// An object whose template names a parameter a destination lacks is
+// reported in its placement's status (Customized False), and the report
+// clears once the parameter exists.
+func TestPlacementReportsCustomizationFailures(t *testing.T) {
+	f := newFixture(t)
+	f.target("s1", map[string]string{"env": "prod", "zone": "a"})
+	f.target("s2", map[string]string{"env": "prod"})
+	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
+	f.namespace(ws, "app")
+	f.put(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "zoned"}, map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.ExpandParametersAnnotation: "true"}},
+		"data":     map[string]any{"zone": "%(zone)"}})
+	f.placement(ws, "p", map[string]string{"tier": "prod"}, cmClause("app"))
+	cond := func(s v1alpha1.EdgePlacementStatus) *metav1.Condition {
+		return apimeta.FindStatusCondition(s.Conditions, ConditionCustomized)
+	}
+	st := f.waitStatus(ws, "p", "Customized False", func(s v1alpha1.EdgePlacementStatus) bool {
+		c := cond(s)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	if m := cond(st).Message; !strings.Contains(m, "1 object(s)") || !strings.Contains(m, "at s2") || !strings.Contains(m, `"zone"`) {
+		t.Fatalf("message %q should name the object, s2 and the parameter", m)
+	}
+	f.target("s2", map[string]string{"env": "prod", "zone": "b"})
+	f.waitStatus(ws, "p", "Customized True", func(s v1alpha1.EdgePlacementStatus) bool {
+		c := cond(s)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
 }

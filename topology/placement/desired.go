@@ -2,6 +2,7 @@ package placement
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/customize"
 	"github.com/canopy-dev/canopy/topology/scheduler"
 	"github.com/canopy-dev/canopy/topology/selection"
 )
@@ -42,7 +44,14 @@ type outcome struct {
 	entries   map[store.Key]*entry // Space empty
 	matched   map[scheduler.PlacementRef][]v1alpha1.Destination
 	conflicts map[scheduler.PlacementRef][]v1alpha1.Conflict
+	// failures counts, per placement, the (object, destination) pairs
+	// whose customization fails; failed keeps the first few messages.
+	failures map[scheduler.PlacementRef]int
+	failed   map[scheduler.PlacementRef][]string
 }
+
+// maxFailureMessages bounds the messages kept per placement.
+const maxFailureMessages = 3
 
 func (o *outcome) conflict(k store.Key, dest string, a, b scheduler.PlacementRef, msg string) {
 	ref := v1alpha1.ObjectReference{Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name}
@@ -71,6 +80,8 @@ func (c *Controller) desired() *outcome {
 		entries:   map[store.Key]*entry{},
 		matched:   map[scheduler.PlacementRef][]v1alpha1.Destination{},
 		conflicts: map[scheduler.PlacementRef][]v1alpha1.Conflict{},
+		failures:  map[scheduler.PlacementRef]int{},
+		failed:    map[scheduler.PlacementRef][]string{},
 	}
 	for _, sname := range sortedKeys(c.spaces) {
 		s := c.spaces[sname]
@@ -108,7 +119,71 @@ func (c *Controller) desired() *outcome {
 		c.addCustomizers(out, s)
 	}
 	c.addInventory(out)
+	c.checkCustomization(out)
 	return out
+}
+
+// checkCustomization expands, for every destination, each object that asks
+// for customization, as its edge will: a missing parameter or Customizer
+// is reported in the status of the placement that put the object there
+// (the edge, for its part, will not apply it half-expanded).
+func (c *Controller) checkCustomization(out *outcome) {
+	for _, k := range slicesSorted(out.entries) {
+		e := out.entries[k]
+		if e.space == "" || e.source == nil {
+			continue
+		}
+		obj := jsonMap(e.source)
+		expand := annotationOf(obj, v1alpha1.ExpandParametersAnnotation) == "true"
+		for _, d := range e.destinationList() {
+			ch := e.dests[d]
+			if !expand && ch.customizer == "" {
+				continue
+			}
+			err := c.expandFor(out, obj, k, e.space, d, ch.customizer)
+			if err == nil {
+				continue
+			}
+			out.failures[ch.placement]++
+			if len(out.failed[ch.placement]) < maxFailureMessages {
+				out.failed[ch.placement] = append(out.failed[ch.placement], fmt.Sprintf("%s %s/%s at %s: %v", k.Resource, k.Namespace, k.Name, d, err))
+			}
+		}
+	}
+}
+
+// expandFor expands obj for destination d with the parameters that travel
+// to it (its SyncTarget and Location entries).
+func (c *Controller) expandFor(out *outcome, obj map[string]any, k store.Key, space, d, customizer string) error {
+	st := c.targets[d]
+	if st == nil {
+		return fmt.Errorf("no SyncTarget %q", d)
+	}
+	var loc *v1alpha1.Location
+	if te := out.entries[store.Key{Resource: syncTargetsRes, Name: d}]; te != nil && te.location != "" {
+		loc = c.locations[te.location]
+	}
+	var cust *v1alpha1.Customizer
+	if customizer != "" {
+		ns, name, _ := strings.Cut(customizer, "/")
+		o := c.spaces[space].objects[store.Key{Resource: customizersRes, Namespace: ns, Name: name}]
+		if o == nil {
+			return fmt.Errorf("no Customizer %s", customizer)
+		}
+		cust = &v1alpha1.Customizer{}
+		if err := json.Unmarshal(o.Data, cust); err != nil {
+			return fmt.Errorf("Customizer %s: %v", customizer, err)
+		}
+	}
+	_, err := customize.Expand(obj, customize.ParamsFor(st, loc), cust)
+	return err
+}
+
+func annotationOf(obj map[string]any, key string) string {
+	md, _ := obj["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	s, _ := ann[key].(string)
+	return s
 }
 
 // placeable reports whether a selected object may be placed at all:

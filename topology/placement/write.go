@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -305,6 +306,7 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome) error {
 				st.Conflicts = nil
 			}
 			st.Conditions = setCondition(st.Conditions, placementCondition(ps, len(out.matched[ref]), len(conf)))
+			st.Conditions = setCondition(st.Conditions, customizedCondition(ps, out.failures[ref], out.failed[ref]))
 			if equality.Semantic.DeepEqual(st, ps.obj.Status) {
 				continue
 			}
@@ -363,6 +365,26 @@ func placementCondition(ps *placementState, matched, conflicts int) metav1.Condi
 	}
 	return cond
 }
+
+// customizedCondition says whether every object the placement places
+// expands at every destination.
+func customizedCondition(ps *placementState, failures int, msgs []string) metav1.Condition {
+	cond := metav1.Condition{Type: ConditionCustomized, Status: "True", Reason: v1alpha1.ReasonAsExpected,
+		Message: "every placed object expands at every destination", ObservedGeneration: ps.obj.Generation}
+	if failures > 0 {
+		cond.Status, cond.Reason = "False", ReasonCustomizationFailed
+		cond.Message = fmt.Sprintf("%d object(s) cannot be customized for their destination and are not applied there: %s",
+			failures, strings.Join(msgs, "; "))
+	}
+	return cond
+}
+
+// ConditionCustomized is False when some placed object cannot be expanded
+// for some destination (a missing parameter or Customizer).
+const (
+	ConditionCustomized       = "Customized"
+	ReasonCustomizationFailed = "CustomizationFailed"
+)
 
 // ConditionScheduled is True when the placement's clauses are valid and
 // it matched at least one destination.
