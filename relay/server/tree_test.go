@@ -327,3 +327,85 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 		t.Fatal("connected to a parent that does not exist")
 	}
 }
+
+// A destination re-homes: its edge, joined under region r1, restarts with
+// r2 as its parent. r2 serves it with the certificate it has (no token),
+// the root's inventory shows the new path, and the edge's inbox converges
+// to what it should hold, while the root sends r2 only the edge's own
+// objects (r2 never had them), not everything again.
+func TestEdgeRehomesToAnotherRegion(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	regions := map[string]*Child{}
+	for _, name := range []string{"r1", "r2"} {
+		regions[name] = startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(),
+			Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
+		waitFor(t, name+" serving", func() bool { return regions[name].Uplink().Connected() && regions[name].LinkAddr() != "" })
+	}
+	stay := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "stay", DataDir: t.TempDir(),
+		Parents: []string{regions["r2"].LinkAddr()}, JoinToken: token, VirtualCluster: true, InMemory: true})
+	cfg := ChildConfig{Role: pki.RoleEdge, Name: "mover", DataDir: t.TempDir(),
+		Parents: []string{regions["r1"].LinkAddr()}, JoinToken: token, VirtualCluster: true}
+	mover, err := OpenChild(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveInBackground(t, "mover", mover.Serve)
+	inv := inventoryClient(t, root)
+	pathOf := func(name string) (string, bool) {
+		st, err := inv.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return "", false
+		}
+		path, _, _ := unstructured.NestedString(st.Object, "status", "path")
+		connected, _, _ := unstructured.NestedBool(st.Object, "status", "connected")
+		return path, connected
+	}
+	waitFor(t, "mover under r1", func() bool { p, c := pathOf("mover"); return p == "root/r1/mover" && c })
+
+	put := func(name, dest string) {
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}}}`, name, DestinationsAnnotation, dest)
+		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		put(fmt.Sprintf("for-mover-%d", i), "mover")
+	}
+	for i := range 20 {
+		put(fmt.Sprintf("for-stay-%d", i), "stay")
+	}
+	holds := func(c *Child, n int) func() bool {
+		return func() bool {
+			lr, err := c.Store().List(store.ListOptions{Space: InboxSpace})
+			return err == nil && len(lr.Items) == n
+		}
+	}
+	waitFor(t, "mover's 3 objects", holds(mover, 3))
+	waitFor(t, "stay's 20 objects", holds(stay, 20))
+
+	stop()
+	var before uint64
+	for _, c := range root.Children() {
+		if c.Identity.Name == "r2" {
+			before = c.Down.Objects
+		}
+	}
+	cfg.Parents = []string{regions["r2"].LinkAddr()}
+	mover = startTestChild(t, cfg)
+	waitFor(t, "mover under r2 in the inventory", func() bool { p, c := pathOf("mover"); return p == "root/r2/mover" && c })
+	put("after-the-move", "mover")
+	waitFor(t, "mover's inbox at r2", func() bool {
+		want, err1 := tree.RoutedContentHash(regions["r2"].Store(), InboxSpace, regions["r2"].Downlink().Routing("mover"))
+		got, err2 := tree.ContentHash(mover.Store(), InboxSpace)
+		return err1 == nil && err2 == nil && want == got && holds(mover, 4)()
+	})
+	for _, c := range root.Children() {
+		if c.Identity.Name == "r2" {
+			if sent := c.Down.Objects - before; sent != 4 {
+				t.Fatalf("the root sent r2 %d objects for the move, want 4 (mover's own)", sent)
+			}
+		}
+	}
+}

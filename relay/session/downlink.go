@@ -20,10 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/join"
@@ -68,6 +71,8 @@ type Downlink struct {
 
 	// routeMu serializes route record writes.
 	routeMu sync.Mutex
+	// epoch identifies this parent's store (Welcome.Epoch); set by Start.
+	epoch string
 
 	mu       sync.Mutex
 	children map[string]*childState
@@ -111,6 +116,10 @@ func NewDownlink(cfg DownlinkConfig) *Downlink {
 // Start reloads the children's routes, then accepts links until ctx is
 // done.
 func (d *Downlink) Start(ctx context.Context) error {
+	var err error
+	if d.epoch, err = loadEpoch(ctx, d.cfg.Store, d.cfg.Space); err != nil {
+		return err
+	}
 	if err := d.load(ctx); err != nil {
 		return err
 	}
@@ -155,32 +164,26 @@ func (d *Downlink) Children() []ChildStatus {
 func (d *Downlink) Subtree() ([]wire.Destination, <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []wire.Destination
+	byName := map[string]wire.Destination{}
 	for _, c := range d.children {
 		for _, dest := range c.announced {
 			dest.Path = slices.Clone(dest.Path)
 			if c.conn == nil {
 				dest.Connected = false
 			}
-			out = append(out, dest)
+			// A destination that moved from one child to another is
+			// announced by both until the old one forgets it: the
+			// connected, most recently seen one is where it is.
+			if prev, ok := byName[dest.Name]; ok && (prev.Connected && !dest.Connected ||
+				prev.Connected == dest.Connected && prev.LastSeen >= dest.LastSeen) {
+				continue
+			}
+			byName[dest.Name] = dest
 		}
 	}
+	out := slices.Collect(maps.Values(byName))
 	slices.SortFunc(out, func(a, b wire.Destination) int { return strings.Compare(a.Name, b.Name) })
 	return out, d.changed
-}
-
-// RouteOf returns the child under which a destination was announced.
-func (d *Downlink) RouteOf(destination string) (child string, ok bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for name, c := range d.children {
-		for _, dest := range c.announced {
-			if dest.Name == destination {
-				return name, true
-			}
-		}
-	}
-	return "", false
 }
 
 // load recreates, from their route records, the children known before a
@@ -216,6 +219,35 @@ func (d *Downlink) load(ctx context.Context) error {
 		d.mu.Unlock()
 	}
 	return nil
+}
+
+// epochResource holds, in the system space, the epoch of each routed space
+// (Welcome.Epoch): random, created with the store, so a cursor of another
+// parent, or of this one before its data was lost, is never taken for
+// ours.
+var epochResource = store.Resource{Group: "tree.canopy.dev", Resource: "epochs"}
+
+func loadEpoch(ctx context.Context, st *store.Store, space string) (string, error) {
+	k := store.Key{Resource: epochResource, Name: space}
+	var rec struct {
+		Epoch string `json:"epoch"`
+	}
+	o, err := st.Get(k)
+	if err == nil {
+		if err := json.Unmarshal(o.Data, &rec); err != nil || rec.Epoch == "" {
+			return "", fmt.Errorf("session: epoch record %s: %v", space, err)
+		}
+		return rec.Epoch, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	epoch := uuid.NewString()
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": space}, "epoch": epoch})
+	if _, err := st.Create(ctx, k, data); err != nil {
+		return "", err
+	}
+	return epoch, nil
 }
 
 // newChild prepares the state of a child first seen.
@@ -325,14 +357,28 @@ func (d *Downlink) serve(ctx context.Context, conn link.Conn) {
 		return
 	}
 	log := d.log.With("child", id.Name)
-	if !slices.Equal(id.Path, append(slices.Clone(d.cfg.Path), id.Name)) {
-		log.Warn("refusing a relay that is not a child of this one", "path", id.String())
+	if !mayServe(d.cfg.Path, id) {
+		log.Warn("refusing a relay of another tree, or above this one", "path", id.String())
 		return
 	}
 	err := d.serveChild(ctx, conn, id, log)
 	if err != nil && ctx.Err() == nil {
 		log.Info("child link ended", "error", err)
 	}
+}
+
+// mayServe reports whether a relay at path (this one's) may serve the
+// authenticated relay id as a child: a relay of the same tree (its
+// certificate chains to the root CA, checked by TLS, and names the same
+// root), not this relay or one above it. Its certificate names the parent
+// it joined under; a child that re-homed to a sibling presents a path
+// through its old parent, and is served here all the same (paths in
+// announcements are rebuilt by each parent, so the root sees the new one).
+func mayServe(path []string, id pki.Identity) bool {
+	if len(id.Path) < 2 || len(path) == 0 || id.Path[0] != path[0] || id.Path[len(id.Path)-1] != id.Name {
+		return false
+	}
+	return !slices.Contains(path, id.Name)
 }
 
 // serveJoin answers a child without a certificate; it may only join.
@@ -436,8 +482,12 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	if err != nil {
 		return err
 	}
+	cursor := hello.Cursor.Revision
+	if hello.Cursor.Epoch != d.epoch {
+		cursor = 0 // a revision of another parent (re-homed) or of an older store
+	}
 	welcome := &wire.Welcome{Name: d.cfg.Name, Version: wire.ProtocolVersion,
-		Resync: c.sender.Resync(hello.Cursor.Revision), ReportAcked: acked}
+		Resync: c.sender.Resync(cursor), ReportAcked: acked, Epoch: d.epoch}
 	if err := w.Send(welcome); err != nil {
 		return err
 	}
@@ -461,7 +511,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		}
 	}
 	errc := make(chan error, 3)
-	go func() { errc <- c.sender.Serve(ctx, down, hello.Cursor.Revision) }()
+	go func() { errc <- c.sender.Serve(ctx, down, cursor) }()
 	go func() { errc <- c.collector.Serve(ctx, up) }()
 	go func() {
 		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.announced(ctx, c, a) })

@@ -183,13 +183,17 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	if err != nil {
 		return err
 	}
+	epoch, err := u.receiver.Epoch()
+	if err != nil {
+		return err
+	}
 	r, w := wire.NewReader(control, nil), wire.NewWriter(control, nil)
 	role := wire.RoleEdge
 	if u.cfg.Role == pki.RoleRegion {
 		role = wire.RoleRegion
 	}
 	if err := w.Send(&wire.Hello{Name: u.cfg.Name, Role: role, Versions: []uint32{wire.ProtocolVersion},
-		Cursor: wire.Cursor{Revision: cursor, ReportSeq: u.reporter.Acked()}}); err != nil {
+		Cursor: wire.Cursor{Revision: cursor, ReportSeq: u.reporter.Acked(), Epoch: epoch}}); err != nil {
 		return err
 	}
 	welcome, err := readAs[*wire.Welcome](r)
@@ -209,6 +213,7 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	defer u.connected.Store(false)
 	u.log.Info("connected to parent", "transport", conn.Transport(), "cursor", cursor, "resync", welcome.Resync)
 	errc := make(chan error, 5)
+	u.receiver.SetEpoch(welcome.Epoch)
 	go func() { errc <- u.receiver.Serve(ctx, down) }()
 	go func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) }()
 	go func() { errc <- serveControl(ctx, r, nil) }()

@@ -24,6 +24,8 @@ type cursorObject struct {
 	Kind       string         `json:"kind"`
 	Metadata   map[string]any `json:"metadata"`
 	Revision   uint64         `json:"revision"`
+	// Epoch is the parent epoch Revision belongs to (downsync only).
+	Epoch string `json:"epoch,omitempty"`
 }
 
 // sink is the applying half shared by Receiver (downsync) and Collector
@@ -39,6 +41,9 @@ type sink struct {
 	maxBatch  int
 
 	serving atomic.Bool
+	// parentEpoch is the epoch written with downsync cursors
+	// (Receiver.SetEpoch).
+	parentEpoch atomic.Pointer[string]
 	c       counters
 }
 
@@ -54,18 +59,30 @@ func newSink(st *store.Store, space, cursorName string, up bool, allow func(wire
 
 // cursor reads the persisted cursor; ok is false when none was written.
 func (s *sink) cursor() (rev uint64, ok bool, err error) {
+	c, ok, err := s.cursorObject()
+	return c.Revision, ok, err
+}
+
+func (s *sink) cursorObject() (cursorObject, bool, error) {
+	var c cursorObject
 	o, err := s.st.Get(s.cursorKey)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, false, nil
+		return c, false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return c, false, err
 	}
-	var c cursorObject
 	if err := json.Unmarshal(o.Data, &c); err != nil {
-		return 0, false, fmt.Errorf("tree: cursor %s: %w", s.cursorKey, err)
+		return c, false, fmt.Errorf("tree: cursor %s: %w", s.cursorKey, err)
 	}
-	return c.Revision, true, nil
+	return c, true, nil
+}
+
+func (s *sink) epoch() string {
+	if e := s.parentEpoch.Load(); e != nil {
+		return *e
+	}
+	return ""
 }
 
 func (s *sink) cursorOp(rev uint64, exists bool) store.Op {
@@ -74,6 +91,7 @@ func (s *sink) cursorOp(rev uint64, exists bool) store.Op {
 		Kind:       "Cursor",
 		Metadata:   map[string]any{"name": s.cursorKey.Name},
 		Revision:   rev,
+		Epoch:      s.epoch(),
 	})
 	t := store.OpCreate
 	if exists {

@@ -95,6 +95,17 @@ func (r *Receiver) Cursor() (uint64, error) {
 	return rev, err
 }
 
+// Epoch returns the parent epoch the cursor belongs to (Hello.Cursor.Epoch):
+// the one set with SetEpoch when the cursor was last written; "" if none.
+func (r *Receiver) Epoch() (string, error) {
+	c, _, err := r.snk.cursorObject()
+	return c.Epoch, err
+}
+
+// SetEpoch sets the parent epoch (Welcome.Epoch) of the next stream
+// served: cursors written from then on are of that epoch.
+func (r *Receiver) SetEpoch(epoch string) { r.snk.parentEpoch.Store(&epoch) }
+
 // Serve applies the frames of stream until it ends, ctx is done or the
 // parent breaks the protocol, and returns why. Each burst of frames (up to
 // MaxBatch objects, or what had arrived) is one Txn, which also moves the

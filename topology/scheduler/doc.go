@@ -24,8 +24,8 @@
 // # Cost
 //
 // The Engine keeps, per placement, its selected Locations and its
-// destinations (with, per destination, how many of those Locations hold
-// it); per Location, its member SyncTargets and the placements selecting
+// destinations (each with the first of those Locations holding it); per
+// Location, its member SyncTargets and the placements selecting
 // it; per SyncTarget, the Locations holding it (sorted by name); and an
 // index of SyncTargets by label (key, value). So:
 //

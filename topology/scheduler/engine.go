@@ -105,11 +105,11 @@ type location struct {
 
 // placement is one EdgePlacement.
 type placement struct {
-	ref   PlacementRef
-	spec  []metav1.LabelSelector // as last given, to skip no-op updates
-	sels  []labels.Selector      // the valid selectors
-	errs  []error                // one per invalid selector
-	locs  map[*location]struct{} // the Locations it selects
+	ref  PlacementRef
+	spec []metav1.LabelSelector // as last given, to skip no-op updates
+	sels []labels.Selector      // the valid selectors
+	errs []error                // one per invalid selector
+	locs map[*location]struct{} // the Locations it selects
 	// dests maps each destination to the first by name of the placement's
 	// Locations holding it.
 	dests map[*target]*location
@@ -382,6 +382,13 @@ func (e *Engine) SetPlacement(ref PlacementRef, ep *v1alpha1.EdgePlacement) []Pl
 		case was && !in:
 			removed = append(removed, l)
 		}
+	}
+	if len(p.dests) == 0 && len(added) > 0 { // size the map once
+		hint := 0
+		for _, l := range added {
+			hint += len(l.members)
+		}
+		p.dests = make(map[*target]*location, hint)
 	}
 	// Additions before removals, so that no destination is dropped and
 	// re-added on the way.

@@ -47,8 +47,8 @@ func (c Changes) Empty() bool { return len(c.Write) == 0 && len(c.Delete) == 0 }
 //     destinations, the slice with the fewest destinations (ties: the
 //     highest number) is deleted and its destinations are placed as in
 //     rule 3. So slices never outnumber the minimum by more than one, and
-//     a single change never compacts unless the removals before it have
-//     emptied the equivalent of a whole slice.
+//     a single removal compacts only when the slices already have a whole
+//     slice's worth of free room between them.
 //
 // So one changed, removed or added destination rewrites one slice (or
 // deletes it, when it was the slice's last), unless it triggers a
@@ -70,10 +70,10 @@ type Pager struct {
 
 type page struct {
 	name    string
-	n       int // the number in the name; -1 when the name is not <placement>-<n>
+	n       int     // the number in the name; -1 when the name is not <placement>-<n>
 	members []*slot // sorted by SyncTargetName
-	dirty   bool // differs from what the store holds
-	stored  bool // the store holds a version of it
+	dirty   bool    // differs from what the store holds
+	stored  bool    // the store holds a version of it
 	// Update's per-call count of wanted destinations found here.
 	gen  uint64
 	hits int

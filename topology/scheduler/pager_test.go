@@ -285,12 +285,12 @@ func TestPagerCompaction(t *testing.T) {
 // repaired where it breaks the rules.
 func TestPagerNormalizes(t *testing.T) {
 	existing := map[string][]v1alpha1.Destination{
-		"p-0":    {dst("c"), dst("a"), dst("b")},          // unsorted
-		"p-1":    {dst("c"), dst("d")},                    // c twice: kept in p-0
-		"p-2":    nil,                                     // empty
+		"p-0":    {dst("c"), dst("a"), dst("b")},           // unsorted
+		"p-1":    {dst("c"), dst("d")},                     // c twice: kept in p-0
+		"p-2":    nil,                                      // empty
 		"p-3":    {dst("e"), dst("f"), dst("g"), dst("h")}, // over size 3: h dropped
-		"legacy": {dst("i")},                              // another name: kept
-		"p-4":    {{LocationName: "no-name"}},             // invalid only: empty
+		"legacy": {dst("i")},                               // another name: kept
+		"p-4":    {{LocationName: "no-name"}},              // invalid only: empty
 	}
 	p := NewPager("p", 3, existing)
 	s := store(maps.Clone(existing))

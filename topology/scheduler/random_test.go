@@ -164,7 +164,9 @@ var (
 // recomputation from scratch.
 func TestRandomAgainstRecomputation(t *testing.T) {
 	steps := 4000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
+		// The Engine has no concurrency for the race detector to check,
+		// and under it the full run takes half a minute.
 		steps = 500
 	}
 	for _, seed := range []uint64{1, 2, 3} {

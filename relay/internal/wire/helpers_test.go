@@ -90,10 +90,10 @@ func samples() []sample {
 	small := deploymentJSON("checkout-web", 700)
 	large := deploymentJSON("checkout-web", 64<<10)
 	return []sample{
-		{"hello/full", &Hello{Name: "edge-store-0042", Role: RoleEdge, Versions: []uint32{1, 2, math.MaxUint32}, Cursor: Cursor{Revision: 1234567, ReportSeq: 99}}},
+		{"hello/full", &Hello{Name: "edge-store-0042", Role: RoleEdge, Versions: []uint32{1, 2, math.MaxUint32}, Cursor: Cursor{Revision: 1234567, ReportSeq: 99, Epoch: "3f2a9c1e-epoch"}}},
 		{"hello/empty", &Hello{}},
 		{"hello/empty-versions", &Hello{Name: "r", Role: RoleRegion, Versions: []uint32{}}},
-		{"welcome/resume", &Welcome{Name: "root-0", Version: 1}},
+		{"welcome/resume", &Welcome{Name: "root-0", Version: 1, Epoch: "3f2a9c1e-epoch"}},
 		{"welcome/resync", &Welcome{Name: "région-ü", Version: 1, Resync: true}},
 		{"welcome/empty", &Welcome{}},
 		{"join-request", &JoinRequest{Token: "cnp1.abcdef.0123456789", CSR: []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB...\n-----END CERTIFICATE REQUEST-----\n")}},

@@ -77,13 +77,18 @@ type Cursor struct {
 	// (its last ReportAck). The child resends its current state for every
 	// key it reported after that.
 	ReportSeq uint64
+	// Epoch is the parent epoch (Welcome.Epoch) Revision belongs to. A
+	// revision of another parent, or of this parent's store before it was
+	// wiped, means nothing here: the parent resyncs.
+	Epoch string
 }
 
 // Hello is the child's first message on the control stream. The
 // child is authenticated by its TLS certificate; Name must match it.
 //
 // Payload: Name (string), Role (byte), Versions (count, uvarints),
-// Cursor.Revision (uvarint), Cursor.ReportSeq (uvarint).
+// Cursor.Revision (uvarint), Cursor.ReportSeq (uvarint), Cursor.Epoch
+// (string).
 type Hello struct {
 	// Name is the child relay's name.
 	Name string
@@ -105,7 +110,8 @@ func (m *Hello) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 		b = appendUvarint(b, uint64(v))
 	}
 	b = appendUvarint(b, m.Cursor.Revision)
-	return appendUvarint(b, m.Cursor.ReportSeq), nil
+	b = appendUvarint(b, m.Cursor.ReportSeq)
+	return appendString(b, m.Cursor.Epoch), nil
 }
 
 func (m *Hello) decodePayload(d *decoder) {
@@ -119,6 +125,7 @@ func (m *Hello) decodePayload(d *decoder) {
 	}
 	m.Cursor.Revision = d.uvarint("cursor.revision")
 	m.Cursor.ReportSeq = d.uvarint("cursor.reportSeq")
+	m.Cursor.Epoch = d.string("cursor.epoch")
 }
 
 // Welcome is the parent's answer to Hello. After it the child opens the
@@ -126,7 +133,7 @@ func (m *Hello) decodePayload(d *decoder) {
 // instead.
 //
 // Payload: Name (string), Version (uvarint), Resync (bool), ReportAcked
-// (uvarint).
+// (uvarint), Epoch (string).
 type Welcome struct {
 	// Name is the parent relay's name.
 	Name string
@@ -140,6 +147,10 @@ type Welcome struct {
 	// ReportAcked is the last upsync sequence the parent holds durably for
 	// this child: the child's upsync resumes after it.
 	ReportAcked uint64
+	// Epoch identifies the parent's store the downsync revisions come
+	// from (random, persisted with it). The child keeps it with its cursor
+	// and sends it back in Hello.Cursor.Epoch.
+	Epoch string
 }
 
 func (*Welcome) Type() Type { return TypeWelcome }
@@ -148,7 +159,8 @@ func (m *Welcome) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 	b = appendString(b, m.Name)
 	b = appendUvarint(b, uint64(m.Version))
 	b = appendBool(b, m.Resync)
-	return appendUvarint(b, m.ReportAcked), nil
+	b = appendUvarint(b, m.ReportAcked)
+	return appendString(b, m.Epoch), nil
 }
 
 func (m *Welcome) decodePayload(d *decoder) {
@@ -156,6 +168,7 @@ func (m *Welcome) decodePayload(d *decoder) {
 	m.Version = d.uint32("version")
 	m.Resync = d.bool("resync")
 	m.ReportAcked = d.uvarint("reportAcked")
+	m.Epoch = d.string("epoch")
 }
 
 // JoinRequest asks the parent for a certificate. It follows Hello on the
