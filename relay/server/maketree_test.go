@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/link/memnet"
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
 )
@@ -139,4 +141,80 @@ func TestTreeOverLossyNetwork(t *testing.T) {
 		}
 		return tt.converged() == nil
 	})
+}
+
+// A region is cut off from the root while 1 000 changes are made to 50
+// keys; after the partition heals, what the root sends it to catch up is
+// the 50 latest values, not 1 000 events (DESIGN.md section 2).
+func TestPartitionedRegionCatchesUpWithState(t *testing.T) {
+	mn := memnet.NewSeeded(3)
+	t.Cleanup(func() { _ = mn.Close() })
+	cfg := link.DefaultConfig()
+	cfg.KeepAlivePeriod, cfg.MaxIdleTimeout = 200*time.Millisecond, 1500*time.Millisecond
+	tt := makeTree(t, NewNetwork(mn, cfg), 1, 1)
+	region, edge := tt.parents[tt.edges[0]], tt.edges[0]
+	const keys, updates, size = 50, 1000, 1000
+	write := func(i int, v string) {
+		// Incompressible-ish values, so bytes on the wire track content.
+		payload := fmt.Sprintf("%x", sha256.Sum256([]byte(v)))
+		for len(payload) < size {
+			payload += fmt.Sprintf("%x", sha256.Sum256([]byte(payload)))
+		}
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"k%d","namespace":"default","annotations":{%q:%q}},"data":{"v":%q}}`,
+			i, DestinationsAnnotation, edge.cfg.Name, payload[:size])
+		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("k%d", i)}
+		if cur, err := tt.root.Store().Get(k); err == nil {
+			_, err = tt.root.Store().Update(context.Background(), k, []byte(data), cur.Revision)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if _, err := tt.root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		write(i, "initial")
+	}
+	waitFor(t, "the edge to hold the 50 keys", func() bool { return tt.converged() == nil && len(inbox(edge)) == keys })
+
+	rootAddr, regionAddr := tt.root.LinkAddr(), region.dialTransport.Conn.LocalAddr().String()
+	if err := mn.Partition(rootAddr, regionAddr); err != nil {
+		t.Fatal(err)
+	}
+	regionLink := func() session.ChildStatus {
+		for _, c := range tt.root.Children() {
+			if c.Identity.Name == region.cfg.Name {
+				return c
+			}
+		}
+		t.Fatal("the root does not know the region")
+		return session.ChildStatus{}
+	}
+	waitFor(t, "the root to see the region gone", func() bool { return !regionLink().Connected })
+	for u := range updates {
+		write(u%keys, fmt.Sprint("update-", u))
+	}
+	latest := 0
+	lr, _ := tt.root.Store().List(store.ListOptions{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}})
+	for _, o := range lr.Items {
+		latest += len(o.Data)
+	}
+	before := regionLink().Down
+	if err := mn.Heal(rootAddr, regionAddr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the edge to converge after the partition", func() bool {
+		return regionLink().Connected && tt.converged() == nil && regionLink().Down.LagRevisions == 0
+	})
+	after := regionLink().Down
+	bytes, objs := after.BytesSent-before.BytesSent, after.Objects-before.Objects
+	t.Logf("catch-up after %d changes to %d keys: %d objects, %d bytes on the root's link (latest values: %d bytes)", updates, keys, objs, bytes, latest)
+	if objs != keys {
+		t.Fatalf("the root sent %d objects to catch up, want the %d latest values", objs, keys)
+	}
+	if limit := uint64(latest + latest/2); bytes > limit {
+		t.Fatalf("the root sent %d bytes to catch up, want <= %d (1.5x the latest values)", bytes, limit)
+	}
 }
