@@ -125,8 +125,6 @@ var builtinCatalog = sync.OnceValue(func() (b struct {
 	return b
 })
 
-// spaceKind returns the kind of a space (SpaceKindWDS, ...), and whether
-// it exists.
 // SpaceKind returns the kind of space name (SpaceKindWDS, ...), and false
 // when there is no such space.
 func (s *Server) SpaceKind(name string) (string, bool) { return s.catalog.spaceKind(name) }
@@ -139,13 +137,19 @@ func (c *catalog) spaceKind(name string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	return SpaceKindOf(obj), true
+}
+
+// SpaceKindOf reads the kind from a space record (an object of
+// SpaceResource); "" if it has none.
+func SpaceKindOf(record *store.Object) string {
 	var rec struct {
 		Spec struct {
 			Kind string `json:"kind"`
 		} `json:"spec"`
 	}
-	_ = json.Unmarshal(obj.Data, &rec)
-	return rec.Spec.Kind, true
+	_ = json.Unmarshal(record.Data, &rec)
+	return rec.Spec.Kind
 }
 
 // lookup finds the served resource for a request. ok is false when the

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -73,7 +72,7 @@ func (r *Root) spaceClient(space string) (dynamic.Interface, error) {
 // every WDS on its own; it is exported for tools and tests that want a new
 // space served at once.
 func (r *Root) InstallWorkloadCRDs(ctx context.Context, space string) error {
-	kind, ok := r.spaceKind(space)
+	kind, ok := r.api.SpaceKind(space)
 	switch {
 	case !ok:
 		return fmt.Errorf("server: no space %q", space)
@@ -142,23 +141,6 @@ func sameCRD(want, cur *unstructured.Unstructured) (bool, error) {
 		equality.Semantic.DeepEqual(w.Annotations, c.Annotations), nil
 }
 
-// spaceKind reads a space's kind from its record.
-func (r *Root) spaceKind(name string) (string, bool) {
-	obj, err := r.store.Get(store.Key{Resource: kubeapi.SpaceResource, Name: name})
-	if err != nil {
-		return "", false
-	}
-	var rec struct {
-		Spec struct {
-			Kind string `json:"kind"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal(obj.Data, &rec); err != nil {
-		return "", false
-	}
-	return rec.Spec.Kind, true
-}
-
 // workloadSpaces lists the workload description spaces and the revision
 // of the listing.
 func (r *Root) workloadSpaces() ([]string, int64, error) {
@@ -168,12 +150,7 @@ func (r *Root) workloadSpaces() ([]string, int64, error) {
 	}
 	var out []string
 	for _, it := range list.Items {
-		var rec struct {
-			Spec struct {
-				Kind string `json:"kind"`
-			} `json:"spec"`
-		}
-		if json.Unmarshal(it.Data, &rec) == nil && rec.Spec.Kind == kubeapi.SpaceKindWDS {
+		if kubeapi.SpaceKindOf(it) == kubeapi.SpaceKindWDS {
 			out = append(out, it.Key.Name)
 		}
 	}

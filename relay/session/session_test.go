@@ -99,10 +99,20 @@ func startEdge(t *testing.T, parent, dataDir, token string, st *store.Store) (*U
 	return up, stop
 }
 
+// put creates or replaces a ConfigMap in space (annotated for dest, when
+// set).
 func put(t *testing.T, st *store.Store, space, name, value string) {
+	upsert(t, st, space, "", name, value)
+}
+
+func upsert(t *testing.T, st *store.Store, space, dest, name, value string) {
 	t.Helper()
 	k := store.Key{Space: space, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
-	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"},"data":{"v":%q}}`, name, value)
+	ann := ""
+	if dest != "" {
+		ann = fmt.Sprintf(`,"annotations":{"dest":%q}`, dest)
+	}
+	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"%s},"data":{"v":%q}}`, name, ann, value)
 	if _, err := st.Get(k); err == nil {
 		if _, err := st.Update(context.Background(), k, []byte(data), 0); err != nil {
 			t.Fatal(err)
@@ -133,18 +143,7 @@ func testTargets(o *store.Object) []string {
 // send writes a ConfigMap for destination dest into the parent's shared
 // space.
 func send(t *testing.T, st *store.Store, dest, name, value string) {
-	t.Helper()
-	k := store.Key{Space: downsync, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
-	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{"dest":%q}},"data":{"v":%q}}`, name, dest, value)
-	if _, err := st.Get(k); err == nil {
-		if _, err := st.Update(context.Background(), k, []byte(data), 0); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if _, err := st.Create(context.Background(), k, []byte(data)); err != nil {
-		t.Fatal(err)
-	}
+	upsert(t, st, downsync, dest, name, value)
 }
 
 // inSync waits until child's inbox holds its mailbox at the parent.

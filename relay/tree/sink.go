@@ -44,7 +44,7 @@ type sink struct {
 	// parentEpoch is the epoch written with downsync cursors
 	// (Receiver.SetEpoch).
 	parentEpoch atomic.Pointer[string]
-	c       counters
+	c           counters
 }
 
 func newSink(st *store.Store, space, cursorName string, up bool, allow func(wire.Key) bool, cfg *wire.Config, maxBatch int) *sink {

@@ -174,7 +174,7 @@ func (c *Controller) load() error {
 		return err
 	}
 	for _, o := range spaces.Items {
-		if spaceKind(o) == kubeapi.SpaceKindWDS {
+		if kubeapi.SpaceKindOf(o) == kubeapi.SpaceKindWDS {
 			if err := c.loadSpace(o.Key.Name); err != nil {
 				return err
 			}
@@ -203,16 +203,6 @@ func (c *Controller) loadSpace(name string) error {
 	return nil
 }
 
-func spaceKind(o *store.Object) string {
-	var rec struct {
-		Spec struct {
-			Kind string `json:"kind"`
-		} `json:"spec"`
-	}
-	_ = json.Unmarshal(o.Data, &rec)
-	return rec.Spec.Kind
-}
-
 // observe takes one event into the dirty state; it reports whether there
 // is work to flush.
 func (c *Controller) observe(ev store.Event) bool {
@@ -232,7 +222,7 @@ func (c *Controller) observe(ev store.Event) bool {
 			}
 			return true
 		}
-		if spaceKind(ev.Object) == kubeapi.SpaceKindWDS && c.spaces[k.Name] == nil {
+		if kubeapi.SpaceKindOf(ev.Object) == kubeapi.SpaceKindWDS && c.spaces[k.Name] == nil {
 			if err := c.loadSpace(k.Name); err != nil {
 				c.log.Error("placement: loading a space", "space", k.Name, "error", err)
 			}
