@@ -138,12 +138,6 @@ func (rq *request) writeObject(sv *served, code int, data []byte) {
 }
 
 func (s *Server) serveCreate(rq *request, sv *served) {
-	if sv.crd != nil {
-		if cc := s.catalog.crd(rq.space, sv.resource+"."+sv.group); cc != nil && crdTerminating(cc.obj) {
-			rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), "create"))
-			return
-		}
-	}
 	body, err := rq.readBody()
 	if err != nil {
 		rq.writeError(err)
@@ -154,55 +148,65 @@ func (s *Server) serveCreate(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
+	data, err := s.createObject(rq, sv, obj)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	rq.writeObject(sv, http.StatusCreated, data)
+}
+
+// createObject creates obj (decoded from a create's body, or what a
+// server-side apply made of a missing object) and returns the JSON stored,
+// or that would be for a dry run.
+func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstructured) ([]byte, error) {
+	if sv.crd != nil {
+		if cc := s.catalog.crd(rq.space, sv.resource+"."+sv.group); cc != nil && crdTerminating(cc.obj) {
+			return nil, apierrors.NewMethodNotSupported(sv.gr(), "create")
+		}
+	}
 	if sv.namespaced {
 		switch ns := obj.GetNamespace(); {
 		case ns == "":
 			obj.SetNamespace(rq.info.Namespace)
 		case ns != rq.info.Namespace:
-			rq.writeError(apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request"))
-			return
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 		}
 	} else {
 		obj.SetNamespace("")
 	}
 	if obj.GetName() == "" && obj.GetGenerateName() == "" {
 		errs := field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}
-		rq.writeError(apierrors.NewInvalid(sv.gvk().GroupKind(), "", errs))
-		return
+		return nil, apierrors.NewInvalid(sv.gvk().GroupKind(), "", errs)
 	}
 	dry, err := rq.dryRun()
 	if err != nil {
-		rq.writeError(err)
-		return
+		return nil, err
 	}
-	obj, err = normalize(rq, sv, obj, nil)
-	if err != nil {
-		rq.writeError(err)
-		return
+	if obj, err = normalize(rq, sv, obj, nil); err != nil {
+		return nil, err
+	}
+	if obj, err = s.recordFields(rq, sv, nil, obj); err != nil {
+		return nil, err
 	}
 	if err := prepareCreate(sv, obj, time.Now()); err != nil {
-		rq.writeError(err)
-		return
+		return nil, err
 	}
 	if err := s.admitCreate(rq, sv, obj); err != nil {
-		rq.writeError(err)
-		return
+		return nil, err
 	}
 	data, err := json.Marshal(obj.Object)
 	if err != nil {
-		rq.writeError(err)
-		return
+		return nil, err
 	}
 	if dry {
-		rq.writeObject(sv, http.StatusCreated, data)
-		return
+		return data, nil
 	}
 	stored, err := s.store.Create(rq.r.Context(), rq.key(sv, obj.GetName()), data)
 	if err != nil {
-		rq.writeError(storeError(err, sv.gr(), obj.GetName()))
-		return
+		return nil, storeError(err, sv.gr(), obj.GetName())
 	}
-	rq.writeObject(sv, http.StatusCreated, stored.Data)
+	return stored.Data, nil
 }
 
 // admitCreate enforces the namespace lifecycle: objects go only into
@@ -321,6 +325,9 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 		next.SetAPIVersion(sv.apiVersion())
 		next.SetKind(sv.kind)
 		if next, err = normalize(rq, sv, next, cur); err != nil {
+			return nil, err
+		}
+		if next, err = s.recordFields(rq, sv, cur, next); err != nil {
 			return nil, err
 		}
 		if err := prepareUpdate(sv, rq.info.Subresource, next, cur); err != nil {

@@ -111,7 +111,25 @@ func decodeObject(sv *served, body []byte) (*unstructured.Unstructured, error) {
 // their Go type (dropping unknown fields and normalizing values such as
 // quantities); custom resources are pruned, defaulted and validated by their
 // schema. Unknown fields are handled per the fieldValidation directive.
+//
+// metadata.managedFields are left as they are, for the field manager
+// (recordFields) to read after normalize: it validates them, and the
+// Go-type round trip would lose the empty list that resets them.
 func normalize(rq *request, sv *served, obj, old *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	managed, hasManaged, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields")
+	if hasManaged {
+		unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	}
+	obj, err := normalizeObject(rq, sv, obj, old)
+	if err == nil && hasManaged {
+		if md, ok := obj.Object["metadata"].(map[string]any); ok {
+			md["managedFields"] = managed
+		}
+	}
+	return obj, err
+}
+
+func normalizeObject(rq *request, sv *served, obj, old *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	directive := rq.fieldValidation()
 	var unknown []string
 	if sv.newTyped != nil {
@@ -308,6 +326,13 @@ func prepareUpdate(sv *served, subresource string, obj, cur *unstructured.Unstru
 			delete(next.Object, "status")
 		}
 		metav1.ResetObjectMetaForStatus(next, cur)
+		// The field manager's record of this write (apply.go), as kube's
+		// status strategies keep it.
+		if mf, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields"); ok {
+			_ = unstructured.SetNestedField(next.Object, mf, "metadata", "managedFields")
+		} else {
+			unstructured.RemoveNestedField(next.Object, "metadata", "managedFields")
+		}
 		next.SetResourceVersion(obj.GetResourceVersion())
 		*obj = *next
 	case sv.status:

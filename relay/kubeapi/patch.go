@@ -21,6 +21,9 @@ func (s *Server) servePatch(rq *request, sv *served) {
 	mt, _, _ := mime.ParseMediaType(rq.r.Header.Get("Content-Type"))
 	pt := types.PatchType(mt)
 	switch pt {
+	case types.ApplyYAMLPatchType:
+		s.serveApply(rq, sv) // apply.go
+		return
 	case types.JSONPatchType, types.MergePatchType:
 	case types.StrategicMergePatchType:
 		if sv.newTyped == nil {
@@ -29,6 +32,10 @@ func (s *Server) servePatch(rq *request, sv *served) {
 		}
 	default:
 		rq.writeError(unsupportedPatch(pt, sv))
+		return
+	}
+	if err := rq.validatePatchOptions(pt); err != nil {
+		rq.writeError(err)
 		return
 	}
 	patch, err := rq.readBody()
@@ -47,9 +54,18 @@ func (s *Server) servePatch(rq *request, sv *served) {
 }
 
 func unsupportedPatch(pt types.PatchType, sv *served) error {
+	return unsupportedPatchTypes(sv, true)
+}
+
+// unsupportedPatchTypes is the 415 of a patch, listing the types served:
+// apply on the object and its status (apply.go), not on /scale.
+func unsupportedPatchTypes(sv *served, apply bool) error {
 	supported := []string{string(types.JSONPatchType), string(types.MergePatchType)}
 	if sv.newTyped != nil {
 		supported = append(supported, string(types.StrategicMergePatchType))
+	}
+	if apply {
+		supported = append(supported, string(types.ApplyYAMLPatchType))
 	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
@@ -90,6 +106,8 @@ func applyPatch(sv *served, pt types.PatchType, cur *unstructured.Unstructured, 
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
 		return &unstructured.Unstructured{Object: res}, nil
+	default:
+		return nil, unsupportedPatchTypes(sv, false)
 	}
 	u, err := parseObject(out)
 	if err != nil {
