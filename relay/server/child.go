@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/internal/wire"
@@ -23,6 +25,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/simulations/vcluster"
+	"github.com/canopy-dev/canopy/syncer"
 )
 
 // Spaces of a child relay's own store.
@@ -46,9 +49,8 @@ type ChildConfig struct {
 	LinkAddr string
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.
 	Proxy *url.URL
-	// VirtualCluster gives an edge an in-memory cluster (Kubeconfig is
-	// for a real one; the syncer that applies the inbox to either is the
-	// edge syncer issue's work).
+	// VirtualCluster gives an edge an in-memory cluster; Kubeconfig
+	// names a real one. The edge's syncer applies its inbox to either.
 	VirtualCluster bool
 	Kubeconfig     string
 	Labels         map[string]string
@@ -89,6 +91,8 @@ type Child struct {
 	cluster  *vcluster.Cluster
 	// clusterStarted: Start owns the cluster's cleanup once called.
 	clusterStarted bool
+	// syncer applies an edge's inbox to its cluster (nil without one).
+	syncer *syncer.Syncer
 	// dialTransport is the QUIC transport of an in-memory network, closed
 	// with the relay.
 	dialTransport *quic.Transport
@@ -140,6 +144,20 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		}
 		c.cluster = vc
 	}
+	if cfg.Role == pki.RoleEdge && (c.cluster != nil || cfg.Kubeconfig != "") {
+		var rc *rest.Config
+		if c.cluster != nil {
+			rc = c.cluster.RESTConfig()
+		} else if rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
+			c.close()
+			return nil, fmt.Errorf("server: --kubeconfig: %w", err)
+		}
+		if c.syncer, err = syncer.New(syncer.Config{Name: cfg.Name, Store: st, Inbox: InboxSpace, Outbox: OutboxSpace,
+			Cluster: rc, Logger: log}); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -172,7 +190,7 @@ func (c *Child) Serve(ctx context.Context) error {
 	defer c.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	go func() { errc <- c.uplink.Start(ctx) }()
 	if c.cfg.StatusAddr != "" {
 		go func() { errc <- c.serveStatus(ctx, c.cfg.StatusAddr) }()
@@ -180,6 +198,13 @@ func (c *Child) Serve(ctx context.Context) error {
 	if c.cluster != nil {
 		c.clusterStarted = true
 		go func() { errc <- c.cluster.Start(ctx) }()
+	}
+	if c.syncer != nil {
+		// The syncer runs from the inbox on disk, connected or not; the
+		// store closes only once it has stopped.
+		done := make(chan struct{})
+		go func() { defer close(done); errc <- c.syncer.Start(ctx) }()
+		defer func() { <-done }()
 	}
 	if c.cfg.Role == pki.RoleRegion {
 		// A region serves children only once it holds its certificate

@@ -30,7 +30,7 @@ import (
 //     Location), from maintainInventory;
 //   - every workload description space (kind wds) gets
 //     edgev1alpha1.WorkloadCRDs (EdgePlacement, SinglePlacementSlice,
-//     Customizer), from maintainWorkloadCRDs: the default space at start
+//     Customizer, StatusCollector, CombinedStatus), from maintainWorkloadCRDs: the default space at start
 //     and any WDS created later. Mailbox spaces and the inventory never
 //     get them.
 //
@@ -67,7 +67,8 @@ func (r *Root) spaceClient(space string) (dynamic.Interface, error) {
 }
 
 // InstallWorkloadCRDs installs the edge.canopy.dev workload CRDs
-// (EdgePlacement, SinglePlacementSlice, Customizer) in space, which must be
+// (EdgePlacement, SinglePlacementSlice, Customizer, StatusCollector,
+// CombinedStatus) in space, which must be
 // a workload description space. It is idempotent. The root calls it for
 // every WDS on its own; it is exported for tools and tests that want a new
 // space served at once.

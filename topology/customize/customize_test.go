@@ -504,7 +504,7 @@ kind: Deployment
 metadata:
   name: web
   namespace: shop
-  labels: {app: web, store: "%(syncTargetName)"}
+  labels: {app: web}
   annotations:
     edge.canopy.dev/expand-parameters: "true"
     edge.canopy.dev/customizer: per-store
@@ -528,6 +528,8 @@ metadata:
   name: per-store
   namespace: shop
 replacements:
+- path: /metadata/labels/store
+  value: '"%(syncTargetName)"'
 - path: /spec/replicas
   value: '%(replicas)'
 - path: /spec/template/spec/containers/0/env/-

@@ -16,7 +16,8 @@ var InventoryResources = []string{ResourceSyncTargets, ResourceLocations}
 
 // WorkloadResources are the resources served in every workload
 // description space (WDS).
-var WorkloadResources = []string{ResourceEdgePlacements, ResourceSinglePlacementSlices, ResourceCustomizers}
+var WorkloadResources = []string{ResourceEdgePlacements, ResourceSinglePlacementSlices, ResourceCustomizers,
+	ResourceStatusCollectors, ResourceCombinedStatuses}
 
 // CRDs returns the CustomResourceDefinition manifests (YAML) of every
 // resource of the group: InventoryCRDs, then WorkloadCRDs.
@@ -29,8 +30,8 @@ func CRDs() ([][]byte, error) {
 func InventoryCRDs() ([][]byte, error) { return crdManifests(InventoryResources) }
 
 // WorkloadCRDs returns the manifests of the CRDs every workload
-// description space serves: EdgePlacement, SinglePlacementSlice and
-// Customizer.
+// description space serves: EdgePlacement, SinglePlacementSlice,
+// Customizer, StatusCollector and CombinedStatus.
 func WorkloadCRDs() ([][]byte, error) { return crdManifests(WorkloadResources) }
 
 // CRDName is the metadata.name of a resource's CRD (plural.group).

@@ -2,9 +2,11 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,7 +72,8 @@ func TestCRDSplit(t *testing.T) {
 	if want := []string{"synctargets.edge.canopy.dev", "locations.edge.canopy.dev"}; !slices.Equal(gotInv, want) {
 		t.Errorf("InventoryCRDs: %v, want %v", gotInv, want)
 	}
-	if want := []string{"edgeplacements.edge.canopy.dev", "singleplacementslices.edge.canopy.dev", "customizers.edge.canopy.dev"}; !slices.Equal(gotWL, want) {
+	if want := []string{"edgeplacements.edge.canopy.dev", "singleplacementslices.edge.canopy.dev", "customizers.edge.canopy.dev",
+		"statuscollectors.edge.canopy.dev", "combinedstatuses.edge.canopy.dev"}; !slices.Equal(gotWL, want) {
 		t.Errorf("WorkloadCRDs: %v, want %v", gotWL, want)
 	}
 	for _, f := range files {
@@ -98,7 +101,7 @@ func TestCRDs(t *testing.T) {
 				t.Errorf("group %q, name %q", c.Spec.Group, c.Name)
 			}
 			wantScope := apiextensionsv1.ClusterScoped
-			if c.Spec.Names.Kind == KindCustomizer {
+			if c.Spec.Names.Kind == KindCustomizer || c.Spec.Names.Kind == KindCombinedStatus {
 				wantScope = apiextensionsv1.NamespaceScoped
 			}
 			if c.Spec.Scope != wantScope {
@@ -194,6 +197,24 @@ func TestSyncTargetShape(t *testing.T) {
 	}
 }
 
+// TestStatusShapes keeps the columns kubectl get shows for the reported-
+// state kinds.
+func TestStatusShapes(t *testing.T) {
+	for res, want := range map[string][]string{
+		ResourceStatusCollectors: {"Filter string .spec.filter", "Limit integer .spec.limit", "Age date .metadata.creationTimestamp"},
+		ResourceCombinedStatuses: {"Resource string .object.resource", "Object string .object.name", "Placement string .placement",
+			"Destinations integer .destinations", "Failing integer .failingCount", "Revision string .observedRevision", "Age date .metadata.creationTimestamp"},
+	} {
+		var cols []string
+		for _, col := range compiled(t, res).Spec.Versions[0].AdditionalPrinterColumns {
+			cols = append(cols, col.Name+" "+col.Type+" "+col.JSONPath)
+		}
+		if !slices.Equal(cols, want) {
+			t.Errorf("%s: columns %q, want %q", res, cols, want)
+		}
+	}
+}
+
 // TestBounds keeps the documented constants and the schemas in step.
 func TestBounds(t *testing.T) {
 	sps := compiled(t, ResourceSinglePlacementSlices).Spec.Versions[0].Schema.OpenAPIV3Schema
@@ -206,6 +227,32 @@ func TestBounds(t *testing.T) {
 	ep := compiled(t, ResourceEdgePlacements).Spec.Versions[0].Schema.OpenAPIV3Schema
 	if m := ep.Properties["status"].Properties["conflicts"].MaxItems; m == nil || *m != MaxReportedConflicts {
 		t.Errorf("conflicts maxItems %v, want %d", m, MaxReportedConflicts)
+	}
+	sc := compiled(t, ResourceStatusCollectors).Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	if l := sc.Properties["limit"]; l.Maximum == nil || *l.Maximum != MaxStatusCollectorLimit || l.Default == nil || string(l.Default.Raw) != strconv.Itoa(DefaultStatusCollectorLimit) {
+		t.Errorf("limit maximum %v default %v, want %d and %d", l.Maximum, l.Default, MaxStatusCollectorLimit, DefaultStatusCollectorLimit)
+	}
+	for _, list := range []string{"groupBy", "combinedFields", "select"} {
+		if m := sc.Properties[list].MaxItems; m == nil || *m != MaxStatusExpressions {
+			t.Errorf("%s maxItems %v, want %d", list, m, MaxStatusExpressions)
+		}
+	}
+	cs := compiled(t, ResourceCombinedStatuses).Spec.Versions[0].Schema.OpenAPIV3Schema
+	if m := cs.Properties["failing"].MaxItems; m == nil || *m != MaxFailingDestinations {
+		t.Errorf("failing maxItems %v, want %d", m, MaxFailingDestinations)
+	}
+	if m := cs.Properties["failing"].Items.Schema.Properties["reason"].MaxLength; m == nil || *m != MaxFailingReasonLength {
+		t.Errorf("failing reason maxLength %v, want %d", m, MaxFailingReasonLength)
+	}
+	res := cs.Properties["results"].Items.Schema
+	if m := res.Properties["rows"].MaxItems; m == nil || *m != MaxStatusCollectorLimit {
+		t.Errorf("rows maxItems %v, want %d", m, MaxStatusCollectorLimit)
+	}
+	if m := res.Properties["columnNames"].MaxItems; m == nil || *m != 2*MaxStatusExpressions {
+		t.Errorf("columnNames maxItems %v, want %d", m, 2*MaxStatusExpressions)
+	}
+	if m := cs.Properties["results"].MaxItems; m == nil || *m != *ep.Properties["spec"].Properties["statusCollectors"].MaxItems {
+		t.Errorf("results maxItems %v, want the placement's statusCollectors maxItems", m)
 	}
 }
 
@@ -265,6 +312,23 @@ func TestTypesMatchSchemas(t *testing.T) {
 		ResourceSinglePlacementSlices: &SinglePlacementSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Labels: map[string]string{PlacementLabel: "web"}},
 			EdgePlacement: "web", DestinationCount: 1,
 			Destinations: []Destination{{SyncTargetName: "edge-1", SyncTargetUID: "u-1", LocationName: "zone-a", Labels: map[string]string{"zone": "a"}}}},
+		ResourceStatusCollectors: &StatusCollector{ObjectMeta: metav1.ObjectMeta{Name: "ready-count"}, Spec: StatusCollectorSpec{
+			Filter:         "obj.metadata.namespace == 'web'",
+			GroupBy:        []NamedExpression{{Name: "zone", Def: "destination.labels['zone']"}},
+			CombinedFields: []CombinedField{{Name: "count", Type: AggregationCount}, {Name: "ready", Type: AggregationSum, Subject: "obj.status.readyReplicas"}},
+			Limit:          20,
+		}},
+		ResourceCombinedStatuses: &CombinedStatus{ObjectMeta: metav1.ObjectMeta{Name: "deployments.apps-web-web", Namespace: "web",
+			Labels: map[string]string{PlacementLabel: "web", ObjectResourceLabel: "deployments.apps", ObjectNameLabel: "web"}},
+			Object: ObjectReference{Group: "apps", Resource: "deployments", Namespace: "web", Name: "web"}, Placement: "web",
+			Results: []NamedStatusCombination{
+				{Name: "ready-count", ColumnNames: []string{"zone", "count", "ready", "avg", "up"},
+					Rows:     []StatusRow{{Columns: []Value{StringValue("eu"), IntValue(3), FloatValue(2.5), NullValue(), BoolValue(true)}}},
+					Overflow: &StatusRow{Columns: []Value{NullValue(), IntValue(1), IntValue(0), NullValue(), BoolValue(false)}}},
+				{Name: "versions", ColumnNames: []string{"destination"}, Rows: []StatusRow{{Columns: []Value{StringValue("edge-1")}}}, OmittedRows: 4},
+				{Name: "missing", Error: "StatusCollector missing not found"},
+			},
+			Destinations: 7, Failing: []FailingDestination{{Name: "edge-9", Reason: "no such key: status"}}, FailingCount: 1, ObservedRevision: "42"},
 		ResourceCustomizers: &Customizer{ObjectMeta: metav1.ObjectMeta{Name: "per-zone", Namespace: "web"},
 			Replacements: []Replacement{{Path: "/spec/replicas", Value: "3"}, {Path: "/data/zone", Value: `"%(zone)"`}, {Path: "/a~1b/-", Value: `{"x": "%(syncTargetName)"}`, DestinationSelector: &sel}}},
 	}
@@ -327,9 +391,20 @@ func TestValidation(t *testing.T) {
 		{"long clause customizer", ResourceEdgePlacements, `spec: {downsync: [{resources: ["*"], customizer: ` + strings.Repeat("c", 254) + `}]}`, "spec.downsync[0].customizer: Too long"},
 		{"bad destination selector", ResourceCustomizers, `{replacements: [{path: /a, value: "3", destinationSelector: {matchExpressions: [{key: zone}]}}]}`, "replacements[0].destinationSelector.matchExpressions[0].operator: Required value"},
 		{"bad escape", ResourceCustomizers, `{replacements: [{path: /a~2b, value: "3"}]}`, "replacements[0].path: Invalid value"},
+		{"select and groupBy", ResourceStatusCollectors, `spec: {select: [{name: a, def: "1"}], groupBy: [{name: b, def: "2"}]}`, "select cannot be combined with groupBy or combinedFields"},
+		{"empty collector", ResourceStatusCollectors, `spec: {filter: "true"}`, "one of groupBy, combinedFields or select is required"},
+		{"same column twice", ResourceStatusCollectors, `spec: {groupBy: [{name: a, def: "1"}], combinedFields: [{name: a, type: COUNT}]}`, "groupBy and combinedFields names must differ"},
+		{"duplicate groupBy", ResourceStatusCollectors, `spec: {groupBy: [{name: a, def: "1"}, {name: a, def: "2"}]}`, "spec.groupBy[1]: Duplicate value"},
+		{"unknown aggregation", ResourceStatusCollectors, `spec: {combinedFields: [{name: a, type: MEDIAN, subject: "1"}]}`, "spec.combinedFields[0].type: Unsupported value"},
+		{"sum without subject", ResourceStatusCollectors, `spec: {combinedFields: [{name: a, type: SUM}]}`, "spec.combinedFields[0].subject: Required value: subject is required"},
+		{"count with subject", ResourceStatusCollectors, `spec: {combinedFields: [{name: a, type: COUNT, subject: "1"}]}`, "spec.combinedFields[0].subject: Forbidden: COUNT counts objects"},
+		{"limit too big", ResourceStatusCollectors, `spec: {select: [{name: a, def: "1"}], limit: 1001}`, "spec.limit: Invalid value"},
+		{"too many failing", ResourceCombinedStatuses, `{object: {resource: deployments, name: web}, placement: web, failing: [` + failing(101) + `]}`, "failing: Too many"},
+		{"combined status without object", ResourceCombinedStatuses, `{placement: web}`, "object: Required value"},
 	}
 	kinds := map[string]string{ResourceEdgePlacements: KindEdgePlacement, ResourceLocations: KindLocation,
-		ResourceSinglePlacementSlices: KindSinglePlacementSlice, ResourceCustomizers: KindCustomizer}
+		ResourceSinglePlacementSlices: KindSinglePlacementSlice, ResourceCustomizers: KindCustomizer,
+		ResourceStatusCollectors: KindStatusCollector, ResourceCombinedStatuses: KindCombinedStatus}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var body map[string]any
@@ -337,7 +412,7 @@ func TestValidation(t *testing.T) {
 				t.Fatal(err)
 			}
 			meta := map[string]any{"name": "x"}
-			if tc.resource == ResourceCustomizers {
+			if tc.resource == ResourceCustomizers || tc.resource == ResourceCombinedStatuses {
 				meta["namespace"] = "default"
 			}
 			body["apiVersion"], body["kind"], body["metadata"] = SchemeGroupVersion.String(), kinds[tc.resource], meta
@@ -348,6 +423,15 @@ func TestValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failing renders n failing destinations as YAML flow items.
+func failing(n int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("{name: edge-%d}", i)
+	}
+	return strings.Join(items, ", ")
 }
 
 // toUnstructured round-trips obj through JSON as the server decodes a

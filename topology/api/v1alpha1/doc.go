@@ -9,17 +9,8 @@
 //	EdgePlacement         cluster-scoped  every WDS  which objects go to which Locations, and what comes back
 //	SinglePlacementSlice  cluster-scoped  every WDS  the scheduler's output: one page of an EdgePlacement's destinations
 //	Customizer            namespaced      every WDS  rule-based replacements applied per destination
-//
-// Reserved for a later issue (no types yet, the names are taken):
-//
-//   - StatusCollector (cluster-scoped, WDS): CEL expressions evaluated at
-//     the edge against each placed object (filter, groupBy, combinedFields
-//     with COUNT, SUM, MIN, MAX, AVG, and select with limit), every
-//     aggregation mergeable so that each tier merges its children's partial
-//     results. EdgePlacementSpec.StatusCollectors already names them.
-//   - CombinedStatus (namespaced, WDS): one per (workload object,
-//     EdgePlacement), the merged result table plus a bounded list of
-//     failing destinations with reasons.
+//	StatusCollector       cluster-scoped  every WDS  CEL expressions evaluated per placed object, mergeable up the tree
+//	CombinedStatus        namespaced      every WDS  the merged result per (workload object, EdgePlacement), written by the root
 //
 // The package owns the Go types, their deepcopy functions and the CRD
 // manifests generated from them (crds/, embedded: see CRDs,

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/syncer"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+var deployGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+// The MVI end to end: one EdgePlacement in the root's default space puts a
+// Namespace, a ConfigMap and a Deployment with a Customizer on three
+// edges under a region; each edge's syncer applies them, customized with
+// its own values, to its virtual cluster, and its reports (the live
+// Deployment, once the simulated kubelet made it available, and the
+// DestinationStatus) reach the region. Deleting the placement deletes
+// everything from the clusters.
+func TestSyncerEndToEnd(t *testing.T) {
+	stores := map[string]map[string]string{
+		"store-1": {"shop": "yes", "zone": "a", "size": "small", "replicas": "1"},
+		"store-2": {"shop": "yes", "zone": "b", "size": "large", "replicas": "3"},
+		"store-3": {"shop": "yes", "zone": "c", "size": "large", "replicas": "2"},
+	}
+	pt := startPlacementTree(t, stores)
+	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+		"metadata": map[string]any{"name": "stores", "labels": map[string]any{"region": "eu"}},
+		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"shop": "yes"}}}})
+	pt.apply(t, pt.wds, nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "shop"}})
+	pt.apply(t, pt.wds, edgev1alpha1.CustomizersGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",
+		"metadata": map[string]any{"name": "per-store", "namespace": "shop"},
+		"replacements": []any{
+			map[string]any{"path": "/spec/replicas", "value": "%(replicas)"},
+			// (A template in a label value would not pass the root's
+			// validation: the Customizer sets it.)
+			map[string]any{"path": "/metadata/labels/store", "value": `"%(syncTargetName)"`},
+			map[string]any{"path": "/spec/template/spec/containers/0/env/-", "value": `{"name": "STORE", "value": "%(syncTargetName)-%(zone)"}`},
+			map[string]any{"path": "/spec/template/spec/containers/0/resources", "value": `{"limits": {"cpu": "2"}}`,
+				"destinationSelector": map[string]any{"matchLabels": map[string]any{"size": "large"}}},
+		}})
+	pt.apply(t, pt.wds, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "settings", "namespace": "shop",
+			"annotations": map[string]any{edgev1alpha1.ExpandParametersAnnotation: "true"}},
+		"data": map[string]any{"zone": "%(zone)", "region": "%(region)", "store": "%(syncTargetName)"}})
+	pt.apply(t, pt.wds, deployGVR, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "labels": map[string]any{"app": "web"},
+			"annotations": map[string]any{edgev1alpha1.ExpandParametersAnnotation: "true", edgev1alpha1.CustomizerAnnotation: "per-store"}},
+		"spec": map[string]any{"replicas": 1,
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "shop:1.2",
+					"env": []any{map[string]any{"name": "REGION", "value": "%(region)"}, map[string]any{"name": "ZONE", "value": "%(zone)"}}}}}}}})
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"metadata": map[string]any{"name": "shop"},
+		"spec": map[string]any{
+			"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"region": "eu"}}},
+			"downsync": []any{
+				map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"shop"}},
+				map[string]any{"apiGroup": "apps", "resources": []any{"deployments"}, "namespaces": []any{"shop"}},
+			},
+		}})
+
+	clients := map[string]dynamic.Interface{}
+	for name, e := range pt.edges {
+		c, err := dynamic.NewForConfig(e.cluster.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[name] = c
+	}
+	ctx := context.Background()
+	var last string
+	waitForMsg(t, "every cluster to hold its own version", func() (bool, string) {
+		for name, c := range clients {
+			labels := stores[name]
+			ns, err := c.Resource(nsGVR).Get(ctx, "shop", metav1.GetOptions{})
+			if err != nil {
+				return false, fmt.Sprintf("%s: namespace: %v", name, err)
+			}
+			if ns.GetLabels()[syncer.ManagedLabel] != "true" {
+				return false, fmt.Sprintf("%s: namespace not managed: %v", name, ns.GetLabels())
+			}
+			cm, err := c.Resource(cmGVR).Namespace("shop").Get(ctx, "settings", metav1.GetOptions{})
+			if err != nil {
+				return false, fmt.Sprintf("%s: configmap: %v", name, err)
+			}
+			data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+			if want := map[string]string{"zone": labels["zone"], "region": "eu", "store": name}; fmt.Sprint(data) != fmt.Sprint(want) {
+				return false, fmt.Sprintf("%s: configmap data %v, want %v", name, data, want)
+			}
+			d, err := c.Resource(deployGVR).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, fmt.Sprintf("%s: deployment: %v", name, err)
+			}
+			replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+			cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			env, _ := json.Marshal(cs[0].(map[string]any)["env"])
+			cpu, _, _ := unstructured.NestedString(cs[0].(map[string]any), "resources", "limits", "cpu")
+			wantEnv := fmt.Sprintf(`[{"name":"REGION","value":"eu"},{"name":"ZONE","value":"%s"},{"name":"STORE","value":"%s-%s"}]`, labels["zone"], name, labels["zone"])
+			wantCPU := map[string]string{"small": "", "large": "2"}[labels["size"]]
+			if fmt.Sprint(replicas) != labels["replicas"] || string(env) != wantEnv || cpu != wantCPU || d.GetLabels()["store"] != name {
+				return false, fmt.Sprintf("%s: replicas %d env %s cpu %q labels %v", name, replicas, env, cpu, d.GetLabels())
+			}
+			for k := range d.GetAnnotations() {
+				if strings.HasPrefix(k, edgev1alpha1.GroupName+"/") {
+					return false, fmt.Sprintf("%s: deployment carries %s", name, k)
+				}
+			}
+		}
+		return true, ""
+	}, &last)
+
+	// Reports travel up: at the region, each edge's reports space holds
+	// its DestinationStatus and its live Deployment, available.
+	waitForMsg(t, "reports at the region", func() (bool, string) {
+		for name := range pt.edges {
+			space := ReportsSpace(name)
+			o, err := pt.region.Store().Get(store.Key{Space: space, Resource: syncer.DestinationStatusResource, Name: name})
+			if err != nil {
+				return false, fmt.Sprintf("%s: status: %v", name, err)
+			}
+			var ds syncer.DestinationStatus
+			if err := json.Unmarshal(o.Data, &ds); err != nil || !ds.Status.Reachable || ds.Status.Applied != 3 || ds.Status.FailedCount != 0 || ds.Status.ObservedInboxRevision == 0 {
+				return false, fmt.Sprintf("%s: status %s", name, o.Data)
+			}
+			o, err = pt.region.Store().Get(store.Key{Space: space, Resource: store.Resource{Group: "apps", Resource: "deployments"}, Namespace: "shop", Name: "web"})
+			if err != nil {
+				return false, fmt.Sprintf("%s: deployment report: %v", name, err)
+			}
+			var d unstructured.Unstructured
+			if err := d.UnmarshalJSON(o.Data); err != nil {
+				return false, err.Error()
+			}
+			avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
+			if fmt.Sprint(avail) != stores[name]["replicas"] {
+				return false, fmt.Sprintf("%s: reported availableReplicas %d", name, avail)
+			}
+		}
+		return true, ""
+	}, &last)
+
+	// The placement goes: so does everything from every cluster.
+	if err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForMsg(t, "every cluster emptied", func() (bool, string) {
+		for name, c := range clients {
+			for _, o := range []struct {
+				gvr      schema.GroupVersionResource
+				ns, name string
+			}{{deployGVR, "shop", "web"}, {cmGVR, "shop", "settings"}, {nsGVR, "", "shop"}} {
+				if _, err := c.Resource(o.gvr).Namespace(o.ns).Get(ctx, o.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return false, fmt.Sprintf("%s: %s %s still there (%v)", name, o.gvr.Resource, o.name, err)
+				}
+			}
+		}
+		return true, ""
+	}, &last)
+}
+
+// Autonomy: an edge restarted while its parent is unreachable enforces the
+// inbox on its disk. Its virtual cluster is new and empty after the
+// restart (it lives in memory), so everything the syncer manages must be
+// put back, from the inbox and the syncer's records alone; an object then
+// deleted in the cluster is put back too.
+func TestEdgeEnforcesInboxWhileParentIsDown(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	cfg := ChildConfig{Role: pki.RoleEdge, Name: "edge-1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()}, JoinToken: token, VirtualCluster: true}
+	c, err := OpenChild(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveInBackground(t, "edge-1", c.Serve)
+	for i := range 5 {
+		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}},"data":{"i":"%d"}}`, i, DestinationsAnnotation, i)
+		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clusterHolds := func(c *Child) func() (bool, string) {
+		cs, err := dynamic.NewForConfig(c.cluster.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() (bool, string) {
+			l, err := cs.Resource(cmGVR).Namespace("default").List(context.Background(), metav1.ListOptions{LabelSelector: syncer.ManagedLabel + "=true"})
+			if err != nil || len(l.Items) != 5 {
+				return false, fmt.Sprintf("managed configmaps: %v (%v)", l, err)
+			}
+			return true, ""
+		}
+	}
+	var last string
+	waitForMsg(t, "the first cluster to hold the configmaps", clusterHolds(c), &last)
+	stop()
+
+	cfg.Parents, cfg.JoinToken = []string{"127.0.0.1:1"}, ""
+	c2 := startTestChild(t, cfg)
+	waitForMsg(t, "the new cluster to hold the configmaps, parent down", clusterHolds(c2), &last)
+	if c2.Uplink().Connected() {
+		t.Fatal("connected to a parent that does not exist")
+	}
+	cs, _ := dynamic.NewForConfig(c2.cluster.RESTConfig())
+	if err := cs.Resource(cmGVR).Namespace("default").Delete(context.Background(), "cm-3", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForMsg(t, "cm-3 restored, reported", func() (bool, string) {
+		if ok, why := clusterHolds(c2)(); !ok {
+			return false, why
+		}
+		o, err := c2.Store().Get(store.Key{Space: OutboxSpace, Resource: syncer.DestinationStatusResource, Name: "edge-1"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var ds syncer.DestinationStatus
+		if err := json.Unmarshal(o.Data, &ds); err != nil || ds.Status.Applied != 5 || ds.Status.DriftCorrections != 6 {
+			return false, fmt.Sprintf("status %s", o.Data)
+		}
+		return true, ""
+	}, &last)
+}

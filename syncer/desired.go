@@ -1,0 +1,270 @@
+package syncer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/customize"
+	"github.com/canopy-dev/canopy/topology/placement"
+)
+
+// instructionAnnotations are what the root writes on placed objects for
+// the tree and for this syncer; none of them reaches the cluster.
+var instructionAnnotations = [...]string{
+	placement.DestinationsAnnotation,
+	placement.SourceAnnotation,
+	placement.CustomizerOverridesAnnotation,
+	placement.LocationAnnotation,
+}
+
+// serverMetadata are metadata fields the cluster assigns (or that refer to
+// another cluster's objects): never part of what is applied.
+var serverMetadata = [...]string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields",
+	"selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences", "finalizers"}
+
+// DesiredObject is one inbox object as this destination must hold it.
+type DesiredObject struct {
+	// Key is the object's inbox key, with an empty Space.
+	Key store.Key
+	// Revision is the inbox revision of the version it was made from.
+	Revision int64
+	// Object is the customized object, without Canopy's instruction
+	// annotations, server-set metadata or status.
+	Object *unstructured.Unstructured
+}
+
+// ObjectError says why one inbox object cannot be applied here.
+type ObjectError struct {
+	Key store.Key // Space empty
+	Err error
+}
+
+func (e ObjectError) Error() string { return KeyString(e.Key) + ": " + e.Err.Error() }
+func (e ObjectError) Unwrap() error { return e.Err }
+
+// KeyString renders an inbox key as reports name it:
+// "deployments.apps/shop/web", "namespaces/shop" (cluster-scoped).
+func KeyString(k store.Key) string {
+	if k.Namespace == "" {
+		return k.Resource.String() + "/" + k.Name
+	}
+	return k.Resource.String() + "/" + k.Namespace + "/" + k.Name
+}
+
+// Desired computes what destination self must hold from its inbox: every
+// object not of group edge.canopy.dev (those are Canopy's own: the
+// destination's SyncTarget and Location, the Customizers), customized for
+// self.
+//
+// The parameters are customize.ParamsFor(self's SyncTarget, the Location
+// its placement.LocationAnnotation names), both found in the inbox. The
+// Customizer of an object is the one placement.CustomizerOverridesAnnotation
+// names for self ("dest=namespace/name,...", an empty name meaning none),
+// else the one its v1alpha1.CustomizerAnnotation names. The result carries
+// none of the instruction annotations (placement's and customize's), no
+// server-set metadata and no status.
+//
+// An object that cannot be expanded (an unknown parameter, a missing or
+// malformed Customizer reference, a failing replacement, not an object)
+// is left out and reported in errs, never half-expanded. An object whose
+// placement.DestinationsAnnotation does not name self is left out silently
+// (it is not for this destination). Objects keep the inbox's order.
+//
+// Desired is pure: it reads inbox (which it never changes) and nothing
+// else, and is safe for concurrent use.
+func Desired(inbox []*store.Object, self string) ([]DesiredObject, []ObjectError) {
+	var (
+		target    *v1alpha1.SyncTarget
+		locations = map[string]*store.Object{}
+		custs     = map[[2]string]*store.Object{}
+	)
+	for _, o := range inbox {
+		if o.Key.Resource.Group != v1alpha1.GroupName {
+			continue
+		}
+		switch o.Key.Resource.Resource {
+		case v1alpha1.ResourceSyncTargets:
+			if o.Key.Name == self {
+				var st v1alpha1.SyncTarget
+				if json.Unmarshal(o.Data, &st) == nil {
+					target = &st
+				}
+			}
+		case v1alpha1.ResourceLocations:
+			locations[o.Key.Name] = o
+		case v1alpha1.ResourceCustomizers:
+			custs[[2]string{o.Key.Namespace, o.Key.Name}] = o
+		}
+	}
+	var loc *v1alpha1.Location
+	if target != nil {
+		if o := locations[target.Annotations[placement.LocationAnnotation]]; o != nil {
+			var l v1alpha1.Location
+			if json.Unmarshal(o.Data, &l) == nil {
+				loc = &l
+			}
+		}
+		target.Annotations = withoutInstructions(target.Annotations)
+	}
+	if loc != nil {
+		loc.Annotations = withoutInstructions(loc.Annotations)
+	}
+	params := customize.ParamsFor(target, loc)
+
+	decoded := map[[2]string]*v1alpha1.Customizer{}
+	customizer := func(ns, name string) (*v1alpha1.Customizer, error) {
+		k := [2]string{ns, name}
+		if c, ok := decoded[k]; ok {
+			return c, nil
+		}
+		o := custs[k]
+		if o == nil {
+			return nil, fmt.Errorf("%w: %s/%s", ErrCustomizerNotFound, ns, name)
+		}
+		var c v1alpha1.Customizer
+		if err := json.Unmarshal(o.Data, &c); err != nil {
+			return nil, fmt.Errorf("%w: customizer %s/%s: %v", ErrInvalidObject, ns, name, err)
+		}
+		decoded[k] = &c
+		return &c, nil
+	}
+
+	var (
+		out  []DesiredObject
+		errs []ObjectError
+	)
+	for _, o := range inbox {
+		if o.Key.Resource.Group == v1alpha1.GroupName {
+			continue
+		}
+		k := o.Key
+		k.Space = ""
+		obj, err := desiredOne(o, self, params, customizer)
+		switch {
+		case err != nil:
+			errs = append(errs, ObjectError{Key: k, Err: err})
+		case obj != nil:
+			out = append(out, DesiredObject{Key: k, Revision: o.Revision, Object: obj})
+		}
+	}
+	return out, errs
+}
+
+// desiredOne expands one workload object; nil, nil when it is not for
+// self.
+func desiredOne(o *store.Object, self string, params customize.Params,
+	customizer func(ns, name string) (*v1alpha1.Customizer, error)) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := utiljson.Unmarshal(o.Data, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidObject)
+	}
+	ann := stringMap(m, "metadata", "annotations")
+	if d, ok := ann[placement.DestinationsAnnotation]; ok && !listed(d, self) {
+		return nil, nil
+	}
+	var cust *v1alpha1.Customizer
+	ref, overridden := override(ann[placement.CustomizerOverridesAnnotation], self)
+	if !overridden {
+		ref = ann[v1alpha1.CustomizerAnnotation]
+	}
+	if ref != "" {
+		ns, name, ok := customize.CustomizerRef(m, ref)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrBadCustomizerRef, ref)
+		}
+		c, err := customizer(ns, name)
+		if err != nil {
+			return nil, err
+		}
+		cust = c
+	}
+	exp, err := customize.Expand(m, params, cust)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: exp}
+	clean(u)
+	if u.GetAPIVersion() == "" || u.GetKind() == "" || u.GetName() == "" {
+		return nil, fmt.Errorf("%w: apiVersion, kind and metadata.name are required", ErrInvalidObject)
+	}
+	return u, nil
+}
+
+// clean removes what the cluster must not receive: instruction
+// annotations, server-set metadata and status.
+func clean(u *unstructured.Unstructured) {
+	delete(u.Object, "status")
+	md, _ := u.Object["metadata"].(map[string]any)
+	if md == nil {
+		return
+	}
+	for _, f := range serverMetadata {
+		delete(md, f)
+	}
+	if a, ok := md["annotations"].(map[string]any); ok {
+		for _, k := range instructionAnnotations {
+			delete(a, k)
+		}
+		if len(a) == 0 {
+			delete(md, "annotations")
+		}
+	}
+}
+
+func withoutInstructions(a map[string]string) map[string]string {
+	if a == nil {
+		return nil
+	}
+	out := make(map[string]string, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	for _, k := range instructionAnnotations {
+		delete(out, k)
+	}
+	return out
+}
+
+// override finds self in a CustomizerOverridesAnnotation value.
+func override(v, self string) (ref string, ok bool) {
+	for _, pair := range strings.Split(v, ",") {
+		d, c, found := strings.Cut(strings.TrimSpace(pair), "=")
+		if found && d == self {
+			return strings.TrimSpace(c), true
+		}
+	}
+	return "", false
+}
+
+// listed reports whether a comma-separated list names self.
+func listed(list, self string) bool {
+	for _, d := range strings.Split(list, ",") {
+		if strings.TrimSpace(d) == self {
+			return true
+		}
+	}
+	return false
+}
+
+// stringMap reads a map of strings at path (non-strings are skipped).
+func stringMap(m map[string]any, path ...string) map[string]string {
+	var cur any = m
+	for _, p := range path {
+		mm, _ := cur.(map[string]any)
+		cur = mm[p]
+	}
+	src, _ := cur.(map[string]any)
+	out := make(map[string]string, len(src))
+	for k, v := range src {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}

@@ -1,0 +1,262 @@
+package syncer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+// DestinationStatus is the destination's own report, in the outbox under
+// DestinationStatusResource with the destination's name.
+type DestinationStatus struct {
+	APIVersion string           `json:"apiVersion"`
+	Kind       string           `json:"kind"`
+	Metadata   DestinationMeta  `json:"metadata"`
+	Status     DestinationState `json:"status"`
+}
+
+// DestinationMeta is DestinationStatus's metadata.
+type DestinationMeta struct {
+	Name            string `json:"name"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// DestinationState is what the syncer knows of its cluster.
+type DestinationState struct {
+	// Reachable is whether the cluster's API answered last time.
+	Reachable bool `json:"reachable"`
+	// LastError is the last error met, cleared by a pass without any.
+	LastError string `json:"lastError,omitempty"`
+	// Applied counts the inbox objects the cluster holds at their desired
+	// version.
+	Applied int `json:"applied"`
+	// Failed lists the inbox objects not applied, first
+	// MaxReportedFailures by key; FailedCount counts them all.
+	Failed      []FailedObject `json:"failed,omitempty"`
+	FailedCount int            `json:"failedCount,omitempty"`
+	// DriftCorrections counts the applies that restored a managed object
+	// since the syncer started.
+	DriftCorrections int64 `json:"driftCorrections"`
+	// ObservedInboxRevision is the parent revision (inbox cursor) the
+	// last pass brought the cluster in line with (0 before any parent
+	// sent anything).
+	ObservedInboxRevision int64 `json:"observedInboxRevision"`
+}
+
+// FailedObject is one inbox object not applied, and why.
+type FailedObject struct {
+	Key    string `json:"key"` // KeyString of the inbox key
+	Reason string `json:"reason"`
+}
+
+// KindDestinationStatus is DestinationStatus's kind.
+const KindDestinationStatus = "DestinationStatus"
+
+func (s *Syncer) wakeFlusher() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeLocked is wakeFlusher for callers holding mu (it takes no lock).
+func (s *Syncer) wakeLocked() { s.wakeFlusher() }
+
+// flushReports keeps the outbox in line: the live state of each managed
+// object (the cluster's object without managedFields) under its inbox
+// key, and the DestinationStatus. Keys are coalesced: however often an
+// object changes while a write is in flight, it is written once more with
+// its latest state. Reports of objects no longer managed are deleted,
+// including those left from before a restart.
+func (s *Syncer) flushReports(ctx context.Context) {
+	if lr, err := s.cfg.Store.List(store.ListOptions{Space: s.cfg.Outbox}); err == nil {
+		s.mu.Lock()
+		for _, o := range lr.Items {
+			k := o.Key
+			k.Space = ""
+			if k.Resource != DestinationStatusResource {
+				s.dirty[k] = struct{}{}
+			}
+		}
+		s.statusDirty = true
+		s.mu.Unlock()
+	}
+	for {
+		if err := s.flushOnce(ctx); err != nil {
+			if ctx.Err() != nil || isStoreClosed(err) {
+				return
+			}
+			s.log.Warn("writing reports", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			s.wakeFlusher()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+	}
+}
+
+// report is one outbox write: data, or a deletion when data is nil.
+type report struct {
+	key  store.Key // Space empty
+	live *unstructured.Unstructured
+	del  bool
+}
+
+func (s *Syncer) flushOnce(ctx context.Context) error {
+	s.mu.Lock()
+	dirty := s.dirty
+	s.dirty = map[store.Key]struct{}{}
+	statusDirty := s.statusDirty
+	s.statusDirty = false
+	var status *DestinationStatus
+	if statusDirty {
+		status = s.statusLocked()
+	}
+	reports := make([]report, 0, len(dirty))
+	for k := range dirty {
+		r := s.records[k]
+		if r == nil || !r.applied() {
+			reports = append(reports, report{key: k, del: true})
+			continue
+		}
+		inf := s.informers[schema.GroupResource{Group: r.Group, Resource: r.Resource}]
+		if inf == nil || !inf.synced.Load() {
+			continue // written when the informer has listed
+		}
+		live, ok := inf.get(r.Namespace, r.Name)
+		reports = append(reports, report{key: k, live: live, del: !ok})
+	}
+	s.mu.Unlock()
+
+	var ops []store.Op
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err := s.cfg.Store.Txn(ctx, ops...)
+		ops = ops[:0]
+		return err
+	}
+	fail := func(err error) error {
+		s.mu.Lock()
+		for _, r := range reports {
+			s.dirty[r.key] = struct{}{}
+		}
+		s.statusDirty = s.statusDirty || statusDirty
+		s.mu.Unlock()
+		return err
+	}
+	add := func(k store.Key, data []byte, del bool) error {
+		k.Space = s.cfg.Outbox
+		cur, err := s.cfg.Store.Get(k)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		switch {
+		case del && cur == nil:
+			return nil
+		case del:
+			ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
+		case cur == nil:
+			ops = append(ops, store.Op{Type: store.OpCreate, Key: k, Data: data})
+		case bytes.Equal(withoutResourceVersion(cur.Data), withoutResourceVersion(data)):
+			return nil
+		default:
+			ops = append(ops, store.Op{Type: store.OpUpdate, Key: k, Data: data})
+		}
+		if len(ops) >= maxOps {
+			return flush()
+		}
+		return nil
+	}
+	for _, r := range reports {
+		var data []byte
+		if !r.del {
+			var err error
+			if data, err = liveState(r.live); err != nil {
+				s.log.Warn("encoding a report", "object", KeyString(r.key), "error", err)
+				continue
+			}
+		}
+		if err := add(r.key, data, r.del); err != nil {
+			return fail(err)
+		}
+	}
+	if status != nil {
+		data, err := json.Marshal(status)
+		if err != nil {
+			return err
+		}
+		if err := add(store.Key{Resource: DestinationStatusResource, Name: s.cfg.Name}, data, false); err != nil {
+			return fail(err)
+		}
+	}
+	if err := flush(); err != nil {
+		return fail(fmt.Errorf("syncer: writing the outbox: %w", err))
+	}
+	return nil
+}
+
+// statusLocked builds the DestinationStatus; mu held.
+func (s *Syncer) statusLocked() *DestinationStatus {
+	st := DestinationState{
+		Reachable: s.st.reachable, LastError: s.st.lastError, Applied: s.st.inSync,
+		FailedCount: len(s.st.failed), DriftCorrections: s.drift.Load(), ObservedInboxRevision: s.st.observed,
+	}
+	st.Failed = s.st.failed[:min(len(s.st.failed), MaxReportedFailures)]
+	return &DestinationStatus{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: KindDestinationStatus,
+		Metadata: DestinationMeta{Name: s.cfg.Name}, Status: st,
+	}
+}
+
+// liveState is a live object as reported: without managedFields, and
+// without the cluster's resourceVersion (the outbox writes its own).
+func liveState(u *unstructured.Unstructured) ([]byte, error) {
+	top := maps.Clone(u.Object)
+	if md, ok := top["metadata"].(map[string]any); ok {
+		md = maps.Clone(md)
+		delete(md, "managedFields")
+		delete(md, "resourceVersion")
+		top["metadata"] = md
+	}
+	return json.Marshal(top)
+}
+
+// withoutResourceVersion re-encodes a stored object without
+// metadata.resourceVersion, for comparing what is stored with what would
+// be written (both encoded with sorted keys).
+func withoutResourceVersion(data []byte) []byte {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return data
+	}
+	var md map[string]json.RawMessage
+	if json.Unmarshal(top["metadata"], &md) != nil {
+		return data
+	}
+	delete(md, "resourceVersion")
+	top["metadata"], _ = json.Marshal(md)
+	out, err := json.Marshal(top)
+	if err != nil {
+		return data
+	}
+	return out
+}

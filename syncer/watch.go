@@ -1,0 +1,216 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// followInbox turns inbox changes into work: a pass for object changes (one
+// pending pass however many changes), a cursor item for cursor moves. It
+// resumes a broken watch from the last revision seen, and asks for a pass
+// when it could not (history compacted).
+func (s *Syncer) followInbox(ctx context.Context) {
+	st := s.cfg.Store
+	cursor := s.cursorKey()
+	since := st.Revision()
+	s.queue.Add(item{op: opSync})
+	for ctx.Err() == nil {
+		w, err := st.Watch(ctx, store.WatchOptions{Space: s.cfg.Inbox, Since: since, Also: []store.Key{cursor}})
+		if err != nil {
+			if ctx.Err() != nil || isStoreClosed(err) {
+				return
+			}
+			if errors.Is(err, store.ErrExpired) {
+				since = st.Revision()
+				s.queue.Add(item{op: opSync})
+				continue
+			}
+			s.log.Warn("watching the inbox", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range w.Events() {
+			if ev.Type == store.Bookmark {
+				continue
+			}
+			since = ev.Revision
+			if ev.Object.Key == cursor {
+				s.queue.Add(item{op: opCursor})
+				continue
+			}
+			s.mu.Lock()
+			s.lastObjectEvent, s.observePending = ev.Revision, true
+			s.mu.Unlock()
+			s.queue.Add(item{op: opSync})
+		}
+		err = w.Err()
+		if ctx.Err() != nil || isStoreClosed(err) {
+			return
+		}
+		// A watch that fell behind may have stopped inside one Txn's
+		// events: a pass makes up for it.
+		if errors.Is(err, store.ErrExpired) {
+			since = st.Revision()
+		}
+		s.queue.Add(item{op: opSync})
+	}
+}
+
+// informer watches the managed objects of one resource (label
+// ManagedLabel=true, all namespaces).
+type informer struct {
+	gvr    schema.GroupVersionResource
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+	synced atomic.Bool
+}
+
+func (i *informer) stop() { i.cancel() }
+
+// get returns the informer's copy of an object (shared: read only).
+func (i *informer) get(ns, name string) (*unstructured.Unstructured, bool) {
+	key := name
+	if ns != "" {
+		key = ns + "/" + name
+	}
+	o, ok, err := i.inf.GetIndexer().GetByKey(key)
+	if err != nil || !ok {
+		return nil, false
+	}
+	u, ok := o.(*unstructured.Unstructured)
+	return u, ok
+}
+
+// ensureInformer starts watching gvr's managed objects, unless an
+// informer of that version already does. Worker only.
+func (s *Syncer) ensureInformer(gvr schema.GroupVersionResource) {
+	gr := gvr.GroupResource()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.informers[gr]; cur != nil {
+		if cur.gvr == gvr {
+			return
+		}
+		cur.stop()
+	}
+	ctx, cancel := context.WithCancel(s.runCtx)
+	gi := dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		func(o *metav1.ListOptions) { o.LabelSelector = ManagedLabel + "=true" })
+	inf := &informer{gvr: gvr, inf: gi.Informer(), cancel: cancel}
+	on := func(obj any) { s.observe(gr, obj) }
+	_, _ = inf.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    on,
+		UpdateFunc: func(_, obj any) { on(obj) },
+		DeleteFunc: on,
+	})
+	s.informers[gr] = inf
+	go inf.inf.Run(ctx.Done())
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), inf.inf.HasSynced) {
+			inf.synced.Store(true)
+			s.informerSynced(gr)
+		}
+	}()
+}
+
+// ensureInformers makes the informers match the applied records: one per
+// resource, at the records' version; none for a resource no longer used.
+// Worker only.
+func (s *Syncer) ensureInformers() {
+	want := map[schema.GroupResource]schema.GroupVersionResource{}
+	for _, r := range s.records {
+		if r.applied() {
+			want[schema.GroupResource{Group: r.Group, Resource: r.Resource}] = r.gvr()
+		}
+	}
+	s.mu.Lock()
+	for gr, inf := range s.informers {
+		if _, ok := want[gr]; !ok {
+			inf.stop()
+			delete(s.informers, gr)
+		}
+	}
+	s.mu.Unlock()
+	for _, gvr := range want {
+		s.ensureInformer(gvr)
+	}
+}
+
+// informerSynced checks every managed object of gr once its informer has
+// listed them: those deleted or changed while nobody watched (the syncer
+// was down, or the cluster unreachable) are restored.
+func (s *Syncer) informerSynced(gr schema.GroupResource) {
+	var keys []store.Key
+	s.mu.Lock()
+	for k, r := range s.records {
+		if r.Group == gr.Group && r.Resource == gr.Resource {
+			keys = append(keys, k)
+			s.dirty[k] = struct{}{}
+		}
+	}
+	s.wakeLocked()
+	s.mu.Unlock()
+	for _, k := range keys {
+		s.queue.Add(item{op: opCheck, key: k})
+	}
+}
+
+// observe handles an informer event: the object's report is refreshed
+// and, if the syncer manages it, it is checked for drift.
+func (s *Syncer) observe(gr schema.GroupResource, obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	r := s.byRef[ref{Group: gr.Group, Resource: gr.Resource, Namespace: m.GetNamespace(), Name: m.GetName()}]
+	if r != nil {
+		s.dirty[r.Key] = struct{}{}
+		s.wakeLocked()
+	}
+	s.mu.Unlock()
+	if r != nil {
+		s.queue.Add(item{op: opCheck, key: r.Key})
+	}
+}
+
+// probe reads the cluster's /version, so that an unreachable cluster is
+// reported even when nothing changes, and its return starts a pass. The
+// worker runs it now and every ProbeInterval.
+func (s *Syncer) probe(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	err := s.disco.RESTClient().Get().AbsPath("/version").Do(pctx).Error()
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	if isUnreachable(err) {
+		s.setReachable(err)
+		return
+	}
+	s.mu.Lock()
+	was := s.st.reachable
+	s.mu.Unlock()
+	s.setReachable(nil)
+	if !was {
+		s.queue.Add(item{op: opSync})
+	}
+}
