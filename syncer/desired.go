@@ -12,6 +12,7 @@ import (
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/customize"
 	"github.com/canopy-dev/canopy/topology/placement"
+	"github.com/canopy-dev/canopy/topology/reports"
 )
 
 // instructionAnnotations are what the root writes on placed objects for
@@ -21,6 +22,7 @@ var instructionAnnotations = [...]string{
 	placement.SourceAnnotation,
 	placement.CustomizerOverridesAnnotation,
 	placement.LocationAnnotation,
+	reports.SourceRevisionAnnotation,
 }
 
 // serverMetadata are metadata fields the cluster assigns (or that refer to

@@ -82,6 +82,7 @@ type wds struct {
 
 type placementState struct {
 	obj      *v1alpha1.EdgePlacement
+	src      *store.Object // its stored version: it travels to its destinations
 	selector *selection.Selector
 	err      error // the clauses did not compile
 }
@@ -111,6 +112,7 @@ var (
 	placementsRes  = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceEdgePlacements}
 	slicesRes      = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceSinglePlacementSlices}
 	customizersRes = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceCustomizers}
+	collectorsRes  = store.Resource{Group: v1alpha1.GroupName, Resource: "statuscollectors"}
 	namespacesRes  = store.Resource{Resource: "namespaces"}
 )
 
@@ -301,19 +303,19 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 		}
 		ps := s.placements[key.Name]
 		if ps != nil && ps.obj.Generation == p.Generation && ps.obj.UID == p.UID && ps.obj.DeletionTimestamp.Equal(p.DeletionTimestamp) {
-			ps.obj = &p // a status write: nothing to redo
+			ps.obj, ps.src = &p, o // a status write: nothing to redo
 			return false
 		}
 		if ps == nil {
 			ps = &placementState{}
 			s.placements[key.Name] = ps
 		}
-		ps.obj = &p
+		ps.obj, ps.src = &p, o
 		ps.selector, ps.err = selection.Compile(p.Spec.Downsync)
 		c.markPlacements(c.eng.SetPlacement(ref, &p))
 		c.dirtyPlacements[ref] = true
 		return true
-	case key.Resource.Group == v1alpha1.GroupName && key.Resource != customizersRes:
+	case key.Resource.Group == v1alpha1.GroupName && key.Resource != customizersRes && key.Resource != collectorsRes:
 		return false // slices and the like are Canopy's, never placed
 	}
 	if ev.Type == store.Deleted || deleting(o) {

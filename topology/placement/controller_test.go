@@ -15,6 +15,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
 )
 
 const (
@@ -129,8 +130,15 @@ func (f *fixture) namespace(space, name string) {
 }
 
 // downsync returns "resource/ns/name→dests" for every object the
-// controller placed, sorted.
-func (f *fixture) downsync() []string {
+// controller placed (but the placements and collectors themselves, see
+// travelling), sorted.
+func (f *fixture) downsync() []string { return f.placed(false) }
+
+// travelling returns the placements and collectors placed, as downsync
+// does.
+func (f *fixture) travelling() []string { return f.placed(true) }
+
+func (f *fixture) placed(control bool) []string {
 	lr, err := f.st.List(store.ListOptions{Space: down})
 	if err != nil {
 		f.t.Fatal(err)
@@ -140,6 +148,9 @@ func (f *fixture) downsync() []string {
 		md, _ := jsonMap(o)["metadata"].(map[string]any)
 		ann, _ := md["annotations"].(map[string]any)
 		if _, ok := ann[SourceAnnotation]; !ok {
+			continue
+		}
+		if r := o.Key.Resource; (r == placementsRes || r == collectorsRes) != control {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s/%s/%s→%s", o.Key.Resource.Resource, o.Key.Namespace, o.Key.Name, ann[DestinationsAnnotation]))
@@ -239,6 +250,20 @@ func TestPlacementEndToEnd(t *testing.T) {
 		"synctargets//s1→s1", "synctargets//s3→s3", "locations//prod→s1,s3")
 	if got := f.slices(ws, "p1"); !slices.Equal(got, []string{"s1@prod,s3@prod"}) {
 		t.Fatalf("slices = %v", got)
+	}
+	// The placement travels to its destinations (the edge reads its
+	// clauses), under a name qualified by its space, with the source
+	// revision of what it placed.
+	if got := f.travelling(); !slices.Equal(got, []string{"edgeplacements//default.p1→s1,s3"}) {
+		t.Fatalf("placements travelling = %v", got)
+	}
+	cm, err := f.st.Get(store.Key{Space: down, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := f.st.Get(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
+	if got := jsonMap(cm)["metadata"].(map[string]any)["annotations"].(map[string]any)[reports.SourceRevisionAnnotation]; got != fmt.Sprint(src.Revision) {
+		t.Fatalf("source revision %v, want %d", got, src.Revision)
 	}
 	f.waitStatus(ws, "p1", "2 matched", func(s v1alpha1.EdgePlacementStatus) bool {
 		return s.MatchedDestinations == 2 && s.ObservedGeneration == 1

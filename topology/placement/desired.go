@@ -17,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/customize"
+	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
 	"github.com/canopy-dev/canopy/topology/selection"
 )
@@ -31,6 +32,10 @@ type entry struct {
 	// location, for a SyncTarget sent to its own destination, is the
 	// Location whose labels and annotations customize it.
 	location string
+	// rename, when set, is the name the object travels under (placements
+	// and collectors of every space share the downsync space:
+	// reports.PlacedName).
+	rename string
 }
 
 type choice struct {
@@ -48,6 +53,23 @@ type outcome struct {
 	// whose customization fails; failed keeps the first few messages.
 	failures map[scheduler.PlacementRef]int
 	failed   map[scheduler.PlacementRef][]string
+	// placed lists, per placement, the keys of the workload objects it
+	// places (for its sync status: the newest source revision among them).
+	placed map[scheduler.PlacementRef][]store.Key
+	// sourceRev is, per entry, the source revision the downsync space
+	// holds for it (reports.SourceRevisionAnnotation); set by
+	// writeDownsync.
+	sourceRev map[store.Key]int64
+}
+
+// latest is the newest source revision among what ref places: a
+// destination that applied everything up to it is in sync.
+func (o *outcome) latest(ref scheduler.PlacementRef) int64 {
+	var rev int64
+	for _, k := range o.placed[ref] {
+		rev = max(rev, o.sourceRev[k])
+	}
+	return rev
 }
 
 // maxFailureMessages bounds the messages kept per placement.
@@ -82,6 +104,7 @@ func (c *Controller) desired() *outcome {
 		conflicts: map[scheduler.PlacementRef][]v1alpha1.Conflict{},
 		failures:  map[scheduler.PlacementRef]int{},
 		failed:    map[scheduler.PlacementRef][]string{},
+		placed:    map[scheduler.PlacementRef][]store.Key{},
 	}
 	for _, sname := range sortedKeys(c.spaces) {
 		s := c.spaces[sname]
@@ -113,7 +136,9 @@ func (c *Controller) desired() *outcome {
 				}
 				cust := customizerOf(o, k, ps.obj.Spec.Downsync[clause].Customizer)
 				c.place(out, k, sname, o, ref, dests, cust)
+				out.placed[ref] = append(out.placed[ref], k)
 			}
+			c.addPlacement(out, s, ps, dests)
 		}
 		c.addNamespaces(out, s)
 		c.addCustomizers(out, s)
@@ -186,13 +211,37 @@ func annotationOf(obj map[string]any, key string) string {
 	return s
 }
 
+// addPlacement sends a placement, and the StatusCollectors it names, to
+// its destinations: the edge evaluates the collectors, and reads the
+// placement's clauses to know which of its objects the placement holds
+// and what to upsync.
+func (c *Controller) addPlacement(out *outcome, s *wds, ps *placementState, dests []v1alpha1.Destination) {
+	add := func(r store.Resource, name string, src *store.Object) {
+		k := store.Key{Resource: r, Name: reports.PlacedName(s.name, name)}
+		e := out.entries[k]
+		if e == nil {
+			e = &entry{space: s.name, source: src, dests: map[string]choice{}, rename: k.Name}
+			out.entries[k] = e
+		}
+		for _, d := range dests {
+			e.dests[d.SyncTargetName] = choice{}
+		}
+	}
+	add(placementsRes, ps.obj.Name, ps.src)
+	for _, name := range ps.obj.Spec.StatusCollectors {
+		if o := s.objects[store.Key{Resource: collectorsRes, Name: name}]; o != nil {
+			add(collectorsRes, name, o)
+		}
+	}
+}
+
 // placeable reports whether a selected object may be placed at all:
 // Customizers travel with the objects that use them, the system
 // namespaces exist at every destination, and the RBAC objects that govern
 // the space itself (and its default roles) stay in it.
 func placeable(k store.Key, o *store.Object) bool {
 	switch {
-	case k.Resource == customizersRes:
+	case k.Resource == customizersRes, k.Resource == collectorsRes:
 		return false
 	case k.Resource == namespacesRes && slices.Contains(kubeapi.SystemNamespaces, k.Name):
 		return false

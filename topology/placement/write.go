@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
 )
 
@@ -70,6 +72,9 @@ func render(k store.Key, e *entry) ([]byte, error) {
 	for _, f := range droppedMetadata {
 		delete(md, f)
 	}
+	if e.rename != "" {
+		md["name"] = e.rename
+	}
 	ann, _ := md["annotations"].(map[string]any)
 	if ann == nil {
 		ann = map[string]any{}
@@ -119,15 +124,38 @@ func render(k store.Key, e *entry) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// canonical re-encodes a stored version without its resourceVersion, as
-// render would produce it.
-func canonical(o *store.Object) []byte {
+// canonical re-encodes a stored version without its resourceVersion and
+// source revision, as render produces it; it also returns the source
+// revision.
+func canonical(o *store.Object) ([]byte, string) {
 	m := jsonMap(o)
+	var rev string
 	if md, ok := m["metadata"].(map[string]any); ok {
 		delete(md, "resourceVersion")
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			rev, _ = ann[reports.SourceRevisionAnnotation].(string)
+			delete(ann, reports.SourceRevisionAnnotation)
+		}
 	}
 	b, _ := json.Marshal(m)
-	return b
+	return b, rev
+}
+
+// withSourceRevision adds reports.SourceRevisionAnnotation to rendered
+// data.
+func withSourceRevision(data []byte, rev string) ([]byte, error) {
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	md := m["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[reports.SourceRevisionAnnotation] = rev
+	return json.Marshal(m)
 }
 
 // writeDownsync brings the downsync space in line with out: it writes
@@ -144,22 +172,37 @@ func (c *Controller) writeDownsync(ctx context.Context, out *outcome) error {
 		cur[k] = o
 	}
 	b := &batch{st: c.st}
+	out.sourceRev = map[store.Key]int64{}
 	for _, k := range slicesSorted(out.entries) {
-		data, err := render(k, out.entries[k])
+		e := out.entries[k]
+		data, err := render(k, e)
 		if err != nil {
 			return err
 		}
 		dk := k
 		dk.Space = c.cfg.Downsync
-		switch o := cur[k]; {
-		case o == nil:
-			err = b.add(ctx, store.Op{Type: store.OpCreate, Key: dk, Data: data})
-		case !bytes.Equal(canonical(o), data):
-			err = b.add(ctx, store.Op{Type: store.OpUpdate, Key: dk, Data: data, ExpectRevision: o.Revision})
+		// The source revision changes only with the content placed, so
+		// that status writes to the source do not travel down the tree.
+		o := cur[k]
+		var old []byte
+		var rev string
+		if o != nil {
+			old, rev = canonical(o)
 		}
-		if err != nil {
-			return err
+		if o == nil || !bytes.Equal(old, data) {
+			rev = strconv.FormatInt(e.source.Revision, 10)
+			if data, err = withSourceRevision(data, rev); err != nil {
+				return err
+			}
+			op := store.Op{Type: store.OpCreate, Key: dk, Data: data}
+			if o != nil {
+				op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
+			}
+			if err := b.add(ctx, op); err != nil {
+				return err
+			}
 		}
+		out.sourceRev[k], _ = strconv.ParseInt(rev, 10, 64)
 	}
 	for k, o := range cur {
 		if _, want := out.entries[k]; want || !placedByUs(o) {
