@@ -233,6 +233,18 @@ func (s *Server) admitCreate(rq *request, sv *served, obj *unstructured.Unstruct
 	if sv.gr() == crdGR {
 		return s.admitCRD(rq, obj, nil)
 	}
+	return s.admitExtra(rq, sv, obj)
+}
+
+// admitExtra runs Config.Validate, if any, on an object about to be
+// created or updated: a 422 naming the fields it refuses.
+func (s *Server) admitExtra(rq *request, sv *served, obj *unstructured.Unstructured) error {
+	if s.cfg.Validate == nil {
+		return nil
+	}
+	if errs := s.cfg.Validate(rq.space, sv.gr(), obj); len(errs) > 0 {
+		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+	}
 	return nil
 }
 
@@ -337,6 +349,9 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 			if err := s.admitCRD(rq, next, cur); err != nil {
 				return nil, err
 			}
+		}
+		if err := s.admitExtra(rq, sv, next); err != nil {
+			return nil, err
 		}
 		if sameObject(next, cur) {
 			return curObj.Data, nil

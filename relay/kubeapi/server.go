@@ -12,7 +12,10 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -57,6 +60,11 @@ type Config struct {
 	MinWatchTimeout time.Duration
 	// Ready reports readiness for /readyz (nil: always ready).
 	Ready func() error
+	// Validate, when set, checks objects of kinds the server knows only as
+	// CRDs but whose content needs more than a schema (the CEL of a
+	// StatusCollector) before every create and update; errors are a 422
+	// with their field paths, and nothing is stored.
+	Validate func(space string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList
 	// MailboxView, when set, makes each mailbox space a read-only view:
 	// reads of space are served from the objects of source for which
 	// match is true (as of the request), and every write is refused. The

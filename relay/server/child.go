@@ -266,6 +266,11 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.serving)
 	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
+	go func() {
+		if err := summarize(ctx, c.store, down, SummaryWindow, c.log); err != nil && ctx.Err() == nil {
+			c.log.Error("summarizing reports stopped", "error", err)
+		}
+	}()
 	return down.Start(ctx)
 }
 

@@ -157,6 +157,7 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down},
+		Validate: validateEdgeKinds,
 		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
 			child, _ := strings.CutPrefix(space, "mailbox-")
 			match, err := down.Routing(child).Matcher(st)

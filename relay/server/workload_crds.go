@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -21,6 +23,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/status"
 )
 
 // The root serves the edge.canopy.dev API as ordinary CRDs, installed
@@ -221,4 +224,15 @@ func (r *Root) waitSpaceChange(ctx context.Context, rev int64) error {
 		}
 	}
 	return w.Err()
+}
+
+// validateEdgeKinds is kubeapi.Config.Validate at the root: what the CRD
+// schemas of edge.canopy.dev cannot check, such as the CEL expressions of
+// a StatusCollector (compiled, with their types checked, so that a bad
+// one is a 422 naming its field rather than a failure at every edge).
+func validateEdgeKinds(_ string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList {
+	if gr == edgev1alpha1.Resource("statuscollectors") {
+		return status.Validate(obj)
+	}
+	return nil
 }

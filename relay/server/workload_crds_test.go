@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -140,5 +141,38 @@ func TestCRDUpgrade(t *testing.T) {
 	}
 	if again.GetResourceVersion() != upgraded.GetResourceVersion() {
 		t.Errorf("installing the current definition rewrote it (resourceVersion %s -> %s)", upgraded.GetResourceVersion(), again.GetResourceVersion())
+	}
+}
+
+// A StatusCollector whose CEL does not compile, or has the wrong type, is
+// refused with 422 naming the field, and nothing is stored; a good one is
+// stored.
+func TestStatusCollectorCELIsValidated(t *testing.T) {
+	r := startTestRoot(t)
+	waitFor(t, "the workload CRDs", func() bool { return r.crds.ready() == nil })
+	dc, err := r.spaceClient(kubeapi.DefaultSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := dc.Resource(edgev1alpha1.SchemeGroupVersion.WithResource("statuscollectors"))
+	collector := func(name, subject string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "StatusCollector", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"combinedFields": []any{map[string]any{"name": "ready", "type": "SUM", "subject": subject}}}}}
+	}
+	for subject, want := range map[string]string{
+		"obj.status.readyReplicas +": "spec.combinedFields[0].subject",
+		`"not a number"`:             "spec.combinedFields[0].subject",
+	} {
+		_, err := sc.Create(context.Background(), collector("bad", subject), metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("subject %q: %v, want 422 naming %s", subject, err, want)
+		}
+	}
+	if _, err := sc.Get(context.Background(), "bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused collector was stored: %v", err)
+	}
+	if _, err := sc.Create(context.Background(), collector("good", "obj.status.readyReplicas"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a valid collector: %v", err)
 	}
 }

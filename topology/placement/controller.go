@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
 	"github.com/canopy-dev/canopy/topology/selection"
 )
@@ -24,7 +26,7 @@ import (
 const (
 	// DestinationsAnnotation lists the destinations an object targets
 	// (the relay tree routes by it: server.DestinationsAnnotation).
-	DestinationsAnnotation = v1alpha1.GroupName + "/destinations"
+	DestinationsAnnotation = reports.DestinationsAnnotation
 	// SourceAnnotation names the workload description space an object was
 	// placed from; the controller owns (and deletes) only the objects of
 	// the downsync space that carry it.
@@ -49,7 +51,11 @@ type Config struct {
 	// controller recomputes (0: 20ms). An isolated change waits at most
 	// this long.
 	Settle time.Duration
-	Logger *slog.Logger
+	// ReportWindow is how long a burst of reports from below is collected
+	// before reported state (CombinedStatus, placement status, singleton
+	// status) is rewritten (0: 200ms): the rate limit of those writes.
+	ReportWindow time.Duration
+	Logger       *slog.Logger
 }
 
 // Controller runs the placement loop; see the package doc.
@@ -68,6 +74,10 @@ type Controller struct {
 	// dirtyPlacements lists the placements whose slices may have to be
 	// rewritten at the next flush.
 	dirtyPlacements map[scheduler.PlacementRef]bool
+	// dirty says that placement inputs changed since last computed (last);
+	// reports that reports from below did.
+	dirty, reportsDirty bool
+	last                *outcome
 	// pagers keep each placement's slices stable across recomputations.
 	pagers map[scheduler.PlacementRef]*scheduler.Pager
 }
@@ -94,6 +104,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.Settle == 0 {
 		cfg.Settle = 20 * time.Millisecond
+	}
+	if cfg.ReportWindow == 0 {
+		cfg.ReportWindow = 200 * time.Millisecond
 	}
 	return &Controller{
 		cfg: cfg, st: cfg.Store, log: cfg.Logger,
@@ -144,9 +157,10 @@ func (c *Controller) run(ctx context.Context) error {
 		return err
 	}
 	defer w.Stop()
-	timer := time.NewTimer(time.Hour)
+	timer, reportTimer := time.NewTimer(time.Hour), time.NewTimer(time.Hour)
 	timer.Stop()
-	pending := false
+	reportTimer.Stop()
+	pending, reportPending := false, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -155,12 +169,24 @@ func (c *Controller) run(ctx context.Context) error {
 			if !ok {
 				return w.Err()
 			}
-			if c.observe(ev) && !pending {
+			if !c.observe(ev) {
+				continue
+			}
+			if c.dirty && !pending {
 				pending = true
 				timer.Reset(c.cfg.Settle)
 			}
+			if c.reportsDirty && !reportPending {
+				reportPending = true
+				reportTimer.Reset(c.cfg.ReportWindow)
+			}
 		case <-timer.C:
 			pending = false
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+		case <-reportTimer.C:
+			reportPending = false
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
@@ -211,6 +237,19 @@ func (c *Controller) observe(ev store.Event) bool {
 	if ev.Object == nil {
 		return false
 	}
+	k := ev.Object.Key
+	if strings.HasPrefix(k.Space, "reports-") {
+		c.reportsDirty = true
+		return true
+	}
+	work := c.observeInput(ev)
+	c.dirty = c.dirty || work
+	return work
+}
+
+// observeInput takes one event of the placement inputs (spaces, the
+// inventory, workload description spaces).
+func (c *Controller) observeInput(ev store.Event) bool {
 	k := ev.Object.Key
 	switch {
 	case k.Space == "" && k.Resource == kubeapi.SpaceResource:
@@ -344,15 +383,23 @@ func deleting(o *store.Object) bool {
 // written, so the tree sees only real changes. Scheduling itself is
 // incremental (topology/scheduler).
 func (c *Controller) flush(ctx context.Context) error {
-	if err := c.writeSlices(ctx); err != nil {
+	if c.dirty || c.last == nil {
+		if err := c.writeSlices(ctx); err != nil {
+			return err
+		}
+		clear(c.dirtyPlacements)
+		d := c.desired()
+		if err := c.writeDownsync(ctx, d); err != nil {
+			return err
+		}
+		c.last, c.dirty = d, false
+	}
+	c.reportsDirty = false
+	syncs, err := c.reported(ctx, c.last)
+	if err != nil {
 		return err
 	}
-	clear(c.dirtyPlacements)
-	d := c.desired()
-	if err := c.writeDownsync(ctx, d); err != nil {
-		return err
-	}
-	return c.writeStatuses(ctx, d)
+	return c.writeStatuses(ctx, c.last, syncs)
 }
 
 // jsonMap decodes an object's JSON.

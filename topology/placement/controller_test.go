@@ -16,6 +16,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
+	"github.com/canopy-dev/canopy/topology/status"
 )
 
 const (
@@ -399,4 +400,132 @@ func TestPlacementReportsCustomizationFailures(t *testing.T) {
 		c := cond(s)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
+}
+
+// Reported state: partials and placement syncs that children reported
+// (reports-<child> spaces) become a CombinedStatus per (object,
+// placement), the placement's Synced and Ready conditions, and, for a
+// placement that wants it, the status of its single destination copied
+// into the object's status.
+func TestReportedState(t *testing.T) {
+	f := newFixture(t)
+	f.put(store.Key{Resource: kubeapi.SpaceResource, Name: "reports-r1"}, map[string]any{"spec": map[string]any{"kind": kubeapi.SpaceKindMailbox}})
+	f.target("s1", map[string]string{"env": "prod"})
+	f.target("s2", map[string]string{"env": "prod"})
+	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
+	f.namespace(ws, "app")
+	f.configMap(ws, "app", "a", nil, nil)
+	f.put(store.Key{Space: ws, Resource: collectorsRes, Name: "count"}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "StatusCollector",
+		"spec": map[string]any{"combinedFields": []any{map[string]any{"name": "n", "type": "COUNT"}}}})
+	f.put(store.Key{Space: ws, Resource: placementsRes, Name: "p"}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "prod"}}},
+			"downsync": []any{cmClause("app")}, "statusCollectors": []any{"count"}}})
+	f.waitDownsync("configmaps/app/a→s1,s2", "namespaces//app→s1,s2", "synctargets//s1→s1", "synctargets//s2→s2", "locations//prod→s1,s2")
+	if got := f.travelling(); !slices.Equal(got, []string{"edgeplacements//default.p→s1,s2", "statuscollectors//default.count→s1,s2"}) {
+		t.Fatalf("placements and collectors travelling: %v", got)
+	}
+	st := f.waitStatus(ws, "p", "Synced False while nothing reported", func(s v1alpha1.EdgePlacementStatus) bool {
+		c := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionSynced)
+		return c != nil && c.Status == metav1.ConditionFalse && s.SyncedRevision != ""
+	})
+
+	// The region reports: both destinations applied the latest revision,
+	// one is ready; a COUNT partial over both.
+	ref := reports.PlacementRef{Space: ws, Name: "p"}
+	sync := reports.PlacementSync{Placement: ref, Destinations: 2, Revisions: map[string]int64{st.SyncedRevision: 2}, Ready: 1}
+	f.report("reports-r1", sync.Key(), reports.KindPlacementSync, sync)
+	col := compile(t, f, "count")
+	var parts []status.Partial
+	for _, d := range []string{"s1", "s2"} {
+		p, err := col.Evaluate(map[string]any{"metadata": map[string]any{"name": "a"}}, nil, status.Destination{Name: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+	}
+	partial := reports.Partial{Placement: ref, Object: v1alpha1.ObjectReference{Resource: "configmaps", Namespace: "app", Name: "a"},
+		Collector: "count", Partial: status.MergeAll(parts...)}
+	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
+	f.waitStatus(ws, "p", "Synced True, Ready False", func(s v1alpha1.EdgePlacementStatus) bool {
+		syncd := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionSynced)
+		ready := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
+		return s.SyncedDestinations == 2 && syncd != nil && syncd.Status == metav1.ConditionTrue && ready != nil && ready.Status == metav1.ConditionFalse
+	})
+	cs := f.waitCombined("app", "a.configmaps.p")
+	if cs.Destinations != 2 || len(cs.Results) != 1 || len(cs.Results[0].Rows) != 1 || cs.Results[0].Rows[0].Columns[0].String() != "2" {
+		t.Fatalf("CombinedStatus = %+v", cs)
+	}
+
+	// Narrowed to one destination with singleton reported state: s2's
+	// status lands in the object.
+	f.target("s1", map[string]string{"env": "dev"})
+	f.put(store.Key{Space: ws, Resource: placementsRes, Name: "p"}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "prod"}}},
+			"downsync": []any{cmClause("app")}, "wantSingletonReportedState": true}})
+	f.waitDownsync("configmaps/app/a→s2", "namespaces//app→s2", "synctargets//s2→s2", "locations//prod→s2")
+	f.put(store.Key{Space: "reports-r1", Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}, map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "status": map[string]any{"seen": "at s2"},
+		"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s2"}}})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o, _ := f.st.Get(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
+		if st, _ := jsonMap(o)["status"].(map[string]any); st["seen"] == "at s2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the singleton status never reached the object")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *fixture) report(space string, k store.Key, kind string, r any) {
+	f.t.Helper()
+	data, err := reports.Encode(kind, k.Name, r)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(data, &m)
+	k.Space = space
+	f.put(k, m)
+}
+
+func compile(t *testing.T, f *fixture, name string) *status.Collector {
+	t.Helper()
+	o, err := f.st.Get(store.Key{Space: ws, Resource: collectorsRes, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc v1alpha1.StatusCollector
+	if err := json.Unmarshal(o.Data, &sc); err != nil {
+		t.Fatal(err)
+	}
+	c, errs := status.Compile(&sc)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return c
+}
+
+func (f *fixture) waitCombined(ns, name string) v1alpha1.CombinedStatus {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o, err := f.st.Get(store.Key{Space: ws, Resource: combinedRes, Namespace: ns, Name: name})
+		if err == nil {
+			var cs v1alpha1.CombinedStatus
+			if err := json.Unmarshal(o.Data, &cs); err != nil {
+				f.t.Fatal(err)
+			}
+			return cs
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("no CombinedStatus %s/%s", ns, name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

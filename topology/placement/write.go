@@ -327,7 +327,7 @@ func sliceData(p *v1alpha1.EdgePlacement, name string, dests []v1alpha1.Destinat
 // writeStatuses writes each placement's status where it changed: observed
 // generation, matched destinations and conflicts. (Synced and Ready come
 // from reported state.)
-func (c *Controller) writeStatuses(ctx context.Context, out *outcome) error {
+func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[scheduler.PlacementRef]reports.PlacementSync) error {
 	for _, sname := range sortedKeys(c.spaces) {
 		s := c.spaces[sname]
 		for _, pname := range sortedKeys(s.placements) {
@@ -350,6 +350,7 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome) error {
 			}
 			st.Conditions = setCondition(st.Conditions, placementCondition(ps, len(out.matched[ref]), len(conf)))
 			st.Conditions = setCondition(st.Conditions, customizedCondition(ps, out.failures[ref], out.failed[ref]))
+			syncConditions(&st, ps.obj.Generation, len(out.matched[ref]), out.latest(ref), syncs[ref])
 			if equality.Semantic.DeepEqual(st, ps.obj.Status) {
 				continue
 			}

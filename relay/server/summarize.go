@@ -1,0 +1,132 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/reports"
+)
+
+// SummaryWindow is how long a region collects its children's reports
+// before merging them into its own (DESIGN.md section 5: coalescing only
+// under bursts; an isolated change waits at most this long).
+const SummaryWindow = 200 * time.Millisecond
+
+// summarize keeps a region's outbox equal to the merge of its children's
+// reports (topology/reports): partials and placement syncs merged per key,
+// upsynced objects and the live state of objects with a single
+// destination forwarded. It recomputes after each burst of changes to a
+// reports space and writes only what differs, until ctx is done.
+func summarize(ctx context.Context, st *store.Store, down *session.Downlink, window time.Duration, log *slog.Logger) error {
+	for ctx.Err() == nil {
+		err := followReports(ctx, st, down, window)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrTooSlow) && !errors.Is(err, store.ErrExpired) {
+			return err
+		}
+		log.Debug("summaries: watch restarted", "reason", err)
+	}
+	return nil
+}
+
+func followReports(ctx context.Context, st *store.Store, down *session.Downlink, window time.Duration) error {
+	w, err := st.Watch(ctx, store.WatchOptions{Since: st.Revision()})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	if err := writeSummary(ctx, st, down); err != nil {
+		return err
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	pending := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events():
+			if !ok {
+				return w.Err()
+			}
+			if ev.Object == nil || !strings.HasPrefix(ev.Object.Key.Space, "reports-") || pending {
+				continue
+			}
+			pending = true
+			timer.Reset(window)
+		case <-timer.C:
+			pending = false
+			if err := writeSummary(ctx, st, down); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// writeSummary merges the children's reports and brings the outbox in
+// line with the result.
+func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink) error {
+	var children [][]*store.Object
+	names := make([]string, 0)
+	for _, c := range down.Children() {
+		names = append(names, c.Identity.Name)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		lr, err := st.List(store.ListOptions{Space: ReportsSpace(n)})
+		if err != nil {
+			return err
+		}
+		children = append(children, lr.Items)
+	}
+	merged, err := reports.Merge(children, reports.ForwardFilter(st, InboxSpace))
+	if err != nil {
+		return err
+	}
+	want, err := merged.Encoded()
+	if err != nil {
+		return err
+	}
+	cur, err := st.List(store.ListOptions{Space: OutboxSpace})
+	if err != nil {
+		return err
+	}
+	var ops []store.Op
+	have := map[store.Key]*store.Object{}
+	for _, o := range cur.Items {
+		k := o.Key
+		k.Space = ""
+		have[k] = o
+		if _, ok := want[k]; !ok {
+			ops = append(ops, store.Op{Type: store.OpDelete, Key: o.Key, ExpectRevision: o.Revision})
+		}
+	}
+	for _, k := range reports.SortedKeys(want) {
+		data := want[k]
+		ok := k
+		ok.Space = OutboxSpace
+		switch o := have[k]; {
+		case o == nil:
+			ops = append(ops, store.Op{Type: store.OpCreate, Key: ok, Data: data})
+		case !bytes.Equal(reports.Canonical(o.Data), reports.Canonical(data)):
+			ops = append(ops, store.Op{Type: store.OpUpdate, Key: ok, Data: data, ExpectRevision: o.Revision})
+		}
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), 256)
+		if _, err := st.Txn(ctx, ops[:n]...); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
+}

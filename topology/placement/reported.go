@@ -1,0 +1,290 @@
+package placement
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
+	"github.com/canopy-dev/canopy/topology/scheduler"
+	"github.com/canopy-dev/canopy/topology/status"
+)
+
+var combinedRes = store.Resource{Group: v1alpha1.GroupName, Resource: "combinedstatuses"}
+
+// reported merges what the root's children reported (their reports-<child>
+// spaces) into the reported state of the workload description spaces:
+// a CombinedStatus per (object, placement) with collectors, and the
+// singleton status of objects placed on one destination by a placement
+// that wants it. It returns the placement sync reports for the statuses.
+func (c *Controller) reported(ctx context.Context, out *outcome) (map[scheduler.PlacementRef]reports.PlacementSync, error) {
+	spaces, err := c.st.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	if err != nil {
+		return nil, err
+	}
+	var children [][]*store.Object
+	for _, sp := range spaces.Items { // sorted by name: a stable order
+		if !strings.HasPrefix(sp.Key.Name, "reports-") {
+			continue
+		}
+		lr, err := c.st.List(store.ListOptions{Space: sp.Key.Name})
+		if err != nil {
+			return nil, err
+		}
+		children = append(children, lr.Items)
+	}
+	m, err := reports.Merge(children, reports.ForwardFilter(c.st, c.cfg.Downsync))
+	if err != nil {
+		return nil, err
+	}
+	syncs := map[scheduler.PlacementRef]reports.PlacementSync{}
+	for _, s := range m.Syncs {
+		syncs[scheduler.PlacementRef{Space: s.Placement.Space, Name: s.Placement.Name}] = s
+	}
+	if err := c.writeCombined(ctx, m); err != nil {
+		return nil, err
+	}
+	if err := c.writeSingletons(ctx, out, m); err != nil {
+		return nil, err
+	}
+	return syncs, nil
+}
+
+// combinedKey groups partials by (placement, object).
+type combinedKey struct {
+	placement reports.PlacementRef
+	object    v1alpha1.ObjectReference
+}
+
+// writeCombined writes one CombinedStatus per (object, placement) that has
+// partials, in the object's namespace of the placement's space ("default"
+// for cluster-scoped objects), and deletes those it wrote that no longer
+// have any.
+func (c *Controller) writeCombined(ctx context.Context, m reports.Merged) error {
+	groups := map[combinedKey]map[string]status.Partial{}
+	for _, p := range m.Partials {
+		k := combinedKey{p.Placement, p.Object}
+		if c.spaces[p.Placement.Space] == nil || c.spaces[p.Placement.Space].placements[p.Placement.Name] == nil {
+			continue // a placement gone since: its reports are on their way out
+		}
+		if groups[k] == nil {
+			groups[k] = map[string]status.Partial{}
+		}
+		groups[k][p.Collector] = p.Partial
+	}
+	want := map[store.Key][]byte{}
+	for k, parts := range groups {
+		ps := c.spaces[k.placement.Space].placements[k.placement.Name]
+		cs := &v1alpha1.CombinedStatus{Object: k.object, Placement: k.placement.Name}
+		cs.APIVersion, cs.Kind = v1alpha1.SchemeGroupVersion.String(), "CombinedStatus"
+		ns := k.object.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		cs.Name, cs.Namespace = combinedName(k), ns
+		cs.Labels = map[string]string{combinedByLabel: "true"}
+		for l, v := range map[string]string{
+			v1alpha1.PlacementLabel:      k.placement.Name,
+			v1alpha1.ObjectResourceLabel: qualified(k.object),
+			v1alpha1.ObjectNameLabel:     k.object.Name,
+		} {
+			if len(validation.IsValidLabelValue(v)) == 0 {
+				cs.Labels[l] = v
+			}
+		}
+		t := true
+		cs.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.KindEdgePlacement,
+			Name: ps.obj.Name, UID: ps.obj.UID, BlockOwnerDeletion: &t}}
+		src := c.spaces[k.placement.Space].objects[store.Key{Resource: store.Resource{Group: k.object.Group, Resource: k.object.Resource},
+			Namespace: k.object.Namespace, Name: k.object.Name}]
+		if src != nil {
+			cs.ObservedRevision = strconv.FormatInt(src.Revision, 10)
+		}
+		status.Fill(cs, parts)
+		data, err := json.Marshal(cs)
+		if err != nil {
+			return err
+		}
+		want[store.Key{Space: k.placement.Space, Resource: combinedRes, Namespace: ns, Name: cs.Name}] = data
+	}
+	b := &batch{st: c.st}
+	for sname := range c.spaces {
+		lr, err := c.st.List(store.ListOptions{Space: sname, Resource: combinedRes,
+			Label: labels.SelectorFromSet(labels.Set{combinedByLabel: "true"})})
+		if err != nil {
+			return err
+		}
+		for _, o := range lr.Items {
+			data, ok := want[o.Key]
+			if !ok {
+				if err := b.add(ctx, store.Op{Type: store.OpDelete, Key: o.Key, ExpectRevision: o.Revision}); err != nil {
+					return err
+				}
+				continue
+			}
+			delete(want, o.Key)
+			var cur v1alpha1.CombinedStatus
+			_ = json.Unmarshal(o.Data, &cur)
+			var next v1alpha1.CombinedStatus
+			_ = json.Unmarshal(data, &next)
+			next.UID, next.CreationTimestamp, next.ResourceVersion = cur.UID, cur.CreationTimestamp, ""
+			cur.ResourceVersion = ""
+			if bytes.Equal(mustJSON(cur), mustJSON(next)) {
+				continue
+			}
+			if data, err = json.Marshal(next); err != nil {
+				return err
+			}
+			if err := b.add(ctx, store.Op{Type: store.OpUpdate, Key: o.Key, Data: data, ExpectRevision: o.Revision}); err != nil {
+				return err
+			}
+		}
+	}
+	for k, data := range want {
+		var cs v1alpha1.CombinedStatus
+		_ = json.Unmarshal(data, &cs)
+		cs.UID, cs.CreationTimestamp = types.UID(uuid.NewString()), now()
+		if err := b.add(ctx, store.Op{Type: store.OpCreate, Key: k, Data: mustJSON(cs)}); err != nil {
+			return err
+		}
+	}
+	return b.flush(ctx)
+}
+
+// combinedByLabel marks the CombinedStatuses the controller writes.
+const combinedByLabel = v1alpha1.GroupName + "/combined"
+
+// combinedName names the CombinedStatus of an object under a placement:
+// readable when short, a digest when the parts would be too long.
+func combinedName(k combinedKey) string {
+	name := strings.ToLower(fmt.Sprintf("%s.%s.%s", k.object.Name, qualified(k.object), k.placement.Name))
+	if len(validation.IsDNS1123Subdomain(name)) == 0 {
+		return name
+	}
+	h := sha256.Sum256([]byte(name))
+	return "cs-" + hex.EncodeToString(h[:])[:40]
+}
+
+func qualified(o v1alpha1.ObjectReference) string {
+	if o.Group == "" {
+		return o.Resource
+	}
+	return o.Resource + "." + o.Group
+}
+
+// writeSingletons copies, for every placement that wants singleton
+// reported state, the status its single destination reports for each
+// object it places there into the object's status in the workload
+// description space, exactly.
+func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m reports.Merged) error {
+	for ref, keys := range out.placed {
+		ps := c.spaces[ref.Space].placements[ref.Name]
+		if ps == nil || !ps.obj.Spec.WantSingletonReportedState {
+			continue
+		}
+		for _, k := range keys {
+			e := out.entries[k]
+			if e == nil || len(e.dests) != 1 || e.space != ref.Space {
+				continue
+			}
+			live := m.Forwarded[k]
+			if live == nil || reports.DestinationOf(live) != e.destinationList()[0] {
+				continue
+			}
+			st, ok := jsonMap(live)["status"]
+			if !ok {
+				continue
+			}
+			if err := c.setStatus(ctx, ref.Space, k, st); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setStatus writes st as the status of the object at k of space, if it
+// differs (a newer version of the object triggers another pass).
+func (c *Controller) setStatus(ctx context.Context, space string, k store.Key, st any) error {
+	k.Space = space
+	o, err := c.st.Get(k)
+	if err != nil {
+		return nil
+	}
+	m := jsonMap(o)
+	if equality.Semantic.DeepEqual(m["status"], st) {
+		return nil
+	}
+	m["status"] = st
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = c.st.Update(ctx, k, data, o.Revision)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// syncConditions sets a placement status's sync fields and its Synced and
+// Ready conditions from what its destinations reported.
+func syncConditions(st *v1alpha1.EdgePlacementStatus, gen int64, matched int, latest int64, sync reports.PlacementSync) {
+	synced := sync.SyncedAt(latest)
+	st.SyncedDestinations = int32(min(synced, int64(matched)))
+	st.FailedDestinations = int32(sync.Failed)
+	st.SyncedRevision = ""
+	if latest > 0 {
+		st.SyncedRevision = strconv.FormatInt(latest, 10)
+	}
+	cond := metav1.Condition{Type: v1alpha1.ConditionSynced, ObservedGeneration: gen}
+	switch {
+	case matched == 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonNoDestinations, "no destination matched"
+	case sync.Failed > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonFailed
+		cond.Message = fmt.Sprintf("%d of %d destinations failed to apply", sync.Failed, matched)
+		if len(sync.Failing) > 0 {
+			cond.Message += fmt.Sprintf("; %s: %s", sync.Failing[0].Name, sync.Failing[0].Reason)
+		}
+	case synced >= int64(matched):
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonAsExpected,
+			fmt.Sprintf("%d destinations applied revision %d", matched, latest)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonPending
+		cond.Message = fmt.Sprintf("%d of %d destinations applied revision %d", synced, matched, latest)
+	}
+	st.Conditions = setCondition(st.Conditions, cond)
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen}
+	switch {
+	case cond.Status == metav1.ConditionTrue && sync.Ready >= int64(matched):
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, v1alpha1.ReasonAsExpected, "every destination reports its objects ready"
+	case cond.Status == metav1.ConditionTrue:
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonPending
+		ready.Message = fmt.Sprintf("%d of %d destinations report their objects ready", sync.Ready, matched)
+	default:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, cond.Reason, "not synced"
+	}
+	st.Conditions = setCondition(st.Conditions, ready)
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

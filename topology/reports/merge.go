@@ -1,0 +1,192 @@
+package reports
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/status"
+)
+
+// Merged is what a relay's children reported, merged: one partial and
+// one placement sync per key, and the forwarded objects (upsynced, live
+// state of objects with one destination) unchanged.
+type Merged struct {
+	Partials  map[store.Key]Partial
+	Syncs     map[store.Key]PlacementSync
+	Forwarded map[store.Key]*store.Object
+}
+
+// Merge merges the reports of several children (each a list of a
+// reports-<child> space's objects). Children report disjoint
+// destinations, so their partials and placement syncs merge; a forwarded
+// object reported by two children (a destination that moved) is taken from
+// the first child in the order given, so callers pass children in a stable
+// order.
+//
+// wantForward says whether a child's report that is neither a partial nor
+// a placement sync travels on (nil: every one that names its destination).
+func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) (Merged, error) {
+	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}}
+	partials := map[store.Key][]Partial{}
+	syncs := map[store.Key][]PlacementSync{}
+	for _, objs := range children {
+		for _, o := range objs {
+			k := o.Key
+			k.Space = ""
+			switch k.Resource {
+			case PartialResource:
+				p, err := Decode[Partial](o.Data)
+				if err != nil {
+					continue // a malformed report counts for nothing
+				}
+				partials[k] = append(partials[k], p)
+			case PlacementSyncResource:
+				s, err := Decode[PlacementSync](o.Data)
+				if err != nil {
+					continue
+				}
+				syncs[k] = append(syncs[k], s)
+			default:
+				if !isForwarded(o) || (wantForward != nil && !wantForward(o)) {
+					continue
+				}
+				if _, ok := m.Forwarded[k]; !ok {
+					m.Forwarded[k] = o
+				}
+			}
+		}
+	}
+	for k, ps := range partials {
+		merged := ps[0]
+		if len(ps) > 1 {
+			parts := make([]status.Partial, len(ps))
+			for i, p := range ps {
+				parts[i] = p.Partial
+			}
+			merged.Partial = status.MergeAll(parts...)
+		}
+		m.Partials[k] = merged
+	}
+	for k, ss := range syncs {
+		m.Syncs[k] = MergeSync(ss...)
+	}
+	return m, nil
+}
+
+// isForwarded reports whether a report is one that travels up unchanged:
+// it names the destination it comes from.
+func isForwarded(o *store.Object) bool {
+	var md struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(o.Data, &md) != nil {
+		return false
+	}
+	return md.Metadata.Annotations[DestinationAnnotation] != ""
+}
+
+// DestinationOf returns the destination a forwarded report comes from.
+func DestinationOf(o *store.Object) string {
+	var md struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(o.Data, &md)
+	return md.Metadata.Annotations[DestinationAnnotation]
+}
+
+// Encoded returns the stored form of every merged report, by key, for a
+// tier that reports them upward in turn.
+func (m Merged) Encoded() (map[store.Key][]byte, error) {
+	out := make(map[store.Key][]byte, len(m.Partials)+len(m.Syncs)+len(m.Forwarded))
+	for k, p := range m.Partials {
+		b, err := Encode(KindPartial, k.Name, p)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = b
+	}
+	for k, s := range m.Syncs {
+		b, err := Encode(KindPlacementSync, k.Name, s)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = b
+	}
+	for k, o := range m.Forwarded {
+		out[k] = Canonical(o.Data)
+	}
+	return out, nil
+}
+
+// Canonical returns an object's JSON without metadata.resourceVersion
+// (which each store assigns anew), re-encoded with sorted keys: two
+// versions with equal content are byte-equal.
+func Canonical(data []byte) []byte {
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil {
+		return data
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "resourceVersion")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return data
+	}
+	return b
+}
+
+// SortedKeys returns the keys of a map of reports in a stable order.
+func SortedKeys[V any](m map[store.Key]V) []store.Key {
+	keys := make([]store.Key, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b store.Key) int {
+		switch {
+		case a.String() < b.String():
+			return -1
+		case a.String() > b.String():
+			return 1
+		}
+		return 0
+	})
+	return keys
+}
+
+// DestinationsAnnotation lists the destinations a placed object targets
+// (comma-separated); the placement controller writes it, and the relay
+// tree routes by it.
+const DestinationsAnnotation = v1alpha1.GroupName + "/destinations"
+
+// ForwardFilter is the wantForward of Merge for a relay whose placed
+// objects are in placedSpace of r: upsynced objects (not placed from
+// above) travel on, and so does the live state of a placed object with a
+// single destination (a candidate for singleton status). The live state of
+// objects placed on several destinations is summarized by collectors
+// instead: forwarding it would bring every destination's copy to the root.
+func ForwardFilter(r store.Reader, placedSpace string) func(*store.Object) bool {
+	return func(o *store.Object) bool {
+		k := o.Key
+		k.Space = placedSpace
+		placed, err := r.Get(k)
+		if err != nil {
+			return true // not placed here: upsynced
+		}
+		var md struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(placed.Data, &md)
+		d := md.Metadata.Annotations[DestinationsAnnotation]
+		return d != "" && !strings.Contains(d, ",")
+	}
+}
