@@ -1,7 +1,10 @@
 // Package consensus owns the root's replicated log: it makes every write to the
 // root store durable (and, with peers, replicated) before applying it, keeps
-// snapshots of the store so the log stays short, and rebuilds the store from
-// snapshot plus log when a relay restarts.
+// snapshots of the store so the log stays short, rebuilds the store from
+// snapshot plus log when a relay restarts, and, for a root of several
+// replicas, discovers peers, manages Raft membership, forwards writes to
+// the leader and answers linearizable read indexes. docs/ha.md describes
+// the cluster design and how the server uses it.
 //
 // # What it owns
 //
@@ -11,21 +14,36 @@
 //   - Snapshots: raft.FileSnapshotStore in Dir/snapshots, two kept. Raft takes
 //     one when SnapshotThreshold entries have accumulated (checked every
 //     SnapshotInterval) and then drops all but TrailingLogs entries of the log.
-//   - The FSM adapter, which drives a store.FSM from raft: committed commands
-//     go to store.FSM.Apply with their log index, in index order, exactly once
-//     per Node; snapshots are store.FSM.Snapshot written out by raft's
-//     snapshot goroutine; Restore replaces the FSM's state.
-//   - Later (the HA issue): membership. Today a Node is a single voter on an
-//     in-memory transport that has no peers; the HA issue swaps in a network
-//     transport, discovers peers with memberlist and forwards writes that
-//     reach a follower to the leader. The bootstrap configuration records the
-//     node's address as its NodeID, which that change must re-address.
+//     A follower too far behind gets the leader's latest snapshot.
+//   - The FSM adapter (fsm.go), which drives a store.FSM from raft: committed
+//     commands go to store.FSM.Apply with their log index, in index order,
+//     exactly once per Node; snapshots are store.FSM.Snapshot written out by
+//     raft's snapshot goroutine; Restore replaces the FSM's state. It keeps
+//     a bounded ring of recent Apply results for forwarded proposals.
+//   - Two modes, chosen by Config.RaftAddr. Without it (the default, and every
+//     relay below the root) a Node is a single voter on an in-memory
+//     transport, exactly as before the HA work. With it a Node is a cluster
+//     replica:
+//   - transport.go: one TCP listener, TLS 1.3 with client certificates both
+//     ways, whose first byte selects raft's NetworkTransport or the forward
+//     protocol;
+//   - forward.go: the forward protocol (a follower's proposals and read-index
+//     requests to the leader, pipelined, with a goaway on close);
+//   - membership.go: memberlist gossip (node name = NodeID, metadata = raft
+//     address, cluster id, state, app Meta), refusal of other clusters, and
+//     the BootstrapExpect protocol;
+//   - leader.go: the leadership monitor, the leader loop (barrier, then
+//     reconciling the Raft configuration with gossip: add voters, remove
+//     servers dead longer than DeadServerGrace) and RunAsLeader;
+//   - cluster.go: opening a replica, ReadIndex, WaitReady, Members.
 //
 // # What it must not do
 //
 // It never looks inside a command or a snapshot: it does not know about kube
 // objects, spaces or revisions beyond the log index it hands to the FSM. The
 // store decides what a command means; consensus only orders and persists it.
+// It never retries a proposal whose outcome is unknown. Gossip only detects;
+// only the leader changes Raft membership.
 //
 // # FSM concurrency contract
 //
@@ -37,8 +55,19 @@
 // with later Applies, and Release is called once it is written or discarded.
 // Restore is called with no Apply in progress and must replace all state; it
 // is called by Open when a snapshot exists, so the FSM given to Open must be
-// empty.
+// empty; on a cluster replica it is also called at run time when the leader
+// sends a snapshot. Apply must be deterministic: a follower returns, for a
+// forwarded proposal, the result its own FSM computed for that index.
 //
 // A snapshot on disk is one version byte, the index of the last command
 // applied (8 bytes, big endian), then the FSM's own encoding.
+//
+// # Node concurrency
+//
+// All exported methods of Node are safe for concurrent use. Locks: Node.leaderMu
+// guards the leadership state, fsmAdapter.mu the result ring and the
+// applied-index broadcast, members.mu the gossip view; none is held while
+// taking another or while calling raft or memberlist. In forward.go a
+// forwardConn's wmu is taken before its mu (never the reverse), and
+// forwardClient.mu is never held with either.
 package consensus

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -19,13 +20,88 @@ const snapshotVersion byte = 1
 
 const snapshotHeaderLen = 1 + 8
 
+// resultRingSize is how many recent Apply results a node keeps for the
+// proposals it forwarded to the leader (see fsmAdapter.result).
+const resultRingSize = 4096
+
 // fsmAdapter drives a store.FSM from raft. Raft calls its FSM methods from
 // one goroutine (see the package doc for the contract it passes on).
+//
+// It also keeps what a forwarded proposal needs on a follower: a bounded
+// ring of recent Apply results keyed by log index (the FSM is deterministic,
+// so the result this replica computed for an index is the result), and a
+// broadcast of applied-index changes to wake waiters. The ring is written
+// only while recording > 0, that is while this node has a forwarded
+// proposal whose result it has not collected yet: the counter is raised
+// before the proposal is sent, so its entry can only be applied after.
 type fsmAdapter struct {
 	fsm store.FSM
 	// applied is the index of the last command applied to fsm. It is
 	// written on raft's FSM goroutine and read from anywhere.
 	applied atomic.Uint64
+	// recording counts forwarded proposals waiting for their result.
+	recording atomic.Int64
+
+	mu sync.Mutex // guards ring and changed
+	// ring[i % resultRingSize] holds the result of command i, if recorded
+	// and not overwritten since. It is allocated by the first forward, so
+	// a node that never forwards (a single node, a leader) pays nothing.
+	ring []appliedResult
+	// changed is closed (and replaced) when applied advances.
+	changed chan struct{}
+}
+
+type appliedResult struct {
+	index uint64
+	resp  any
+}
+
+func newFSMAdapter(fsm store.FSM) *fsmAdapter {
+	return &fsmAdapter{fsm: fsm, changed: make(chan struct{})}
+}
+
+// setApplied publishes a new applied index and wakes waitApplied.
+func (a *fsmAdapter) setApplied(index uint64) {
+	a.applied.Store(index)
+	a.mu.Lock()
+	close(a.changed)
+	a.changed = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// appliedChanged returns a channel closed the next time applied advances.
+func (a *fsmAdapter) appliedChanged() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
+}
+
+// startRecording keeps the results of the commands applied from now on,
+// until the matching stopRecording.
+func (a *fsmAdapter) startRecording() {
+	a.mu.Lock()
+	if a.ring == nil {
+		a.ring = make([]appliedResult, resultRingSize)
+	}
+	a.mu.Unlock()
+	a.recording.Add(1)
+}
+
+func (a *fsmAdapter) stopRecording() { a.recording.Add(-1) }
+
+// result returns what Apply returned for the command at index, if it was
+// recorded and has not been overwritten by a command resultRingSize later.
+func (a *fsmAdapter) result(index uint64) (any, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ring == nil || index == 0 {
+		return nil, false
+	}
+	r := a.ring[index%resultRingSize]
+	if r.index != index {
+		return nil, false
+	}
+	return r.resp, true
 }
 
 var _ raft.BatchingFSM = (*fsmAdapter)(nil)
@@ -33,20 +109,43 @@ var _ raft.BatchingFSM = (*fsmAdapter)(nil)
 // Apply applies one committed entry. Only commands reach the store; raft
 // also passes configuration entries, which the FSM has no use for.
 func (a *fsmAdapter) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
+	resp, ok := a.apply(l)
+	if ok {
+		a.setApplied(l.Index)
 	}
-	resp := a.fsm.Apply(l.Index, l.Data)
-	a.applied.Store(l.Index)
 	return resp
 }
 
-// ApplyBatch applies committed entries in order. Raft uses it instead of
-// Apply because fsmAdapter implements raft.BatchingFSM.
+// apply applies one entry without publishing the applied index; ok reports
+// a command.
+func (a *fsmAdapter) apply(l *raft.Log) (resp any, ok bool) {
+	if l.Type != raft.LogCommand {
+		return nil, false
+	}
+	resp = a.fsm.Apply(l.Index, l.Data)
+	if a.recording.Load() > 0 {
+		a.mu.Lock()
+		a.ring[l.Index%resultRingSize] = appliedResult{index: l.Index, resp: resp}
+		a.mu.Unlock()
+	}
+	a.applied.Store(l.Index)
+	return resp, true
+}
+
+// ApplyBatch applies committed entries in order and wakes waiters once per
+// batch. Raft uses it instead of Apply because fsmAdapter implements
+// raft.BatchingFSM.
 func (a *fsmAdapter) ApplyBatch(logs []*raft.Log) []any {
 	resps := make([]any, len(logs))
+	var last uint64
 	for i, l := range logs {
-		resps[i] = a.Apply(l)
+		var ok bool
+		if resps[i], ok = a.apply(l); ok {
+			last = l.Index
+		}
+	}
+	if last != 0 {
+		a.setApplied(last)
 	}
 	return resps
 }
@@ -74,7 +173,7 @@ func (a *fsmAdapter) Restore(r io.ReadCloser) error {
 	if err := a.fsm.Restore(r); err != nil {
 		return fmt.Errorf("consensus: restoring snapshot: %w", err)
 	}
-	a.applied.Store(binary.BigEndian.Uint64(hdr[1:]))
+	a.setApplied(binary.BigEndian.Uint64(hdr[1:]))
 	return nil
 }
 

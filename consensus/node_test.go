@@ -60,6 +60,8 @@ type testFSM struct {
 	mu       sync.Mutex
 	state    testState
 	restores int
+	// restored lists the Last index of every snapshot restored.
+	restored []uint64
 	err      error
 }
 
@@ -102,6 +104,7 @@ func (f *testFSM) Restore(r io.Reader) error {
 	defer f.mu.Unlock()
 	f.state = s
 	f.restores++
+	f.restored = append(f.restored, s.Last)
 	return nil
 }
 
