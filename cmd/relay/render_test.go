@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+// relay render shows, for each destination, the object as its edge will
+// apply it: customized with that destination's parameters and Customizer,
+// and a missing parameter as the edge would report it.
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	root, err := server.Open(server.Config{Name: "root", DataDir: dir, APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-root.Ready()
+	kubeconfig := filepath.Join(dir, pki.AdminKubeconfigFile)
+	client := func(space string) dynamic.Interface {
+		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
+			&clientcmd.ConfigOverrides{CurrentContext: space})
+		rc, err := cc.ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dynamic.NewForConfigOrDie(rc)
+	}
+	inv, wds := client(kubeapi.InventorySpace), client(kubeapi.DefaultSpace)
+	create := func(c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) {
+		t.Helper()
+		u := &unstructured.Unstructured{Object: obj}
+		var err error
+		deadline := time.Now().Add(20 * time.Second)
+		for { // the CRDs are installed as the root starts
+			if _, err = c.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{}); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", u.GetName(), err)
+		}
+	}
+	for name, replicas := range map[string]string{"store-1": "1", "store-2": "3", "bare": ""} {
+		labels := map[string]any{"env": "prod"}
+		if replicas != "" {
+			labels["replicas"] = replicas
+		}
+		create(inv, v1alpha1.SyncTargetsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "SyncTarget",
+			"metadata": map[string]any{"name": name, "labels": labels}})
+	}
+	create(inv, v1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+		"metadata": map[string]any{"name": "prod", "labels": map[string]any{"env": "prod"}},
+		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"env": "prod"}}}})
+	create(wds, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": "shop"}})
+	create(wds, v1alpha1.CustomizersGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",
+		"metadata": map[string]any{"name": "per-store", "namespace": "shop"},
+		"replacements": []any{map[string]any{"path": "/data/replicas", "value": `"%(replicas)"`}}})
+	create(wds, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": map[string]any{v1alpha1.CustomizerAnnotation: "per-store"}},
+		"data":     map[string]any{"replicas": "template"}})
+	create(wds, v1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"metadata": map[string]any{"name": "shop"},
+		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"env": "prod"}}},
+			"downsync": []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"shop"}}}}})
+
+	var out []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if out, err = render(context.Background(), kubeconfig, "default", "store-2", "configmaps", "shop", "web"); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("render for store-2: %v", err)
+	}
+	if !strings.Contains(string(out), `replicas: "3"`) || strings.Contains(string(out), "edge.canopy.dev/") {
+		t.Fatalf("render for store-2:\n%s\nwant replicas 3 and no Canopy annotations", out)
+	}
+	if _, err := render(context.Background(), kubeconfig, "default", "bare", "configmaps", "shop", "web"); err == nil || !strings.Contains(err.Error(), `"replicas"`) {
+		t.Fatalf("render for a destination without the parameter: %v, want the missing parameter named", err)
+	}
+	if _, err := render(context.Background(), kubeconfig, "default", "nowhere", "configmaps", "shop", "web"); err == nil || !strings.Contains(err.Error(), "not placed on nowhere") {
+		t.Fatalf("render for a destination the object is not placed on: %v", err)
+	}
+}
