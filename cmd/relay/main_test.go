@@ -324,6 +324,17 @@ func TestRootConfig(t *testing.T) {
 		},
 		// Port 0 picks a free port, so both listeners may ask for it.
 		{[]string{"--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0"}, server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}},
+		// A replica of a replicated root (docs/ha.md).
+		{
+			[]string{"--name=root-a", "--raft-addr=10.0.0.1:7001", "--peer-addr=10.0.0.1:7002", "--join=10.0.0.2:7002,10.0.0.3:7002", "--bootstrap-expect=3", "--cluster-id=prod"},
+			server.Config{Name: "root-a", DataDir: filepath.Join("data", "root-a"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
+				HA: server.Replication{RaftAddr: "10.0.0.1:7001", PeerAddr: "10.0.0.1:7002", Join: []string{"10.0.0.2:7002", "10.0.0.3:7002"}, BootstrapExpect: 3, ClusterID: "prod"}},
+		},
+		{
+			[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002"},
+			server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
+				HA: server.Replication{RaftAddr: "127.0.0.1:7001", PeerAddr: "127.0.0.1:7002", BootstrapExpect: 1}},
+		},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var got server.Config
@@ -334,7 +345,7 @@ func TestRootConfig(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit code %d, stderr %q", code, stderr)
 			}
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("config %+v, want %+v", got, tc.want)
 			}
 		})

@@ -66,6 +66,13 @@ type options struct {
 	apiAddr  string
 	linkAddr string
 
+	// Root replicas (docs/ha.md).
+	raftAddr        string
+	peerAddr        string
+	join            []string
+	bootstrapExpect int
+	clusterID       string
+
 	// Region and edge.
 	parents        []string
 	joinToken      string
@@ -88,6 +95,17 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "api-addr", roleRoot)
 	fs.StringVar(&o.linkAddr, "link-addr", defaultLinkAddr, "host:port where child relays dial in; a region on the same host as its parent or another region needs its own")
 	forRoles(fs, "link-addr", roleRoot, roleRegion)
+
+	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port where this root replica listens for Raft and forwarded writes (TLS); makes the root one replica of a cluster (docs/ha.md)")
+	forRoles(fs, "raft-addr", roleRoot)
+	fs.StringVar(&o.peerAddr, "peer-addr", "", "host:port where this root replica gossips with the others (UDP and TCP); required with --raft-addr")
+	forRoles(fs, "peer-addr", roleRoot)
+	fs.StringSliceVar(&o.join, "join", nil, "gossip addresses (--peer-addr) of other root replicas, host:port,...; any one suffices")
+	forRoles(fs, "join", roleRoot)
+	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "how many root replicas form a new cluster; they bootstrap once that many see each other")
+	forRoles(fs, "bootstrap-expect", roleRoot)
+	fs.StringVar(&o.clusterID, "cluster-id", "", "name of the replicated root's cluster (default: derived from the CA certificate)")
+	forRoles(fs, "cluster-id", roleRoot)
 
 	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required)")
 	forRoles(fs, "parent", roleRegion, roleEdge)
@@ -161,6 +179,53 @@ func (o *options) validateRoot(fs *pflag.FlagSet) []error {
 		}
 		errs = append(errs, flagErrorf(name, "%s collides with --%s=%s", fs.Lookup(name).Value, other, fs.Lookup(other).Value))
 	}
+	return append(errs, o.validateReplica(fs)...)
+}
+
+// validateReplica checks the flags of a replicated root: without
+// --raft-addr none of the others may be given.
+func (o *options) validateReplica(fs *pflag.FlagSet) []error {
+	var errs []error
+	if o.raftAddr == "" {
+		for _, name := range []string{"peer-addr", "join", "bootstrap-expect", "cluster-id"} {
+			if fs.Changed(name) {
+				errs = append(errs, flagErrorf(name, "only for a replicated root: give --raft-addr too"))
+			}
+		}
+		return errs
+	}
+	if err := checkListenAddr(o.raftAddr); err != nil {
+		errs = append(errs, flagErrorf("raft-addr", "%v", err))
+	} else if h, _, _ := net.SplitHostPort(o.raftAddr); wildcard(h) {
+		errs = append(errs, flagErrorf("raft-addr", "%q listens on every interface: give the address peers reach this replica at", o.raftAddr))
+	}
+	switch {
+	case o.peerAddr == "":
+		errs = append(errs, flagErrorf("peer-addr", "required with --raft-addr: the host:port where this replica gossips"))
+	case checkListenAddr(o.peerAddr) != nil:
+		errs = append(errs, flagErrorf("peer-addr", "%v", checkListenAddr(o.peerAddr)))
+	case sameListener(o.peerAddr, o.raftAddr) && checkListenAddr(o.raftAddr) == nil:
+		errs = append(errs, flagErrorf("peer-addr", "%s collides with --raft-addr=%s", o.peerAddr, o.raftAddr))
+	}
+	for _, other := range []string{"api-addr", "link-addr"} {
+		if checkListenAddr(o.raftAddr) == nil && sameListener(o.raftAddr, fs.Lookup(other).Value.String()) {
+			errs = append(errs, flagErrorf("raft-addr", "%s collides with --%s=%s", o.raftAddr, other, fs.Lookup(other).Value))
+		}
+	}
+	for _, j := range o.join {
+		if err := checkDialAddr(j); err != nil {
+			errs = append(errs, flagErrorf("join", "%v", err))
+		}
+	}
+	switch {
+	case o.bootstrapExpect < 1:
+		errs = append(errs, flagErrorf("bootstrap-expect", "must be at least 1, not %d", o.bootstrapExpect))
+	case o.bootstrapExpect > 1 && len(o.join) == 0:
+		errs = append(errs, flagErrorf("bootstrap-expect", "%d replicas cannot find each other without --join", o.bootstrapExpect))
+	}
+	if o.clusterID != "" && len(validation.IsDNS1123Label(o.clusterID)) > 0 {
+		errs = append(errs, flagErrorf("cluster-id", "%q is not a DNS label", o.clusterID))
+	}
 	return errs
 }
 
@@ -229,12 +294,19 @@ func (o *options) validateChild(fs *pflag.FlagSet) []error {
 // rootConfig returns the configuration of a root relay from validated
 // options.
 func (o *options) rootConfig() server.Config {
-	return server.Config{
+	cfg := server.Config{
 		Name:     o.name,
 		DataDir:  o.dataDir,
 		APIAddr:  o.apiAddr,
 		LinkAddr: o.linkAddr,
 	}
+	if o.raftAddr != "" {
+		cfg.HA = server.Replication{
+			RaftAddr: o.raftAddr, PeerAddr: o.peerAddr, Join: slices.Clone(o.join),
+			BootstrapExpect: o.bootstrapExpect, ClusterID: o.clusterID,
+		}
+	}
+	return cfg
 }
 
 // childConfig returns the configuration of a region or edge relay from

@@ -84,6 +84,6 @@ func newRelayCommand() *cobra.Command {
 	}
 	o.addFlags(cmd.Flags())
 	cmd.SetFlagErrorFunc(flagParseError)
-	cmd.AddCommand(newKubeconfigCommand(), newTokenCommand(), newVersionCommand(), newRenderCommand())
+	cmd.AddCommand(newKubeconfigCommand(), newTokenCommand(), newVersionCommand(), newRenderCommand(), newPKICommand())
 	return cmd
 }

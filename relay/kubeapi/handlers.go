@@ -101,6 +101,10 @@ func (rq *request) key(sv *served, name string) store.Key {
 }
 
 func (s *Server) serveGet(rq *request, sv *served) {
+	if err := s.waitForResourceVersion(rq.r.Context(), rq); err != nil {
+		rq.writeError(err)
+		return
+	}
 	obj, err := s.store.Get(rq.key(sv, rq.info.Name))
 	if err == nil && rq.match != nil && !rq.match(obj) {
 		err = store.ErrNotFound // in the source, not in the view

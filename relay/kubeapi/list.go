@@ -120,6 +120,9 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 		if match == string(metav1.ResourceVersionMatchExact) {
 			return apierrors.NewBadRequest("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
 		}
+		if rv == "" && rq.info.Verb != "watch" {
+			return s.readIndex(ctx)
+		}
 		return nil
 	}
 	want, err := strconv.ParseInt(rv, 10, 64)
@@ -143,6 +146,23 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 			return ctx.Err()
 		}
 		return tooLargeResourceVersion(want, s.store.Revision())
+	}
+	return nil
+}
+
+// readIndex makes a read without resourceVersion linearizable on a
+// replica (Config.ReadIndex): it waits until the store has applied
+// everything committed when the read arrived.
+func (s *Server) readIndex(ctx context.Context) error {
+	if s.cfg.ReadIndex == nil {
+		return nil
+	}
+	idx, err := s.cfg.ReadIndex.ReadIndex(ctx)
+	if err == nil {
+		err = s.store.WaitForRevision(ctx, int64(idx))
+	}
+	if err != nil {
+		return consensusError(err)
 	}
 	return nil
 }

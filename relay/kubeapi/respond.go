@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -30,6 +32,7 @@ type forbiddenMessager interface{ ForbiddenMessage() string }
 // apierrors.APIStatus become 500s, except store sentinels which map to their
 // kube equivalents.
 func (rq *request) writeError(err error) {
+	err = consensusError(err)
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		st = apierrors.NewInternalError(err)
@@ -43,6 +46,9 @@ func (rq *request) writeError(err error) {
 	code := int(status.Code)
 	if code == 0 {
 		code = http.StatusInternalServerError
+	}
+	if d := status.Details; d != nil && d.RetryAfterSeconds > 0 {
+		rq.w.Header().Set("Retry-After", strconv.Itoa(int(d.RetryAfterSeconds)))
 	}
 	writeJSON(rq, code, &status)
 }
@@ -74,6 +80,27 @@ func storeError(err error, gr schema.GroupResource, name string) error {
 		return apierrors.NewConflict(gr, name, errors.New(registryConflictMessage))
 	case errors.Is(err, store.ErrExpired):
 		return apierrors.NewResourceExpired("too old resource version")
+	}
+	return consensusError(err)
+}
+
+// consensusError maps the errors of a replicated root's log (docs/ha.md):
+// a write whose outcome is unknown is a 504 Timeout, as kube-apiserver
+// answers when etcd times out (the client reads back; no Retry-After, so
+// client-go does not blindly repeat it); no leader is a 503 with
+// Retry-After (nothing was written: retrying is safe). Other errors are
+// returned as they are.
+func consensusError(err error) error {
+	var st apierrors.APIStatus
+	switch {
+	case err == nil || errors.As(err, &st):
+		return err
+	case errors.Is(err, consensus.ErrOutcomeUnknown):
+		return apierrors.NewTimeoutError("the outcome of the write is unknown (the leader changed or could not be reached); read the object back", 0)
+	case errors.Is(err, consensus.ErrNoLeader):
+		e := apierrors.NewServiceUnavailable("no leader: the replicated root is electing one; retry")
+		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		return e
 	}
 	return err
 }

@@ -77,6 +77,17 @@ type Config struct {
 	ProcessMetrics bool
 	// Collectors are more metrics served at /metrics (the relay's links).
 	Collectors []prometheus.Collector
+	// ReadIndex, when set (a replica of a cluster of roots), makes a get or
+	// list without resourceVersion linearizable: it is served once the
+	// store has reached the index ReadIndex returns. Nil on a single node,
+	// whose store is always current.
+	ReadIndex ReadIndexer
+}
+
+// ReadIndexer confirms with the leader of a cluster which log index a
+// linearizable read must wait for (consensus.Node implements it).
+type ReadIndexer interface {
+	ReadIndex(ctx context.Context) (uint64, error)
 }
 
 // Server is the kube API of a root relay. It is an http.Handler and is safe

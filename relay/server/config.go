@@ -13,4 +13,7 @@ type Config struct {
 	// Network, when set, carries the children's links instead of the
 	// host's sockets (see Network); LinkAddr is then an address of it.
 	Network *Network
+	// HA, when its RaftAddr is set, makes this root one replica of a
+	// cluster (docs/ha.md); the zero value is a single root.
+	HA Replication
 }

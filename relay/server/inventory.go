@@ -53,7 +53,7 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 			if written[d.Name] == fp {
 				continue
 			}
-			if err := upsertSyncTarget(ctx, targets, r.cfg.Name, d); err != nil {
+			if err := upsertSyncTarget(ctx, targets, r.cfg.treeName(), d); err != nil {
 				if ctx.Err() == nil {
 					r.log.Warn("updating a SyncTarget", "destination", d.Name, "error", err)
 				}

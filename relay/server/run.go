@@ -32,7 +32,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/topology/placement"
 )
 
 // Root is a running root relay.
@@ -57,7 +56,7 @@ type Root struct {
 
 // Run starts a root relay and blocks until ctx is done.
 func Run(ctx context.Context, cfg Config) error {
-	r, err := Open(cfg, slog.Default())
+	r, err := OpenContext(ctx, cfg, slog.Default())
 	if err != nil {
 		return err
 	}
@@ -68,6 +67,14 @@ func Run(ctx context.Context, cfg Config) error {
 // log into the store, makes sure the initial spaces exist and binds the API
 // address. Serve then serves until its context ends.
 func Open(cfg Config, log *slog.Logger) (*Root, error) {
+	return OpenContext(context.Background(), cfg, log)
+}
+
+// OpenContext is Open bounded by ctx. A replica of a cluster (cfg.HA)
+// waits, until ctx ends, for the cluster to have a leader and for its store
+// to catch up (consensus.Node.WaitReady) before it makes sure the initial
+// spaces exist; a single root waits at most 30 s for those writes.
+func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
@@ -103,19 +110,23 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 		return nil, err
 	}
 
-	st := store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor)})
-	node, err := consensus.Open(consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}, st)
-	if err != nil {
-		return nil, err
-	}
-	st.SetLog(node)
-
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
-		node.Close()
 		return nil, fmt.Errorf("server: --api-addr: %w", err)
 	}
 	server := "https://" + ln.Addr().String()
+	ccfg, clusterID, err := consensusConfig(cfg, ca, server, log)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	st := store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor)})
+	node, err := consensus.Open(ccfg, st)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	st.SetLog(node)
 	lc := link.ListenConfig{TLS: pki.LinkServerTLS(cert, ca.Cert), Addr: cfg.LinkAddr}
 	if cfg.Network != nil {
 		if lc, err = cfg.Network.listenConfig(cfg.LinkAddr, lc.TLS); err != nil {
@@ -132,7 +143,7 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	}
 
 	authn, err := auth.NewAuthenticator(auth.AuthenticatorConfig{
-		AdminToken: token, ClientCAs: ca.Pool(), SAKey: saKey, Store: st, Issuer: server,
+		AdminToken: token, ClientCAs: ca.Pool(), SAKey: saKey, Store: st, Issuer: saIssuer(clusterID, server),
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -143,8 +154,8 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	authz := auth.NewAuthorizer(st)
 	var r *Root // the downlink's callbacks run once r is complete
 	down := session.NewDownlink(session.DownlinkConfig{
-		Name: cfg.Name, Path: []string{cfg.Name}, Store: st, Listener: links, Logger: log,
-		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.Name}},
+		Name: cfg.treeName(), Path: []string{cfg.treeName()}, Store: st, Listener: links, Logger: log,
+		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}},
 		Space:     DownsyncSpace, Targets: targetsOf,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {
 			_, err := r.childSpace(ctx, MailboxSpace(c.Name))
@@ -154,10 +165,14 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 			return r.childSpace(ctx, ReportsSpace(c.Name))
 		},
 	})
+	var readIndex kubeapi.ReadIndexer // linearizable reads need one only with replicas
+	if cfg.HA.Enabled() {
+		readIndex = node
+	}
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down},
-		Validate: validateEdgeKinds,
+		Validate: validateEdgeKinds, ReadIndex: readIndex,
 		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
 			child, _ := strings.CutPrefix(space, "mailbox-")
 			match, err := down.Routing(child).Matcher(st)
@@ -167,7 +182,7 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 			if !authz.Synced() {
 				return errors.New("authorizer not synced")
 			}
-			return r.crds.ready()
+			return r.startupCRDsReady()
 		},
 	})
 	authz.Inert = auth.InertInWDS(func(space string) bool {
@@ -185,14 +200,28 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 			NextProtos:   []string{"h2", "http/1.1"},
 		},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var cancel context.CancelFunc
+	if cfg.HA.Enabled() {
+		ctx, cancel = context.WithCancel(ctx)
+		log.Info("waiting for the cluster", "relay", cfg.Name, "cluster", clusterID, "bootstrap_expect", cfg.HA.BootstrapExpect)
+		if err := node.WaitReady(ctx); err != nil {
+			cancel()
+			r.close()
+			return nil, fmt.Errorf("server: waiting for the cluster %s: %w", clusterID, err)
+		}
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	}
 	defer cancel()
 	for _, sp := range []struct{ name, kind string }{
 		{kubeapi.DefaultSpace, kubeapi.SpaceKindWDS},
 		{kubeapi.InventorySpace, kubeapi.SpaceKindInventory},
 		{DownsyncSpace, kubeapi.SpaceKindDownsync},
 	} {
-		if err := api.EnsureSpace(ctx, sp.name, sp.kind); err != nil {
+		err := retryTransient(ctx, log, "creating space "+sp.name, func(ctx context.Context) error {
+			return api.EnsureSpace(ctx, sp.name, sp.kind)
+		})
+		if err != nil {
 			r.close()
 			return nil, fmt.Errorf("server: creating space %q: %w", sp.name, err)
 		}
@@ -256,16 +285,16 @@ func (r *Root) Serve(ctx context.Context) error {
 	defer r.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 7)
+	errc := make(chan error, 4)
+	// Every replica authorizes and serves its children; the leader-only
+	// work (controllers, inventory, CRDs, placement) runs on the leader.
 	go func() { errc <- r.authz.Start(ctx) }()
-	go func() { errc <- r.api.StartControllers(ctx) }()
 	go func() { errc <- r.down.Start(ctx) }()
-	go func() { errc <- r.maintainInventory(ctx) }()
-	go func() { errc <- r.maintainWorkloadCRDs(ctx) }()
-	go func() {
-		errc <- placement.New(placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
-			Logger: r.log.With("controller", "placement")}).Run(ctx)
-	}()
+	if r.cfg.HA.Enabled() {
+		go func() { errc <- r.node.RunAsLeader(ctx, r.leaderWork) }()
+	} else {
+		go func() { errc <- r.leaderWork(ctx) }()
+	}
 
 	hs := &http.Server{
 		Handler:           r.api,

@@ -28,6 +28,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/join"
 	"github.com/canopy-dev/canopy/relay/link"
@@ -229,25 +230,46 @@ var epochResource = store.Resource{Group: "tree.canopy.dev", Resource: "epochs"}
 
 func loadEpoch(ctx context.Context, st *store.Store, space string) (string, error) {
 	k := store.Key{Resource: epochResource, Name: space}
-	var rec struct {
-		Epoch string `json:"epoch"`
-	}
-	o, err := st.Get(k)
-	if err == nil {
-		if err := json.Unmarshal(o.Data, &rec); err != nil || rec.Epoch == "" {
-			return "", fmt.Errorf("session: epoch record %s: %v", space, err)
+	// Replicas of a root may create the record at once, and a create may
+	// end with its outcome unknown (a leader change): whoever loses reads
+	// the winner's back, so every replica ends with one epoch. A create
+	// that failed with ErrExists was applied to this replica's store after
+	// the winning one, so the read-back finds it.
+	for {
+		var rec struct {
+			Epoch string `json:"epoch"`
 		}
-		return rec.Epoch, nil
+		o, err := st.Get(k)
+		if err == nil {
+			if err := json.Unmarshal(o.Data, &rec); err != nil || rec.Epoch == "" {
+				return "", fmt.Errorf("session: epoch record %s: %v", space, err)
+			}
+			return rec.Epoch, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return "", err
+		}
+		epoch := uuid.NewString()
+		data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": space}, "epoch": epoch})
+		_, err = st.Create(ctx, k, data)
+		switch {
+		case err == nil:
+			return epoch, nil
+		case errors.Is(err, store.ErrExists):
+			continue // read the winner's back
+		case ctx.Err() == nil && (errors.Is(err, consensus.ErrOutcomeUnknown) || errors.Is(err, consensus.ErrNoLeader)):
+			// Created or not: try again; if it was, the create fails
+			// with ErrExists and the record is read back.
+			select {
+			case <-ctx.Done():
+				return "", err
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		default:
+			return "", err
+		}
 	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return "", err
-	}
-	epoch := uuid.NewString()
-	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": space}, "epoch": epoch})
-	if _, err := st.Create(ctx, k, data); err != nil {
-		return "", err
-	}
-	return epoch, nil
 }
 
 // newChild prepares the state of a child first seen.

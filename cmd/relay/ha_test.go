@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+)
+
+// Inconsistent replica flags: one line naming the flag, exit 2.
+func TestReplicaFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--peer-addr=127.0.0.1:7002"}, "--peer-addr: only for a replicated root: give --raft-addr too"},
+		{[]string{"--join=127.0.0.1:7002"}, "--join: only for a replicated root"},
+		{[]string{"--bootstrap-expect=3"}, "--bootstrap-expect: only for a replicated root"},
+		{[]string{"--cluster-id=prod"}, "--cluster-id: only for a replicated root"},
+		{[]string{"--raft-addr=127.0.0.1:7001"}, "--peer-addr: required with --raft-addr"},
+		{[]string{"--raft-addr=127.0.0.1", "--peer-addr=127.0.0.1:7002"}, "--raft-addr: "},
+		{[]string{"--raft-addr=0.0.0.0:7001", "--peer-addr=127.0.0.1:7002"}, "--raft-addr: \"0.0.0.0:7001\" listens on every interface"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7001"}, "--peer-addr: 127.0.0.1:7001 collides with --raft-addr"},
+		{[]string{"--raft-addr=127.0.0.1:6443", "--peer-addr=127.0.0.1:7002"}, "--raft-addr: 127.0.0.1:6443 collides with --api-addr"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--join=nohost"}, "--join: "},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--bootstrap-expect=0"}, "--bootstrap-expect: must be at least 1, not 0"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--bootstrap-expect=3"}, "--bootstrap-expect: 3 replicas cannot find each other without --join"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--bootstrap-expect=x"}, "--bootstrap-expect: invalid value \"x\""},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--cluster-id=Not_A_Label"}, "--cluster-id: \"Not_A_Label\" is not a DNS label"},
+		{[]string{"--role=edge", "--name=e", "--parent=127.0.0.1:7443", "--virtual-cluster", "--raft-addr=127.0.0.1:7001"}, "--raft-addr: not used with --role=edge"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			stdout, stderr, code := runRelay(t, tc.args...)
+			wantUsageError(t, stdout, stderr, code, tc.want)
+		})
+	}
+}
+
+// "relay pki export | relay pki import" gives a second data directory the
+// same CA, token and ServiceAccount key; a second import of another
+// bundle is refused.
+func TestPKIExportImport(t *testing.T) {
+	src, dst, other := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{src, other} {
+		if _, err := pki.LoadOrCreateCA(pki.Dir(d)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pki.LoadOrCreateToken(filepath.Join(pki.Dir(d), pki.AdminTokenFile)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pki.LoadOrCreateSigningKey(filepath.Join(pki.Dir(d), pki.SigningKeyFile)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bundle, stderr, code := runRelay(t, "pki", "export", "--data-dir="+src)
+	if code != exitOK || !strings.Contains(bundle, "CANOPY PKI FILE") {
+		t.Fatalf("export: exit %d, stderr %q", code, stderr)
+	}
+	imp := func(dir, in string) (string, int) {
+		cmd := exec.CommandContext(t.Context(), relayBin, "pki", "import", "--data-dir="+dir)
+		cmd.Stdin = strings.NewReader(in)
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return errOut.String(), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return errOut.String(), 0
+	}
+	if stderr, code := imp(dst, bundle); code != 0 {
+		t.Fatalf("import: exit %d, %s", code, stderr)
+	}
+	a, _ := pki.LoadCA(pki.Dir(src))
+	b, err := pki.LoadCA(pki.Dir(dst))
+	if err != nil || a.ClusterID() != b.ClusterID() {
+		t.Fatalf("imported CA: %v", err)
+	}
+	if stderr, code := imp(other, bundle); code != exitFailure || !strings.Contains(stderr, "already has other credentials") {
+		t.Fatalf("import over other credentials: exit %d, %q", code, stderr)
+	}
+	_, stderr, code = runRelay(t, "pki", "import")
+	wantUsageError(t, "", stderr, code, "--data-dir: must not be empty")
+}

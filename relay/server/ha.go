@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/placement"
+)
+
+// Replication makes a root one replica of a Raft cluster of roots
+// (docs/ha.md). Its zero value is a single root: one voter on an in-memory
+// transport, as before.
+type Replication struct {
+	// RaftAddr (host:port, --raft-addr) is where this replica listens for
+	// Raft and forwarded writes (TLS). Setting it enables replication.
+	RaftAddr string
+	// PeerAddr (host:port, --peer-addr) is where it gossips (UDP and TCP).
+	PeerAddr string
+	// Join (--join) lists gossip addresses of other replicas.
+	Join []string
+	// BootstrapExpect (--bootstrap-expect, default 1) is how many replicas
+	// form a new cluster.
+	BootstrapExpect int
+	// ClusterID (--cluster-id) names the cluster; by default it is derived
+	// from the CA certificate (pki.CA.ClusterID), so replicas sharing a PKI
+	// agree without configuration.
+	ClusterID string
+	// TreeName is the root's name in the relay tree, the same on every
+	// replica (default "root"); Config.Name is then this replica's own
+	// name, its Raft node id.
+	TreeName string
+}
+
+// Enabled reports whether the root is a replica of a cluster.
+func (h Replication) Enabled() bool { return h.RaftAddr != "" }
+
+// consensusConfig returns the consensus configuration of this root: a
+// single node, or a replica with its peer certificate (issued from the
+// shared CA for the cluster's peer name) and its API URL as gossip Meta.
+func consensusConfig(cfg Config, ca *pki.CA, apiURL string, log *slog.Logger) (consensus.Config, string, error) {
+	cc := consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}
+	h := cfg.HA
+	if !h.Enabled() {
+		return cc, "", nil
+	}
+	clusterID := h.ClusterID
+	if clusterID == "" {
+		clusterID = ca.ClusterID()
+	}
+	cert, err := ca.EnsurePeer(pki.Dir(cfg.DataDir), clusterID)
+	if err != nil {
+		return cc, "", err
+	}
+	cc.RaftAddr, cc.PeerAddr, cc.Join = h.RaftAddr, h.PeerAddr, h.Join
+	cc.BootstrapExpect, cc.ClusterID = h.BootstrapExpect, clusterID
+	cc.TLS = consensus.PeerTLSConfig(cert, ca.Pool(), pki.PeerName(clusterID))
+	cc.Meta = []byte(apiURL)
+	return cc, clusterID, nil
+}
+
+// saIssuer is the iss claim of ServiceAccount tokens: the API URL of a
+// single root, one name for the whole cluster otherwise, so that a token
+// issued by one replica authenticates on every replica.
+func saIssuer(clusterID, apiURL string) string {
+	if clusterID == "" {
+		return apiURL
+	}
+	return "https://" + clusterID + ".canopy.invalid"
+}
+
+// retryTransient runs f until it succeeds, fails with an error other than
+// consensus.ErrNoLeader or ErrOutcomeUnknown, or ctx ends. Only for
+// idempotent f (EnsureSpace is: an existing space is success).
+func retryTransient(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := f(ctx)
+		if err == nil || ctx.Err() != nil ||
+			!(errors.Is(err, consensus.ErrNoLeader) || errors.Is(err, consensus.ErrOutcomeUnknown)) {
+			return err
+		}
+		log.Info("retrying after a leader change", "what", what, "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// leaderWork runs the parts of the root that only one replica may run: the
+// kube API's controllers, the inventory, the workload CRDs and placement.
+// It returns when ctx ends (leadership lost), or as soon as one part
+// returns: a part that stops while ctx is live is an error, so that
+// RunAsLeader starts the group again.
+func (r *Root) leaderWork(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	parts := []func(context.Context) error{
+		r.api.StartControllers,
+		r.maintainInventory,
+		r.maintainWorkloadCRDs,
+		placement.New(placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
+			Logger: r.log.With("controller", "placement")}).Run,
+	}
+	errc := make(chan error, len(parts))
+	for _, p := range parts {
+		go func() { errc <- p(ctx) }()
+	}
+	var first error
+	for range parts {
+		err := <-errc
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("server: leader work stopped")
+		}
+		if first == nil && ctx.Err() == nil {
+			first = err
+		}
+		cancel()
+	}
+	return first
+}
+
+// startupCRDsReady is /readyz's CRD check. The leader installs the CRDs
+// (r.crds); a follower is ready once it has replicated them.
+func (r *Root) startupCRDsReady() error {
+	err := r.crds.ready()
+	if err == nil || !r.cfg.HA.Enabled() {
+		return err
+	}
+	for _, want := range []struct {
+		space     string
+		resources []string
+	}{
+		{kubeapi.InventorySpace, edgev1alpha1.InventoryResources},
+		{kubeapi.DefaultSpace, edgev1alpha1.WorkloadResources},
+	} {
+		for _, res := range want.resources {
+			k := store.Key{Space: want.space, Resource: store.Resource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, Name: edgev1alpha1.CRDName(res)}
+			if _, err := r.store.Get(k); err != nil {
+				return fmt.Errorf("CRD %s not replicated yet in space %s", k.Name, want.space)
+			}
+		}
+	}
+	return nil
+}
+
+// Members describes the replicas as this root sees them (one, without
+// replication).
+func (r *Root) Members() []consensus.Member { return r.node.Members() }
+
+// IsLeader reports whether this root currently runs the leader-only work.
+func (r *Root) IsLeader() bool { return r.node.IsLeader() }
+
+// DefaultTreeName is the name of a replicated root in the relay tree.
+const DefaultTreeName = "root"
+
+// treeName is the root's name in the relay tree: its children's
+// certificates and paths start with it, so all replicas share it. A single
+// root uses its own name; a replica (whose Name is its Raft node id)
+// uses HA.TreeName, "root" by default.
+func (cfg Config) treeName() string {
+	switch {
+	case !cfg.HA.Enabled():
+		return cfg.Name
+	case cfg.HA.TreeName != "":
+		return cfg.HA.TreeName
+	}
+	return DefaultTreeName
+}
