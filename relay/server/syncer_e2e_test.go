@@ -245,3 +245,66 @@ func TestEdgeEnforcesInboxWhileParentIsDown(t *testing.T) {
 		return ds.Status.Applied == 5 && ds.Status.DriftCorrections > before, why
 	}, &last)
 }
+
+// The C2P shape (seed 001): a policy CRD and cluster-scoped policies of
+// it, placed by one EdgePlacement through a region onto two edges; each
+// edge's syncer applies the CRD first (until Established), then the
+// policies; a policy dropped from the placement leaves both clusters.
+func TestPolicyCRDThroughTheTree(t *testing.T) {
+	pt := startPlacementTree(t, map[string]map[string]string{"c1": {"policy": "yes"}, "c2": {"policy": "yes"}})
+	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+		"metadata": map[string]any{"name": "governed", "labels": map[string]any{"policy": "yes"}},
+		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"policy": "yes"}}}})
+	crdGVRv1 := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	pt.apply(t, pt.wds, crdGVRv1, map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "policies.c2p.example.com"},
+		"spec": map[string]any{"group": "c2p.example.com", "scope": "Cluster",
+			"names": map[string]any{"plural": "policies", "singular": "policy", "kind": "Policy", "listKind": "PolicyList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": map[string]any{
+					"spec": map[string]any{"type": "object", "properties": map[string]any{"rule": map[string]any{"type": "string"}}}}}}}}}})
+	policyGVR := schema.GroupVersionResource{Group: "c2p.example.com", Version: "v1", Resource: "policies"}
+	waitFor(t, "the WDS to serve policies", func() bool {
+		_, err := pt.wds.Resource(policyGVR).List(context.Background(), metav1.ListOptions{})
+		return err == nil
+	})
+	for _, name := range []string{"no-root", "signed-images"} {
+		pt.apply(t, pt.wds, policyGVR, map[string]any{"apiVersion": "c2p.example.com/v1", "kind": "Policy",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"rule": name}})
+	}
+	placement := func(policies ...any) map[string]any {
+		return map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement", "metadata": map[string]any{"name": "c2p"},
+			"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"policy": "yes"}}},
+				"downsync": []any{
+					map[string]any{"apiGroup": "apiextensions.k8s.io", "resources": []any{"customresourcedefinitions"}, "objectNames": []any{"policies.c2p.example.com"}},
+					map[string]any{"apiGroup": "c2p.example.com", "resources": []any{"policies"}, "objectNames": policies},
+				}}}
+	}
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, placement("no-root", "signed-images"))
+	clusterPolicies := func(c *Child) (names []string, why string) {
+		dc, err := dynamic.NewForConfig(c.cluster.RESTConfig())
+		if err != nil {
+			return nil, err.Error()
+		}
+		l, err := dc.Resource(policyGVR).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return nil, err.Error()
+		}
+		for _, it := range l.Items {
+			names = append(names, it.GetName())
+		}
+		return names, fmt.Sprint(names)
+	}
+	var last string
+	for _, want := range [][]string{{"no-root", "signed-images"}, {"signed-images"}} {
+		if len(want) == 1 {
+			pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, placement("signed-images"))
+		}
+		for _, name := range []string{"c1", "c2"} {
+			waitForMsg(t, name+" to hold "+strings.Join(want, ","), func() (bool, string) {
+				got, why := clusterPolicies(pt.edges[name])
+				return strings.Join(got, ",") == strings.Join(want, ","), why
+			}, &last)
+		}
+	}
+}
