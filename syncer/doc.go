@@ -29,11 +29,44 @@
 //     from the cluster's answer to the apply), is applied again and
 //     counted (Stats, canopy_syncer_drift_corrections_total).
 //   - Reports: the outbox space holds, per managed object, its live state
-//     (without managedFields) under its inbox key, and one
-//     DestinationStatus named after the destination (reachable, last
-//     error, applied count, failed objects, drift corrections, observed
-//     inbox revision). The relay's uplink reports the outbox upward; the
-//     syncer owns the outbox and deletes what it did not write.
+//     (without managedFields, annotated reports.DestinationAnnotation =
+//     the destination) under its inbox key, and one DestinationStatus
+//     named after the destination (reachable, last error, applied count,
+//     failed objects, drift corrections, observed inbox revision). The
+//     relay's uplink reports the outbox upward; the syncer owns the
+//     outbox and deletes what it did not write.
+//   - Placements at the edge (model.go): the inbox's EdgePlacements
+//     (reports.PlacedName, placement.SourceAnnotation = their space) are
+//     compiled with topology/selection and matched against the inbox's
+//     objects of their space (Namespace labels from the inbox's
+//     Namespaces), so the syncer knows which placements hold each object;
+//     the StatusCollectors they name are compiled with topology/status.
+//   - Reported state (reporter.go, topology/reports): for each (object,
+//     placement holding it) whose placement names collectors, one
+//     reports.Partial per collector, from status.EvaluateAll over the
+//     live object, its associated objects and the destination (SyncTarget
+//     name and labels); an object whose apply failed gives each collector's
+//     Failed partial with the reason. Per placement, one
+//     reports.PlacementSync: the newest source revision of its objects
+//     once all are applied at their current inbox version, Failed with
+//     the first failure otherwise, Ready when all are ready (workload
+//     controllers caught up, Jobs complete, anything else present).
+//     Changes are coalesced in Config.StatusWindow (an isolated change is
+//     evaluated at once); a report is written only when its encoding
+//     changes, and deleted when it no longer applies. Until the first
+//     complete pass after Start the reports of the outbox (those of the
+//     previous run) are left as they are, then taken over, so a restart
+//     with an unreachable cluster keeps them.
+//   - Associated objects (associated.go): ReplicaSets, Jobs and Pods
+//     reached by ownerReference chains from an evaluated Deployment,
+//     StatefulSet, DaemonSet, Job or CronJob, watched by one informer per
+//     (resource, namespace) of such objects, at most
+//     Config.MaxAssociated per object, then a TruncatedKind marker.
+//   - Upsync (upsync.go): objects of the cluster named by a placement's
+//     upsync clauses (discovery resolves wildcards) that Canopy does not
+//     manage, reported under reports.ForwardedName(destination, name),
+//     renamed so, with reports.DestinationAnnotation; deleted when they
+//     go or stop matching.
 //   - Autonomy: it runs from the inbox on local disk whether or not the
 //     parent is connected. When the cluster's API does not answer, work
 //     is retried with exponential backoff (Config.RetryMin, RetryMax) and
@@ -48,23 +81,31 @@
 // edge.canopy.dev (Canopy's own, not the workload's). It holds no global
 // knowledge: only its destination's inbox.
 //
-// Not done yet (issue 5, later parts): associated objects (ReplicaSets and
-// Pods of a Deployment, Jobs of a CronJob) are neither watched nor
-// reported; upsync clauses are ignored (nothing created in the cluster is
-// sent up); StatusCollectors are not evaluated; denatured objects need no
-// change here today, since denaturing keeps objects inert at the centre
-// without rewriting them. Placement conflicts are settled at the root.
+// Not done yet: denatured objects need no change here today, since
+// denaturing keeps objects inert at the centre without rewriting them.
+// Placement conflicts are settled at the root. An upsync clause naming a
+// resource the cluster does not serve is resolved again every
+// ProbeInterval; wildcards are resolved when the inbox changes or CRDs
+// are applied, not when someone else adds a CRD. Associated objects are
+// watched per namespace: a destination with evaluated workloads in many
+// namespaces pays two or three watches in each (a cluster-wide informer
+// would cache every Pod of the cluster instead). While the cluster is
+// unreachable, partials and placement syncs keep their last values (the
+// DestinationStatus says unreachable); they do not turn into failures.
 //
 // # Concurrency
 //
 // One worker goroutine does every pass, apply, deletion and drift
 // correction, from a client-go rate-limited work queue (so a burst of
 // inbox changes is one pass, and an isolated change is applied at once).
-// The worker also probes the cluster every Config.ProbeInterval. Around it
-// run the inbox follower (a store watch), the report flusher (one store
-// Txn per batch of dirty keys) and the informers, which only enqueue work
-// and mark reports dirty. Syncer.mu
-// guards the records, the informers and the reported state; it is never
-// held across a request to the cluster or a store write. Stats, Describe
-// and Collect are safe for concurrent use.
+// The worker also probes the cluster every Config.ProbeInterval; at the
+// start of each pass it hands the reporter the inbox's model, and at the
+// end what it applied or failed. Around it run the inbox follower (a store
+// watch), the report flusher (one store Txn per batch of dirty keys), the
+// reporter (evaluates collectors and placement syncs, starts and stops the
+// informers of associated and upsynced objects) and the informers, which
+// only enqueue work and mark reports dirty. Syncer.mu guards the records,
+// the informers and the reported state (reportState); it is never held
+// across a request to the cluster, a store write or a CEL evaluation.
+// Stats, Describe and Collect are safe for concurrent use.
 package syncer

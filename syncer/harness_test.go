@@ -45,7 +45,7 @@ type testCluster struct {
 
 // harness runs one syncer over an in-memory store against a testCluster.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	c      *testCluster
 	self   string
 	st     *store.Store
@@ -54,9 +54,11 @@ type harness struct {
 	s      *Syncer
 	stop   func()
 	cursor uint64
+	// tweak, when set, changes the Config of the syncers start runs.
+	tweak func(*Config)
 }
 
-func newHarness(t *testing.T, c *testCluster, self string) *harness {
+func newHarness(t testing.TB, c *testCluster, self string) *harness {
 	t.Helper()
 	st := store.New(store.Options{})
 	st.SetLog(store.NewMemLog(st))
@@ -79,9 +81,13 @@ func (h *harness) start() *Syncer {
 	h.t.Helper()
 	rc := h.c.syncerConfig()
 	rc.Wrap(h.reqs.wrap)
-	s, err := New(Config{Name: h.self, Store: h.st, Inbox: "inbox", Outbox: "outbox", Cluster: rc, Logger: quiet,
+	cfg := Config{Name: h.self, Store: h.st, Inbox: "inbox", Outbox: "outbox", Cluster: rc, Logger: quiet,
 		RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond, ProbeInterval: 200 * time.Millisecond,
-		RequestTimeout: 5 * time.Second})
+		RequestTimeout: 5 * time.Second, StatusWindow: 50 * time.Millisecond}
+	if h.tweak != nil {
+		h.tweak(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -121,6 +127,12 @@ func resourceOf(kind string) store.Resource {
 		return resLocations
 	case "Customizer":
 		return resCustomizers
+	case "EdgePlacement":
+		return placementsResource
+	case "StatusCollector":
+		return collectorsResource
+	case "Job":
+		return store.Resource{Group: "batch", Resource: "jobs"}
 	}
 	panic("unknown kind " + kind)
 }

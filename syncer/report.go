@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
 )
 
 // DestinationStatus is the destination's own report, in the outbox under
@@ -74,10 +74,12 @@ func (s *Syncer) wakeLocked() { s.wakeFlusher() }
 
 // flushReports keeps the outbox in line: the live state of each managed
 // object (the cluster's object without managedFields) under its inbox
-// key, and the DestinationStatus. Keys are coalesced: however often an
-// object changes while a write is in flight, it is written once more with
-// its latest state. Reports of objects no longer managed are deleted,
-// including those left from before a restart.
+// key, the DestinationStatus, and what the reporter computed (partials,
+// placement syncs) and the upsynced objects (reportLocked decides each
+// key). Keys are coalesced: however often an object changes while a write
+// is in flight, it is written once more with its latest state. Reports
+// that no longer apply are deleted, including those left from before a
+// restart.
 func (s *Syncer) flushReports(ctx context.Context) {
 	if lr, err := s.cfg.Store.List(store.ListOptions{Space: s.cfg.Outbox}); err == nil {
 		s.mu.Lock()
@@ -112,11 +114,14 @@ func (s *Syncer) flushReports(ctx context.Context) {
 	}
 }
 
-// report is one outbox write: data, or a deletion when data is nil.
+// report is one outbox write: encoded data, or live state to encode
+// (renamed to rename when set), or a deletion.
 type report struct {
-	key  store.Key // Space empty
-	live *unstructured.Unstructured
-	del  bool
+	key    store.Key // Space empty
+	data   []byte
+	live   *unstructured.Unstructured
+	rename string
+	del    bool
 }
 
 func (s *Syncer) flushOnce(ctx context.Context) error {
@@ -131,17 +136,9 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 	}
 	reports := make([]report, 0, len(dirty))
 	for k := range dirty {
-		r := s.records[k]
-		if r == nil || !r.applied() {
-			reports = append(reports, report{key: k, del: true})
-			continue
+		if r, skip := s.reportLocked(k); !skip {
+			reports = append(reports, r)
 		}
-		inf := s.informers[schema.GroupResource{Group: r.Group, Resource: r.Resource}]
-		if inf == nil || !inf.synced.Load() {
-			continue // written when the informer has listed
-		}
-		live, ok := inf.get(r.Namespace, r.Name)
-		reports = append(reports, report{key: k, live: live, del: !ok})
 	}
 	s.mu.Unlock()
 
@@ -187,10 +184,10 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 		return nil
 	}
 	for _, r := range reports {
-		var data []byte
-		if !r.del {
+		data := r.data
+		if !r.del && r.live != nil {
 			var err error
-			if data, err = liveState(r.live); err != nil {
+			if data, err = liveState(r.live, s.cfg.Name, r.rename); err != nil {
 				s.log.Warn("encoding a report", "object", KeyString(r.key), "error", err)
 				continue
 			}
@@ -227,16 +224,30 @@ func (s *Syncer) statusLocked() *DestinationStatus {
 	}
 }
 
-// liveState is a live object as reported: without managedFields, and
-// without the cluster's resourceVersion (the outbox writes its own).
-func liveState(u *unstructured.Unstructured) ([]byte, error) {
+// liveState is a live object as reported: without managedFields, without
+// the cluster's resourceVersion (the outbox writes its own), annotated
+// with the destination it comes from (reports.DestinationAnnotation), and
+// renamed when rename is set (upsynced objects).
+func liveState(u *unstructured.Unstructured, dest, rename string) ([]byte, error) {
 	top := maps.Clone(u.Object)
-	if md, ok := top["metadata"].(map[string]any); ok {
-		md = maps.Clone(md)
-		delete(md, "managedFields")
-		delete(md, "resourceVersion")
-		top["metadata"] = md
+	md, _ := top["metadata"].(map[string]any)
+	md = maps.Clone(md)
+	if md == nil {
+		md = map[string]any{}
 	}
+	delete(md, "managedFields")
+	delete(md, "resourceVersion")
+	ann, _ := md["annotations"].(map[string]any)
+	ann = maps.Clone(ann)
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	ann[reports.DestinationAnnotation] = dest
+	md["annotations"] = ann
+	if rename != "" {
+		md["name"] = rename
+	}
+	top["metadata"] = md
 	return json.Marshal(top)
 }
 

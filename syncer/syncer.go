@@ -48,6 +48,10 @@ const (
 	// take minutes.
 	DefaultQPS   = 100
 	DefaultBurst = 200
+	// DefaultStatusWindow is Config.StatusWindow's default.
+	DefaultStatusWindow = 200 * time.Millisecond
+	// DefaultMaxAssociated is Config.MaxAssociated's default.
+	DefaultMaxAssociated = 1000
 )
 
 // Sentinel errors. Desired's are wrapped in an ObjectError's Err.
@@ -95,6 +99,13 @@ type Config struct {
 	// EstablishTimeout bounds the wait for an applied CRD to become
 	// Established.
 	EstablishTimeout time.Duration
+	// StatusWindow is the coalescing window of reported state
+	// (collectors' partials, placement syncs): a change is evaluated at
+	// once when nothing was evaluated within the window, else at its end.
+	StatusWindow time.Duration
+	// MaxAssociated bounds the associated objects a collector sees per
+	// object; beyond it the list ends with a TruncatedKind marker.
+	MaxAssociated int
 	// Logger receives the syncer's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -132,6 +143,10 @@ func (c Config) withDefaults() Config {
 	def(&c.ProbeInterval, DefaultProbeInterval)
 	def(&c.RequestTimeout, DefaultRequestTimeout)
 	def(&c.EstablishTimeout, DefaultEstablishTimeout)
+	def(&c.StatusWindow, DefaultStatusWindow)
+	if c.MaxAssociated <= 0 {
+		c.MaxAssociated = DefaultMaxAssociated
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -144,12 +159,13 @@ func (c Config) withDefaults() Config {
 // Start runs it once. Stats, Describe and Collect are safe for concurrent
 // use, before, during and after Start.
 type Syncer struct {
-	cfg    Config
-	log    *slog.Logger
-	dyn    dynamic.Interface
-	disco  discovery.DiscoveryInterface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
-	queue  workqueue.TypedRateLimitingInterface[item]
+	cfg        Config
+	log        *slog.Logger
+	dyn        dynamic.Interface
+	disco      discovery.DiscoveryInterface
+	discoCache discovery.CachedDiscoveryInterface // the mapper's; reset with it
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	queue      workqueue.TypedRateLimitingInterface[item]
 
 	started atomic.Bool
 	runCtx  context.Context // Start's: informers run until it ends
@@ -173,6 +189,10 @@ type Syncer struct {
 	lastObjectEvent int64 // local revision of the newest inbox object event
 	passListRev     int64 // local revision the last complete pass listed
 	observePending  bool  // inbox changed since observed was last set from a cursor event
+
+	// rep is the reporter's state (partials, placement syncs, the
+	// informers of associated and upsynced objects), under mu.
+	rep reportState
 
 	applies, deletes, drift, passes atomic.Int64
 
@@ -209,17 +229,20 @@ func New(cfg Config) (*Syncer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("syncer: %w", err)
 	}
+	cached := memory.NewMemCacheClient(disco)
 	s := &Syncer{
-		cfg:       cfg,
-		log:       cfg.Logger.With("destination", cfg.Name),
-		dyn:       dyn,
-		disco:     disco,
-		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
-		records:   map[store.Key]*record{},
-		byRef:     map[ref]*record{},
-		informers: map[schema.GroupResource]*informer{},
-		dirty:     map[store.Key]struct{}{},
-		wake:      make(chan struct{}, 1),
+		cfg:        cfg,
+		log:        cfg.Logger.With("destination", cfg.Name),
+		dyn:        dyn,
+		disco:      disco,
+		discoCache: cached,
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		records:    map[store.Key]*record{},
+		byRef:      map[ref]*record{},
+		informers:  map[schema.GroupResource]*informer{},
+		dirty:      map[store.Key]struct{}{},
+		wake:       make(chan struct{}, 1),
+		rep:        newReportState(),
 	}
 	s.metrics = newMetrics(cfg.Name)
 	return s, nil
@@ -230,7 +253,10 @@ func New(cfg Config) (*Syncer, error) {
 //
 // It runs one worker goroutine (every change to the cluster and to the
 // records, and the probe), one that follows the inbox, one that writes
-// the outbox, and one informer per resource of managed objects.
+// the outbox, one that evaluates reported state (the reporter), one
+// informer per resource of managed objects, one per (resource, namespace)
+// of associated objects of evaluated objects, and one per resolved
+// upsync watch.
 func (s *Syncer) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return ErrStarted
@@ -263,6 +289,7 @@ func (s *Syncer) Start(ctx context.Context) error {
 	run(s.followInbox)
 	run(s.work)
 	run(s.flushReports)
+	run(s.report)
 	s.log.Info("syncer started", "managed", len(recs))
 
 	<-ctx.Done()
@@ -272,6 +299,14 @@ func (s *Syncer) Start(ctx context.Context) error {
 	for gr, inf := range s.informers {
 		inf.stop()
 		delete(s.informers, gr)
+	}
+	for w, inf := range s.rep.assoc {
+		inf.stop()
+		delete(s.rep.assoc, w)
+	}
+	for w, inf := range s.rep.upsync {
+		inf.stop()
+		delete(s.rep.upsync, w)
 	}
 	s.mu.Unlock()
 	return nil
@@ -294,6 +329,12 @@ type Stats struct {
 	// ObservedInboxRevision is the parent revision (the inbox cursor)
 	// the cluster was last brought in line with.
 	ObservedInboxRevision int64
+	// Partials and PlacementSyncs count the reports the reporter holds;
+	// EvalErrors the evaluations where a collector failed; Informers the
+	// informers running (managed, associated and upsynced objects).
+	Partials, PlacementSyncs int
+	EvalErrors               int64
+	Informers                int
 }
 
 // Stats returns the syncer's current figures.
@@ -304,6 +345,8 @@ func (s *Syncer) Stats() Stats {
 		Managed: len(s.records), InSync: s.st.inSync, Failed: len(s.st.failed),
 		Applies: s.applies.Load(), Deletes: s.deletes.Load(), DriftCorrections: s.drift.Load(), Passes: s.passes.Load(),
 		Reachable: s.st.reachable, LastError: s.st.lastError, ObservedInboxRevision: s.st.observed,
+		Partials: len(s.rep.partials), PlacementSyncs: len(s.rep.syncs), EvalErrors: s.rep.evalErrors,
+		Informers: len(s.informers) + len(s.rep.assoc) + len(s.rep.upsync),
 	}
 }
 

@@ -112,6 +112,7 @@ func (s *Syncer) ensureInformer(gvr schema.GroupVersionResource) {
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		func(o *metav1.ListOptions) { o.LabelSelector = ManagedLabel + "=true" })
 	inf := &informer{gvr: gvr, inf: gi.Informer(), cancel: cancel}
+	_ = inf.inf.SetTransform(dropManagedFields)
 	on := func(obj any) { s.observe(gr, obj) }
 	_, _ = inf.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    on,
@@ -161,6 +162,7 @@ func (s *Syncer) informerSynced(gr schema.GroupResource) {
 		if r.Group == gr.Group && r.Resource == gr.Resource {
 			keys = append(keys, k)
 			s.dirty[k] = struct{}{}
+			s.markEvalLocked(k)
 		}
 	}
 	s.wakeLocked()
@@ -170,8 +172,9 @@ func (s *Syncer) informerSynced(gr schema.GroupResource) {
 	}
 }
 
-// observe handles an informer event: the object's report is refreshed
-// and, if the syncer manages it, it is checked for drift.
+// observe handles an informer event: the object's report is refreshed,
+// its partials and placement syncs are evaluated again and, if the syncer
+// manages it, it is checked for drift.
 func (s *Syncer) observe(gr schema.GroupResource, obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -185,6 +188,7 @@ func (s *Syncer) observe(gr schema.GroupResource, obj any) {
 	if r != nil {
 		s.dirty[r.Key] = struct{}{}
 		s.wakeLocked()
+		s.markEvalLocked(r.Key)
 	}
 	s.mu.Unlock()
 	if r != nil {

@@ -102,7 +102,8 @@ func (s *Syncer) work(ctx context.Context) {
 // pass is the bookkeeping of one sync.
 type pass struct {
 	failed      map[store.Key]string
-	keep        map[store.Key]bool // in the inbox: never pruned
+	applied     map[store.Key]int64 // found or made current: its inbox revision
+	keep        map[store.Key]bool  // in the inbox: never pruned
 	inSync      int
 	contacted   bool // a request to the cluster succeeded
 	mapperReset bool
@@ -130,8 +131,17 @@ func (s *Syncer) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.setModel(lr.Items)
 	desired, expErrs := Desired(lr.Items, s.cfg.Name)
-	p := &pass{failed: map[store.Key]string{}, keep: map[store.Key]bool{}}
+	p := &pass{failed: map[store.Key]string{}, applied: map[store.Key]int64{}, keep: map[store.Key]bool{}}
+	revs := make(map[store.Key]int64, len(lr.Items))
+	for _, o := range lr.Items {
+		k := o.Key
+		k.Space = ""
+		revs[k] = o.Revision
+	}
+	complete := false
+	defer func() { s.passResults(p.applied, p.failed, revs, complete) }()
 	for _, e := range expErrs {
 		p.failed[e.Key], p.keep[e.Key] = e.Err.Error(), true
 	}
@@ -189,6 +199,7 @@ func (s *Syncer) sync(ctx context.Context) error {
 		s.setReachable(nil)
 	}
 	s.wakeFlusher()
+	complete = true
 	if p.firstErr != nil {
 		return fmt.Errorf("%w: %v", errPartial, p.firstErr)
 	}
@@ -197,6 +208,7 @@ func (s *Syncer) sync(ctx context.Context) error {
 
 // plan is one object a phase applies.
 type plan struct {
+	rev  int64 // inbox revision
 	rec  *record
 	obj  *unstructured.Unstructured
 	gvr  schema.GroupVersionResource
@@ -245,6 +257,7 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 		rec := s.records[d.Key]
 		if rec != nil && rec.applied() && rec.Hash == hash && rec.gvr() == gvr {
 			p.inSync++
+			p.applied[d.Key] = d.Revision
 			continue
 		}
 		if rec == nil {
@@ -259,14 +272,15 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 				}
 				p.contacted = true
 				if foreign {
-					continue // someone else's: never applied, never deleted
+					p.applied[d.Key] = d.Revision // there already, as wanted
+					continue                      // someone else's: never applied, never deleted
 				}
 			}
 			rec = &record{Key: d.Key, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
 				Namespace: ns, Name: obj.GetName(), dirty: true}
 			fresh = append(fresh, rec)
 		}
-		plans = append(plans, plan{rec: rec, obj: obj, gvr: gvr, data: data, hash: hash})
+		plans = append(plans, plan{rev: d.Revision, rec: rec, obj: obj, gvr: gvr, data: data, hash: hash})
 	}
 	if len(fresh) > 0 {
 		// Write-ahead: the records exist before the objects do.
@@ -293,6 +307,7 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 		}
 		p.contacted = true
 		p.inSync++
+		p.applied[pl.rec.Key] = pl.rev
 		s.mu.Lock()
 		pl.rec.Version = pl.gvr.Version
 		pl.rec.Hash, pl.rec.Object, pl.rec.Applied = pl.hash, pl.obj.Object, projectMap(pl.obj.Object, res.Object)

@@ -12,10 +12,12 @@
 //   - PlacementSyncResource: how many destinations below have applied a
 //     placement's objects up to which source revision, and which failed;
 //     merged per key at every tier.
-//   - Upsynced objects and the live state of singleton objects keep their
-//     own resource and namespace; their name is prefixed with the
-//     destination (ForwardedName), so that the same object at two
-//     destinations are two reports. Tiers forward them unchanged.
+//   - Upsynced objects keep their own resource and namespace; their name
+//     is prefixed with the destination (ForwardedName), so that the same
+//     object at two destinations are two reports. The live state of a
+//     placed object keeps its own key (only objects with a single
+//     destination travel past the edge's parent, so it is unique). Both
+//     carry DestinationAnnotation; tiers forward them unchanged.
 //
 // The package owns the keys, the data types and their merge; it does no
 // I/O.
