@@ -19,6 +19,13 @@ import (
 // under bursts; an isolated change waits at most this long).
 const SummaryWindow = 200 * time.Millisecond
 
+// summaryGrace is how long the reports of a disconnected child still count
+// in its parent's summaries. A child that stays away longer is left out,
+// so that one that re-homed to a sibling is not counted twice (its new
+// parent reports it); one that comes back counts again at once. A
+// variable for tests.
+var summaryGrace = time.Minute
+
 // summarize keeps a region's outbox equal to the merge of its children's
 // reports (topology/reports): partials and placement syncs merged per key,
 // upsynced objects and the live state of objects with a single
@@ -50,10 +57,18 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	pending := false
+	// Children leave the summaries when their grace expires, which no
+	// report announces: look again now and then.
+	tick := time.NewTicker(max(summaryGrace/4, window))
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-tick.C:
+			if err := writeSummary(ctx, st, down); err != nil {
+				return err
+			}
 		case ev, ok := <-w.Events():
 			if !ok {
 				return w.Err()
@@ -78,7 +93,9 @@ func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink) 
 	var children [][]*store.Object
 	names := make([]string, 0)
 	for _, c := range down.Children() {
-		names = append(names, c.Identity.Name)
+		if c.Connected || time.Since(c.LastSeen) < summaryGrace {
+			names = append(names, c.Identity.Name)
+		}
 	}
 	slices.Sort(names)
 	for _, n := range names {

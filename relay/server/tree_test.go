@@ -21,6 +21,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/topology/reports"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -334,6 +335,9 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 // to what it should hold, while the root sends r2 only the edge's own
 // objects (r2 never had them), not everything again.
 func TestEdgeRehomesToAnotherRegion(t *testing.T) {
+	grace := summaryGrace
+	summaryGrace = time.Second
+	t.Cleanup(func() { summaryGrace = grace })
 	root := startTestRoot(t)
 	token := joinToken(t, root)
 	regions := map[string]*Child{}
@@ -408,4 +412,19 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 			}
 		}
 	}
+	// Reported state follows: r2 reports the mover's (forwarded) live
+	// state, and r1 stops reporting it once its grace has passed, so the
+	// root does not count it twice.
+	fromMover := func(c *Child) int {
+		lr, _ := c.Store().List(store.ListOptions{Space: OutboxSpace})
+		n := 0
+		for _, o := range lr.Items {
+			if reports.DestinationOf(o) == "mover" {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "r2 to report the mover's objects", func() bool { return fromMover(regions["r2"]) == 4 })
+	waitFor(t, "r1 to stop reporting the mover", func() bool { return fromMover(regions["r1"]) == 0 })
 }

@@ -212,6 +212,7 @@ func (d *Downlink) load(ctx context.Context) error {
 		for _, rd := range rt.Destinations {
 			c.announced = append(c.announced, wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path})
 		}
+		c.lastSeen = time.Now() // as far as this process knows: since it started
 		d.mu.Lock()
 		if d.children[name] == nil {
 			d.children[name] = c
