@@ -89,6 +89,53 @@ done
 wait_for "the regions' mailboxes" 60 \
   bash -c "$(declare -f has_context); KUBECTL='$KUBECTL' kubeconfig='$kubeconfig'; has_context mailbox-region-1 && has_context mailbox-region-2"
 
+# A Location per region, and a demo workload to place (applied by the user).
+for r in 1 2; do
+  "$KUBECTL" --kubeconfig="$kubeconfig" --context=inventory apply -f - >/dev/null <<YAML
+apiVersion: edge.canopy.dev/v1alpha1
+kind: Location
+metadata: {name: region-$r, labels: {region: region-$r}}
+spec: {instanceSelector: {matchLabels: {region: region-$r}}}
+YAML
+done
+cat >"$DATA/demo.yaml" <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hello, namespace: demo, annotations: {edge.canopy.dev/customizer: per-edge}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: hello}}
+  template:
+    metadata: {labels: {app: hello}}
+    spec: {containers: [{name: hello, image: hello:1}]}
+---
+apiVersion: edge.canopy.dev/v1alpha1
+kind: Customizer
+metadata: {name: per-edge, namespace: demo}
+replacements:
+- {path: /metadata/labels, value: '{"edge": "%(syncTargetName)"}'}
+---
+apiVersion: edge.canopy.dev/v1alpha1
+kind: StatusCollector
+metadata: {name: ready}
+spec:
+  combinedFields:
+  - {name: edges, type: COUNT}
+  - {name: ready, type: SUM, subject: "has(obj.status.readyReplicas) ? obj.status.readyReplicas : 0"}
+---
+apiVersion: edge.canopy.dev/v1alpha1
+kind: EdgePlacement
+metadata: {name: hello}
+spec:
+  locationSelectors: [{matchLabels: {region: region-1}}]
+  downsync: [{apiGroup: apps, resources: [deployments], namespaces: [demo]}]
+  statusCollectors: [ready]
+YAML
+
 cat <<MSG
 
 A Canopy tree is running: root (API 127.0.0.1:6443, link $root_link),
@@ -100,10 +147,14 @@ with edge-2-1..3; every edge has a virtual cluster. Data in $DATA.
   kubectl config get-contexts             # every space, with mailbox-region-1 and mailbox-region-2
   kubectl --context=inventory get synctargets
                                           # every edge cluster: path in the tree, connected, last seen
-  kubectl --context=downsync create configmap hello --from-literal=a=b \
-    && kubectl --context=downsync annotate configmap hello edge.canopy.dev/destinations=edge-1-2
-                                          # routed to region-1, which routes it to edge-1-2
-  kubectl --context=mailbox-region-1 get configmaps
+  kubectl --context=inventory get locations   # region-1, region-2
+  kubectl apply -f $DATA/demo.yaml        # a Deployment placed on region-1's three edges
+  kubectl get edgeplacements              # MATCHED 3, then SYNCED 3 and READY True
+  kubectl wait --for=condition=Synced edgeplacement/hello
+  kubectl get combinedstatuses -n demo -o yaml   # 3 edges, the sum of their ready replicas
+  $relay render --data-dir=$root_dir --destination=edge-1-2 -n demo deployments/hello
+                                          # the Deployment as edge-1-2 applies it
+  kubectl --context=mailbox-region-1 get deployments -A
                                           # region-1's mailbox: a read-only view of what it receives
   tail -f $DATA/*.log    # what each relay does
 
