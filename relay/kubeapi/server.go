@@ -65,9 +65,10 @@ type Config struct {
 	// StatusCollector) before every create and update; errors are a 422
 	// with their field paths, and nothing is stored.
 	Validate func(space string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList
-	// MailboxView, when set, makes each mailbox space a read-only view:
-	// reads of space are served from the objects of source for which
-	// match is true (as of the request), and every write is refused. The
+	// MailboxView, when set, makes mailbox spaces read-only views: reads
+	// of space are served from the objects of source for which match is
+	// true (as of the request), and every write is refused. A space for
+	// which it returns source "" is served as itself. The
 	// relay tree keeps a child's mailbox as such an index over one shared
 	// space (DESIGN.md section 3).
 	MailboxView func(space string) (source string, match func(*store.Object) bool, err error)
@@ -219,16 +220,21 @@ func (s *Server) serve(rq *request) {
 		s.serveNonResource(rq, rest)
 		return
 	}
-	view := kind == SpaceKindMailbox && s.cfg.MailboxView != nil
-	if err := mailboxReadOnly(space, kind, view, u, info); err != nil {
-		rq.writeError(err)
-		return
-	}
-	if view {
-		if rq.data, rq.match, err = s.cfg.MailboxView(space); err != nil {
+	view := false
+	if kind == SpaceKindMailbox && s.cfg.MailboxView != nil {
+		var source string
+		var match func(*store.Object) bool
+		if source, match, err = s.cfg.MailboxView(space); err != nil {
 			rq.writeError(err)
 			return
 		}
+		if view = source != ""; view {
+			rq.data, rq.match = source, match
+		}
+	}
+	if err := mailboxReadOnly(space, kind, view, u, info); err != nil {
+		rq.writeError(err)
+		return
 	}
 	s.serveResource(rq)
 }

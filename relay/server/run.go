@@ -174,7 +174,10 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down},
 		Validate: validateEdgeKinds, ReadIndex: readIndex,
 		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
-			child, _ := strings.CutPrefix(space, "mailbox-")
+			child, ok := strings.CutPrefix(space, "mailbox-")
+			if !ok {
+				return "", nil, nil // a reports space: itself
+			}
 			match, err := down.Routing(child).Matcher(st)
 			return DownsyncSpace, match, err
 		},
