@@ -63,22 +63,7 @@ func (ca *CA) EnsurePeer(dir, clusterID string) (tls.Certificate, error) {
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	der, key, err := ca.issue(tmpl)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	certPEM := encodeCert(der)
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.X509KeyPair(certPEM, keyPEM)
+	return ca.issueFiles(tmpl, certPath, keyPath)
 }
 
 func (ca *CA) peerUpToDate(leaf *x509.Certificate, name string) bool {

@@ -62,22 +62,7 @@ func (ca *CA) EnsureServing(dir string, hosts []string) (tls.Certificate, error)
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, key, err := ca.issue(tmpl)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	certPEM := encodeCert(der)
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
-		return tls.Certificate{}, err
-	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.X509KeyPair(certPEM, keyPEM)
+	return ca.issueFiles(tmpl, certPath, keyPath)
 }
 
 // servingUpToDate reports whether leaf was issued by ca for exactly sans
@@ -164,4 +149,25 @@ func ServingHosts(name string, addrs ...string) ([]string, error) {
 		hosts = append(hosts, ip.Unmap().String())
 	}
 	return hosts, nil
+}
+
+// issueFiles issues a certificate for tmpl and writes it and its new key
+// (0600) to certPath and keyPath.
+func (ca *CA) issueFiles(tmpl *x509.Certificate, certPath, keyPath string) (tls.Certificate, error) {
+	der, key, err := ca.issue(tmpl)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	certPEM := encodeCert(der)
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
 }

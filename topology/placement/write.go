@@ -365,15 +365,6 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[
 // updateStatus writes st into the placement's status, if the placement
 // has not changed meanwhile (a newer version triggers another flush).
 func (c *Controller) updateStatus(ctx context.Context, ref scheduler.PlacementRef, st v1alpha1.EdgePlacementStatus) error {
-	k := store.Key{Space: ref.Space, Resource: placementsRes, Name: ref.Name}
-	o, err := c.st.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	m := jsonMap(o)
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -382,16 +373,7 @@ func (c *Controller) updateStatus(ctx context.Context, ref scheduler.PlacementRe
 	if err := json.Unmarshal(raw, &sm); err != nil {
 		return err
 	}
-	m["status"] = sm
-	data, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = c.st.Update(ctx, k, data, o.Revision)
-	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	return err
+	return c.setStatus(ctx, ref.Space, store.Key{Resource: placementsRes, Name: ref.Name}, sm)
 }
 
 // placementCondition is the Scheduled condition: whether the placement's
