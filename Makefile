@@ -66,6 +66,14 @@ test: build kubectl kube-bins
 	$(GO) vet ./...
 	RELAY_BIN=$(BIN)/relay KUBECTL=$(KUBECTL) $(GO) test -race -count=1 -timeout=20m ./...
 
+# A simulated fleet of 500 virtual clusters (root, 10 regions, 50 edges
+# each) in one process: a rollout for 30 s, measured; report.md and plots
+# in $(DATA)/sim (docs/simulations.md). SIM_ARGS takes other flags.
+SIM_ARGS ?= --topology=1x10x50 --scenario=rollout --duration=30s
+.PHONY: simulate
+simulate: build
+	$(BIN)/relay simulate $(SIM_ARGS) --report=$(DATA)/sim
+
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./relay/store/ ./consensus/ ./relay/internal/wire/ ./relay/tree/ ./test/...
 	$(GO) test -run '^$$' -bench Fanout -benchtime 100x ./relay/server/

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Bad flags of `relay simulate`: one line on stderr naming the flag, exit
+// code 2, nothing on stdout, and no simulation started.
+func TestSimulateBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "relay: unknown flag: --bogus"},
+		{[]string{"extra"}, `relay: simulate: unexpected argument "extra"`},
+		{[]string{"--topology=10x10"}, "relay: --topology: "},
+		{[]string{"--topology=1x0x5"}, `relay: --topology: "1x0x5" is not a fan-out per tier`},
+		{[]string{"--topology=banana"}, "relay: --topology: "},
+		{[]string{"--topology=1x200x200"}, "relay: --topology: 1x200x200 has 40200 relays"},
+		{[]string{"--scenario=meteor"}, `relay: --scenario: invalid value "meteor": must be one of rollout, churn`},
+		{[]string{"--scenario=root-failover"}, "relay: --scenario: root-failover is not supported yet: the simulator runs a single root replica"},
+		{[]string{"--scenario=partition", "--topology=1x10"}, "relay: --scenario: partition needs regions"},
+		{[]string{"--duration=soon"}, `relay: --duration: invalid value "soon"`},
+		{[]string{"--duration=-1s"}, "relay: --duration: must not be negative"},
+		{[]string{"--seed=-3"}, `relay: --seed: invalid value "-3"`},
+		{[]string{"--network=carrier-pigeon"}, `relay: --network: invalid value "carrier-pigeon": must be memnet or udp`},
+		{[]string{"--network=udp", "--topology=1x100x100"}, "relay: --network: udp needs about"},
+		{[]string{"--network=udp", "--latency=5ms"}, "relay: --latency: needs --network=memnet"},
+		{[]string{"--latency=fast"}, `relay: --latency: invalid value "fast"`},
+		{[]string{"--loss=2"}, "relay: --loss: must be a share from 0 to below 1"},
+		{[]string{"--loss=lots"}, `relay: --loss: invalid value "lots"`},
+		{[]string{"--arrival=somewhere"}, `relay: --arrival: invalid value "somewhere"`},
+		{[]string{"--objects=-1"}, "relay: --objects: must be from 0 to 1000"},
+		{[]string{"--objects=5000"}, "relay: --objects: must be at most 1000"},
+		{[]string{"--scenario=churn", "--objects=0"}, "relay: --objects: churn changes ConfigMaps"},
+		{[]string{"--log-level=loud"}, `relay: --log-level: invalid value "loud"`},
+		{[]string{"--rollout-object=pod"}, `relay: --rollout-object: invalid value "pod"`},
+		{[]string{"--rollout-object=deployment", "--deployment=false"}, "relay: --rollout-object: deployment needs the Deployment"},
+		{[]string{"--objects=0"}, "relay: --objects: a rollout of a ConfigMap needs at least 1"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, code := runRelay(t, append([]string{"simulate"}, tc.args...)...)
+			wantUsageError(t, stdout, stderr, code, tc.want)
+		})
+	}
+}

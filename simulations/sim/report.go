@@ -1,0 +1,228 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Files of a report besides the plots.
+const (
+	ReportFile  = "report.md"
+	SummaryFile = "summary.json"
+	ProfileFile = "cpu.pprof"
+	// GoroutinesFile is the goroutine profile at the end (debug=1: counts
+	// by stack), to see what each relay runs.
+	GoroutinesFile = "goroutines.txt"
+	// HeapFile is the heap profile once every destination holds the
+	// workload.
+	HeapFile = "heap.pprof"
+)
+
+// writeReport writes report.md, summary.json, the plots and the CPU
+// profile of the measured phase into o.ReportDir.
+func writeReport(o Options, s *Summary) error {
+	dir := o.ReportDir
+	if err := os.WriteFile(filepath.Join(dir, SummaryFile), append(s.JSON(), '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ReportFile), markdown(o, s), 0o644); err != nil {
+		return err
+	}
+	if err := writePlots(dir, s); err != nil && s.Error == "" {
+		return err
+	}
+	if len(s.heap) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, HeapFile), s.heap, 0o644); err != nil {
+			return err
+		}
+	}
+	if len(s.goroutines) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, GoroutinesFile), s.goroutines, 0o644); err != nil {
+			return err
+		}
+	}
+	if len(s.profile) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, ProfileFile), s.profile, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
+
+// markdown renders the report.
+func markdown(o Options, s *Summary) []byte {
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	verdict := "every destination converged"
+	if !s.OK {
+		verdict = fmt.Sprintf("**%d of %d destinations converged**", s.Converged, s.Destinations)
+	}
+	w("# Simulation: %s on %s\n\n", s.Scenario, s.Topology)
+	if s.Error != "" {
+		w("**The simulation stopped early: %s**\n\n", s.Error)
+	}
+	w("`relay simulate --topology=%s --scenario=%s --duration=%s --seed=%d --network=%s", o.Topology, o.Scenario, o.Duration, o.Seed, o.Network)
+	if o.Latency > 0 {
+		w(" --latency=%s", o.Latency)
+	}
+	if o.Loss > 0 {
+		w(" --loss=%g", o.Loss)
+	}
+	w("`  \n%s, %d CPUs (GOMAXPROCS %d), %s/%s, %s. %s.\n\n", runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH,
+		time.Now().Format("2006-01-02 15:04"), verdict)
+
+	w("Every relay is real and in this process: the root (`server.Open`, its kube API on loopback HTTPS, placement controller, Raft log on disk), ")
+	w("%d regions and %d edges (`server.OpenChild`, in-memory stores), each edge with a virtual cluster; links are QUIC over ", s.Regions, s.Edges)
+	if o.Network == NetworkMemnet {
+		w("the in-memory packet network (one-way latency %s).\n", o.Latency)
+	} else {
+		w("loopback UDP, a socket per relay.\n")
+	}
+	dep, target := " and a Deployment", "ConfigMap cm-0"
+	if o.NoDeployment {
+		dep = ""
+	}
+	if o.RolloutObject == RolloutDeployment {
+		target = "the Deployment's image (each virtual cluster then rolls out ReplicaSets and pods too)"
+	}
+	w("The simulator acts like a user, with client-go against the root: one Location per group of edges, a namespace, %d ConfigMaps%s, a StatusCollector, and an EdgePlacement that places them on every Location. A rollout changes %s.\n", o.Objects, dep, target)
+	w("A change *arrives* when a destination holds its version (or a later one) %s.\n\n", map[string]string{
+		ArrivalInbox:   "in its edge relay's inbox (the edge syncer is not wired, or `--arrival=inbox`)",
+		ArrivalCluster: "applied to its virtual cluster by the edge syncer (its applied record)",
+	}[s.Arrival])
+
+	w("## Timeline\n\n| phase | seconds |\n|---|---|\n")
+	w("| start every relay (join, certificates, links, inventory) | %.1f |\n", s.StartS)
+	w("| initial placement: EdgePlacement created → workload at every destination | %.1f |\n", s.PlacementS)
+	w("| measured phase (%s) | %.1f |\n\n", s.Scenario, s.MeasuredS)
+	if len(s.Events) > 0 {
+		w("Events (numbered as in the convergence plot):\n\n")
+		for i, ev := range s.Events {
+			w("%d. at %.1f s: %s\n", i+1, ev.AtS, ev.What)
+		}
+		w("\n")
+	}
+
+	w("## Propagation: root write → arrival, per destination and change\n\n")
+	w("| writes of phase | samples | p50 ms | p90 ms | p99 ms | max ms | reflected in CombinedStatus: p50 / p99 / max ms |\n|---|---|---|---|---|---|---|\n")
+	statusCol := func(name string) string {
+		if h := s.statusHists[name]; h != nil && h.n > 0 {
+			l := h.summary()
+			return fmt.Sprintf("%.0f / %.0f / %.0f", l.P50, l.P99, l.Max)
+		}
+		return "not measured"
+	}
+	for _, ph := range s.Phases {
+		w("| %s | %d | %.1f | %.1f | %.1f | %.1f | %s |\n", ph.Phase, ph.Samples, ph.P50, ph.P90, ph.P99, ph.Max, statusCol(ph.Phase))
+	}
+	if s.InboxPropagation != nil {
+		l := s.InboxPropagation
+		w("| %s, at the edges' inboxes | %d | %.1f | %.1f | %.1f | %.1f | |\n", s.Scenario, l.Samples, l.P50, l.P90, l.P99, l.Max)
+	}
+	if l := s.APIWrite; l.Samples > 0 {
+		w("| %s, the root's API answering the write | %d | %.1f | %.1f | %.1f | %.1f | |\n", s.Scenario, l.Samples, l.P50, l.P90, l.P99, l.Max)
+	}
+	if l := s.FirstHop; l != nil {
+		w("| %s, first hop: at the regions' inboxes | %d | %.1f | %.1f | %.1f | %.1f | |\n", s.Scenario, l.Samples, l.P50, l.P90, l.P99, l.Max)
+	}
+	w("\n%d changes in the measured phase. CombinedStatus: %s.\n\n", s.Changes, s.CombinedStatusNote)
+	w("![latency CDF](%s)\n\n", PlotLatency)
+
+	w("## Bytes and messages per tier (measured phase)\n\n")
+	w("Tier 1 is the root's links, tier 2 the links below them. *Down* is the downsync stream (Put, Delete, Progress), *up* acks and reports; *packets* counts QUIC packets both ways on the network (handshakes, keep-alives, retransmissions).\n\n")
+	w("| tier | links | down bytes | down messages | objects sent | up bytes | up messages | resyncs | packet bytes | down bytes per change |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	tierRows(&b, s)
+	w("\nRoot bytes per change: **%s** (%d changes).\n\n", kib(s.RootBytesPerChange), s.Changes)
+	w("![bytes per tier](%s)\n\n", PlotBytes)
+
+	w("## CPU and memory\n\n")
+	w("Process CPU in the measured phase: %.2f s over %.1f s (%.0f%% of %d cores).", s.CPUSeconds, s.MeasuredS, 100*s.CPUSeconds/max(s.MeasuredS, 0.001)/float64(runtime.NumCPU()), runtime.NumCPU())
+	if len(s.CPUByTier) > 0 {
+		w(" Split by tier from a CPU profile (pprof labels on every relay's goroutines; *other* is the Go runtime's GC, timers and the simulator):\n\n| tier | CPU s |\n|---|---|\n")
+		for _, t := range sortedTiers(s.CPUByTier) {
+			w("| %s | %.2f |\n", t, s.CPUByTier[t])
+		}
+		w("\nRoot CPU per change: **%.2f ms**.\n\n", s.RootCPUPerChangeMs)
+	} else {
+		w(" (No split by tier: another CPU profile was running.)\n\n")
+	}
+	w("| memory | heap live MiB | stacks MiB | Go total MiB | RSS MiB | peak RSS MiB | goroutines |\n|---|---|---|---|---|---|---|\n")
+	for _, m := range []struct {
+		name string
+		m    Memory
+	}{{"root only", s.MemoryBeforeEdges}, {"after placement", s.MemoryAfterPlacement}, {"end", s.MemoryEnd}} {
+		w("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %d |\n", m.name, m.m.HeapLiveMiB, m.m.StacksMiB, m.m.TotalMiB, m.m.RSSMiB, m.m.PeakRSSMiB, m.m.Goroutines)
+	}
+	w("\nPer edge (its relay, virtual cluster and inbox; the regions' share included), after placement: **%.0f KiB of heap, %.0f KiB of goroutine stacks, %.0f goroutines**.\n\n",
+		s.HeapPerEdgeKiB, s.StacksPerEdgeKiB, s.GoroutinesPerEdge)
+	w("Reconnects per tier over the whole run: %s.\n\n", joinUints(s.Reconnects))
+
+	w("## Convergence\n\n")
+	w("At the end, %d of %d destinations hold exactly what their parent routes to them (content hash of the inbox = routed content hash of the parent's mailbox).\n\n", s.Converged, s.Destinations)
+	w("![converged destinations](%s)\n\n", PlotConverged)
+
+	if r := s.Rehome; r != nil {
+		w("## Region failure\n\n%s was stopped, and a change made. The root saw it disconnected after %.1f s (a stopped relay closes its links; a crashed one would be noticed after the links' idle timeout); its %d children were then restarted under %s (%d destinations), and held the latest versions %.1f s later: **%.1f s** from the kill to every destination converged. The root's inventory shows %d of %d of them under %s.\n\n",
+			r.Region, r.DetectedS, r.Moved, r.Sibling, r.Edges, r.RehomedS, r.ConvergedS, r.PathsUpdated, r.Edges, r.Sibling)
+	}
+	if r := s.Partition; r != nil {
+		dropped := "stayed open (QUIC retransmitted)"
+		if r.LinkDown {
+			dropped = "dropped and was re-dialed (resumed from its cursor)"
+		}
+		w("## Partition\n\nThe link root–%s was cut for %.1f s while %d writes changed %d keys; the link %s. After the heal, every destination converged in **%.1f s**. The root had sent %d objects into the cut link before it dropped; from the drop to convergence it sent %s **%d objects, %s** (%d resyncs); the latest versions of the changed keys weigh %s.",
+			r.Region, r.CutS, r.Writes, r.Keys, dropped, r.CatchUpS, r.CutObjects, r.Region, r.Objects, kib(float64(r.Bytes)), r.Resyncs, kib(float64(r.LatestSize)))
+		switch {
+		case r.LinkDown && r.Objects <= uint64(r.Keys+2):
+			w(" Catch-up cost what changed, not how long the cut lasted (DESIGN.md section 2).\n\n")
+		case r.LinkDown:
+			w(" **More objects than changed keys**: catch-up did not cost only what changed (DESIGN.md section 2).\n\n")
+		default:
+			w(" The link outlived the cut, so what the root had sent during it was retransmitted by QUIC: a cut shorter than the idle timeout costs the writes made (bounded by the stream's flow-control window), not only the keys changed.\n\n")
+		}
+	}
+	if c := s.FlatVsTree; c != nil {
+		w("## Flat vs tree\n\nThe same %d rollouts, first through the tree (%s), then with the same %d edges each dialing the root (%s).\n\n", c.Rounds, s.Topology, s.Edges, c.Flat.Topology)
+		w("| | tree | flat | flat / tree |\n|---|---|---|---|\n")
+		w("| root bytes per change | %s | %s | **%.1f×** |\n", kib(c.TreeRootBytes), kib(c.FlatRootBytes), c.RootBytesRatio)
+		if c.RootCPURatio > 0 {
+			w("| root CPU per change | %.2f ms | %.2f ms | **%.1f×** |\n", c.TreeRootCPUMs, c.FlatRootCPUMs, c.RootCPURatio)
+		}
+		w("| p50 propagation | %.1f ms | %.1f ms | |\n| p99 propagation | %.1f ms | %.1f ms | |\n", c.TreeP50, c.FlatP50, c.TreeP99, c.FlatP99)
+		w("| start every relay | %.1f s | %.1f s | |\n\n", s.StartS, c.Flat.StartS)
+		w("Flat fleet, bytes per tier:\n\n| tier | links | down bytes | down messages | objects sent | up bytes | up messages | resyncs | packet bytes | down bytes per change |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		tierRows(&b, c.Flat)
+		w("\n")
+	}
+	w("## Files\n\n`%s` (this page), `%s` (the JSON line), `%s` (CPU profile of the measured phase: `go tool pprof -tagfocus=%s=root %s`), `%s` (heap profile after the initial placement), `%s` (goroutines by stack at the end), `relays.log` (the relays' warnings).\n",
+		ReportFile, SummaryFile, ProfileFile, tierLabel, ProfileFile, HeapFile, GoroutinesFile)
+	return b.Bytes()
+}
+
+func tierRows(b *bytes.Buffer, s *Summary) {
+	for _, t := range s.Tiers {
+		per := 0.0
+		if s.Changes > 0 {
+			per = float64(t.DownBytes) / float64(s.Changes)
+		}
+		fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", t.Tier, t.Links, t.DownBytes, t.DownMessages, t.DownObjects, t.UpBytes, t.UpMessages, t.Resyncs, t.PacketBytes, kib(per))
+	}
+}
+
+func joinUints(xs []uint64) string {
+	var parts []string
+	for i, x := range xs {
+		parts = append(parts, fmt.Sprintf("tier %d: %d", i+1, x))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

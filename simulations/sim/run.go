@@ -1,0 +1,678 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/klog/v2"
+
+	"github.com/canopy-dev/canopy/relay/server"
+)
+
+// Summary is the outcome of a simulation: what `relay simulate` prints as
+// one line of JSON, and what report.md is written from.
+type Summary struct {
+	Scenario string `json:"scenario"`
+	Topology string `json:"topology"`
+	Network  string `json:"network"`
+	// Arrival is where a change counts as arrived: "inbox" (the edge
+	// relay's inbox) or "cluster" (applied by the edge syncer).
+	Arrival   string  `json:"arrival"`
+	Seed      uint64  `json:"seed"`
+	Regions   int     `json:"regions"`
+	Edges     int     `json:"edges"`
+	LatencyMs float64 `json:"latency_ms,omitempty"`
+	LossPct   float64 `json:"loss_pct,omitempty"`
+
+	StartS     float64 `json:"start_s"`     // starting every relay, until each is connected
+	PlacementS float64 `json:"placement_s"` // EdgePlacement created → every destination holds the workload
+	MeasuredS  float64 `json:"measured_s"`  // the scenario's measured phase
+	Changes    int     `json:"changes"`     // writes at the root during the measured phase
+
+	// Propagation is root write → arrival, per destination and change,
+	// over the measured phase.
+	Propagation Latency `json:"propagation"`
+	// Phases splits it by phase of the scenario (and marked subsets).
+	Phases []PhaseLatency `json:"phases"`
+	// InboxPropagation is the same measured at the inbox when Arrival is
+	// "cluster".
+	InboxPropagation *Latency `json:"inbox_propagation,omitempty"`
+	// APIWrite is how long the measured phase's writes took at the root's
+	// kube API (PATCH sent → answered): part of every propagation figure.
+	APIWrite Latency `json:"api_write"`
+	// FirstHop is root write → the inbox of the root's children (regions),
+	// the first hop of Propagation.
+	FirstHop *Latency `json:"first_hop,omitempty"`
+	// CombinedStatus is root write → reflected in the root's
+	// CombinedStatus, per destination and change: null when not measured
+	// (CombinedStatusNote says why).
+	CombinedStatus     *Latency `json:"combined_status"`
+	CombinedStatusNote string   `json:"combined_status_note"`
+	// StatusBehind: at the end, some CombinedStatus still did not count
+	// every destination at the latest version.
+	StatusBehind bool `json:"combined_status_behind,omitempty"`
+
+	RootBytesPerChange float64     `json:"root_bytes_per_change"`
+	Tiers              []TierLinks `json:"tiers"` // over the measured phase
+	CPUSeconds         float64     `json:"cpu_s"` // process, measured phase
+	// CPUByTier splits CPUSeconds by tier (pprof labels); "other" is the
+	// runtime (GC), timers and the simulator.
+	CPUByTier          map[string]float64 `json:"cpu_by_tier_s,omitempty"`
+	RootCPUPerChangeMs float64            `json:"root_cpu_per_change_ms,omitempty"`
+	// MemoryAfterStart and MemoryAfterPlacement are measured after a GC.
+	MemoryBeforeEdges    Memory   `json:"memory_before_edges"`
+	MemoryAfterPlacement Memory   `json:"memory_after_placement"`
+	MemoryEnd            Memory   `json:"memory_end"`
+	HeapPerEdgeKiB       float64  `json:"heap_per_edge_kib"`
+	StacksPerEdgeKiB     float64  `json:"stacks_per_edge_kib"`
+	GoroutinesPerEdge    float64  `json:"goroutines_per_edge"`
+	Reconnects           []uint64 `json:"reconnects_per_tier"`
+
+	Destinations int  `json:"destinations"`
+	Converged    int  `json:"converged"` // by content hash, at the end
+	OK           bool `json:"ok"`        // every destination converged
+
+	Events     []Event          `json:"events,omitempty"`
+	Rehome     *RehomeResult    `json:"rehome,omitempty"`
+	Partition  *PartitionResult `json:"partition,omitempty"`
+	FlatVsTree *FlatVsTree      `json:"flat_vs_tree,omitempty"`
+	Report     string           `json:"report,omitempty"`
+	// Error says why the simulation stopped early.
+	Error string `json:"error,omitempty"`
+
+	// for the report, not the JSON line
+	series     []point
+	hists      map[string]*histogram
+	order      []string
+	profile    []byte
+	flat       *Summary
+	measured   *histogram // every write of the measured phase
+	goroutines []byte     // goroutine profile (debug=1) at the end
+	heap       []byte     // heap profile after placement
+	// CombinedStatus latency by phase of the write
+	statusOrder []string
+	statusHists map[string]*histogram
+}
+
+// PhaseLatency is the propagation of the writes of one phase.
+type PhaseLatency struct {
+	Phase string `json:"phase"`
+	Latency
+}
+
+// Event is something the scenario did, at seconds into the measured phase.
+type Event struct {
+	AtS  float64 `json:"at_s"`
+	What string  `json:"what"`
+}
+
+// RehomeResult is the region-failure scenario's outcome.
+type RehomeResult struct {
+	Region       string  `json:"region"`
+	Sibling      string  `json:"sibling"`
+	Moved        int     `json:"moved"`         // relays restarted under the sibling
+	Edges        int     `json:"edges"`         // destinations below them
+	DetectedS    float64 `json:"detected_s"`    // kill → the root sees the region disconnected
+	RehomedS     float64 `json:"rehomed_s"`     // re-homing starts → every destination converged
+	ConvergedS   float64 `json:"converged_s"`   // kill → every destination converged
+	PathsUpdated int     `json:"paths_updated"` // SyncTargets whose path shows the sibling
+}
+
+// PartitionResult is the partition scenario's outcome.
+type PartitionResult struct {
+	Region     string  `json:"region"`
+	CutS       float64 `json:"cut_s"`
+	Writes     int     `json:"writes"` // writes at the root during the cut
+	Keys       int     `json:"keys"`   // distinct objects they changed
+	LinkDown   bool    `json:"link_dropped"`
+	CatchUpS   float64 `json:"catch_up_s"`       // heal → every destination converged
+	Objects    uint64  `json:"catch_up_objects"` // the root sent the region from the link's drop to convergence
+	CutObjects uint64  `json:"cut_objects"`      // the root sent into the cut link before it dropped
+	Bytes      uint64  `json:"catch_up_bytes"`
+	Resyncs    uint64  `json:"resyncs"`
+	LatestSize int     `json:"latest_bytes"` // size of the latest versions of the changed keys
+}
+
+// FlatVsTree compares the tree with the same edges each under the root.
+type FlatVsTree struct {
+	Rounds         int      `json:"rounds"`
+	TreeRootBytes  float64  `json:"tree_root_bytes_per_change"`
+	FlatRootBytes  float64  `json:"flat_root_bytes_per_change"`
+	RootBytesRatio float64  `json:"root_bytes_ratio"` // flat / tree
+	TreeRootCPUMs  float64  `json:"tree_root_cpu_per_change_ms"`
+	FlatRootCPUMs  float64  `json:"flat_root_cpu_per_change_ms"`
+	RootCPURatio   float64  `json:"root_cpu_ratio"` // flat / tree; 0 unknown
+	TreeP50        float64  `json:"tree_p50_ms"`
+	FlatP50        float64  `json:"flat_p50_ms"`
+	TreeP99        float64  `json:"tree_p99_ms"`
+	FlatP99        float64  `json:"flat_p99_ms"`
+	Flat           *Summary `json:"-"`
+}
+
+// point is one sample of convergence over time.
+type point struct {
+	at        float64 // seconds into the measured phase
+	converged int
+	connected int
+}
+
+// Run runs one simulation and writes its report when opts.ReportDir is
+// set. Options errors are *OptionError values (joined).
+func Run(ctx context.Context, opts Options) (*Summary, error) {
+	o := opts.Complete()
+	if errs := o.Validate(openFileLimit()); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	fan, _ := ParseTopology(o.Topology)
+	work := o.Workdir
+	if work == "" {
+		d, err := os.MkdirTemp("", "canopy-sim-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		work = d
+	}
+	relayLog := slog.New(slog.DiscardHandler)
+	if o.ReportDir != "" {
+		if err := os.MkdirAll(o.ReportDir, 0o755); err != nil {
+			return nil, err
+		}
+		lf, err := os.Create(filepath.Join(o.ReportDir, "relays.log"))
+		if err != nil {
+			return nil, err
+		}
+		defer lf.Close()
+		level := o.RelayLogLevel
+		if level == 0 {
+			level = slog.LevelWarn
+		}
+		relayLog = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: level}))
+	}
+	// client-go logs through klog (the edge syncers' clients, throttling
+	// notices): into the relays' log, not the terminal.
+	klog.SetLogger(logr.FromSlogHandler(relayLog.Handler()))
+	p := &progress{w: o.Progress}
+	defer p.done()
+
+	var s *Summary
+	var err error
+	if o.Scenario == ScenarioFlatVsTree {
+		s, err = flatVsTree(ctx, o, fan, work, relayLog, p)
+	} else {
+		s, err = runOnce(ctx, o, fleetShape{fan: fan}, filepath.Join(work, "tree"), relayLog, p, 0)
+	}
+	p.done()
+	if s != nil && o.ReportDir != "" {
+		s.Report = o.ReportDir
+		if werr := writeReport(o, s); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return s, err
+}
+
+func openFileLimit() uint64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	return rl.Cur
+}
+
+// env is what a scenario acts with.
+type env struct {
+	ctx     context.Context
+	o       Options
+	f       *fleet
+	u       *user
+	t       *tracker // measures arrivals
+	regions *tracker // arrivals at the root's children
+	p       *progress
+	rng     *rand.Rand
+	start   time.Time
+	mu      sync.Mutex
+	events  []Event
+	changes int
+	rounds  int // fixed number of rollout rounds (flat-vs-tree's second run)
+	s       *Summary
+}
+
+func (e *env) event(what string) {
+	e.mu.Lock()
+	e.events = append(e.events, Event{AtS: time.Since(e.start).Seconds(), What: what})
+	e.s.Events = e.events
+	e.mu.Unlock()
+	e.o.Logger.Info(what)
+}
+
+// syncerGrace is how long, once every inbox holds the workload, Run waits
+// for an edge syncer's first applied record before it measures at the
+// inbox (--arrival=auto).
+const syncerGrace = 1500 * time.Millisecond
+
+// roundTimeout bounds the wait for one change to reach every destination.
+func (e *env) roundTimeout() time.Duration {
+	return 60*time.Second + time.Duration(len(e.f.edges))*5*time.Millisecond
+}
+
+// runOnce builds a fleet of shape, places the workload, runs the
+// scenario and measures it.
+func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relayLog *slog.Logger, p *progress, rounds int) (_ *Summary, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inbox := newTracker(ArrivalInbox)
+	trackers := []*tracker{inbox}
+	var cluster *tracker
+	if o.Arrival != ArrivalInbox {
+		cluster = newTracker(ArrivalCluster)
+		trackers = append(trackers, cluster)
+	}
+	mem0 := readMemory(true)
+	f, err := newFleet(ctx, o, shape, dir, relayLog)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := f.close(); err != nil {
+			o.Logger.Warn("stopping relays", "error", err)
+		}
+	}()
+	f.onEdge = func(e *relay, c *server.Child) {
+		for _, t := range trackers {
+			t.addEdge(e.name, e.group)
+			go t.follow(ctx, e.name, c.Store())
+		}
+	}
+	// The root's children's inboxes: the first hop, for comparison.
+	regions := newTracker(ArrivalInbox)
+	f.onRegion = func(r *relay, c *server.Child) {
+		regions.addEdge(r.name, r.group)
+		go regions.follow(ctx, r.name, c.Store())
+	}
+	s := &Summary{Scenario: o.Scenario, Topology: o.Topology, Network: o.Network, Seed: o.Seed,
+		Regions: len(f.regions), Edges: len(f.edges), LatencyMs: ms(o.Latency), LossPct: o.Loss * 100,
+	}
+	if shape.flat {
+		s.Topology = "1x" + strconv.Itoa(len(f.edges))
+	}
+	s.MemoryBeforeEdges = mem0
+	defer func() {
+		if err != nil {
+			// What a failed run got to, for the JSON line and the report.
+			s.Error = err.Error()
+			s.Destinations = len(f.edges)
+			s.Converged, _ = inbox.converged()
+			s.Reconnects = f.snap().reconnects
+			s.MemoryEnd = readMemory(false)
+			s.order, s.hists = inbox.histograms()
+		}
+	}()
+
+	name := "starting relays"
+	if shape.flat {
+		name = "starting relays (flat)"
+	}
+	p.phase(name, len(f.regions)+len(f.edges))
+	t0 := time.Now()
+	if err := f.grow(ctx, 48, p.set); err != nil {
+		return s, err
+	}
+	u, err := newUser(f.root.KubeconfigPath(), append(trackers, regions))
+	if err != nil {
+		return s, err
+	}
+	if err := u.waitReady(ctx, len(f.edges), 120*time.Second+time.Duration(len(f.edges))*10*time.Millisecond); err != nil {
+		return s, err
+	}
+	s.StartS = time.Since(t0).Seconds()
+
+	// Initial placement.
+	for _, t := range append(trackers, regions) {
+		t.setPhase("placement")
+	}
+	p.phase("initial placement", len(f.edges))
+	t1 := time.Now()
+	if err := u.place(ctx, groupsOf(f.edges), max(o.Objects, 0), !o.NoDeployment); err != nil {
+		return s, err
+	}
+	st := newStatusTracker(inbox, len(f.edges))
+	stctx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() { defer close(statusDone); st.follow(stctx, u) }()
+	// Before the relays stop (defers run last first): an open watch would
+	// hold the root's API server shutdown for its full grace period.
+	defer func() { stopStatus(); <-statusDone }()
+	stopBar := watchBar(ctx, p, inbox)
+	timeout := 120*time.Second + time.Duration(len(f.edges))*20*time.Millisecond
+	err = inbox.waitConverged(ctx, timeout, "the workload in every inbox")
+	stopBar()
+	if err != nil {
+		return s, err
+	}
+	s.PlacementS = time.Since(t1).Seconds()
+	primary := inbox
+	s.Arrival = ArrivalInbox
+	if cluster != nil {
+		switch {
+		case o.Arrival == ArrivalCluster:
+			primary = cluster
+		case waitUntil(ctx, syncerGrace, "", cluster.sawAny) == nil:
+			primary = cluster // auto: an edge syncer is wired
+		}
+		if primary == cluster {
+			s.Arrival = ArrivalCluster
+			p.phase("applied by the syncers", len(f.edges))
+			stopBar := watchBar(ctx, p, cluster)
+			err := cluster.waitConverged(ctx, timeout, "the workload applied in every virtual cluster (is the edge syncer wired? --arrival=inbox measures at the inbox)")
+			stopBar()
+			if err != nil {
+				return s, err
+			}
+			s.PlacementS = time.Since(t1).Seconds()
+		}
+	}
+	s.MemoryAfterPlacement = readMemory(true)
+	var heap bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&heap, 0); err == nil {
+		s.heap = heap.Bytes()
+	}
+	if len(f.edges) > 0 {
+		n := float64(len(f.edges))
+		s.HeapPerEdgeKiB = round3((s.MemoryAfterPlacement.HeapLiveMiB - mem0.HeapLiveMiB) * 1024 / n)
+		s.StacksPerEdgeKiB = round3((s.MemoryAfterPlacement.StacksMiB - mem0.StacksMiB) * 1024 / n)
+		s.GoroutinesPerEdge = round3(float64(s.MemoryAfterPlacement.Goroutines-mem0.Goroutines) / n)
+	}
+
+	// The measured phase.
+	e := &env{ctx: ctx, o: o, f: f, u: u, t: primary, regions: regions, p: p, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)), rounds: rounds, s: s}
+	scenario := scenarios[o.Scenario]
+	if shape.flat || o.Scenario == ScenarioFlatVsTree {
+		scenario = rollout
+	}
+	for _, t := range append(trackers, regions) {
+		t.setPhase(o.Scenario)
+	}
+	series := &sampler{t: primary, f: f}
+	s0 := f.snap()
+	prof := startProfile()
+	e.start = time.Now()
+	series.start(ctx, e.start, len(f.edges))
+	err = scenario(e)
+	s1 := f.snap()
+	cpuBy, raw := prof.stop()
+	s.MeasuredS = time.Since(e.start).Seconds()
+	if err != nil {
+		series.stop()
+		return s, err
+	}
+
+	// Every destination must end converged: by version, then by hash.
+	p.phase("convergence check", len(f.edges))
+	err = primary.waitConverged(ctx, e.roundTimeout(), "every destination to converge at the end")
+	series.stop()
+	s.series = series.points
+	if err != nil {
+		return s, err
+	}
+	s.Converged, err = hashCheck(ctx, f, p)
+	if err != nil {
+		return s, err
+	}
+	s.Destinations = len(f.edges)
+	s.OK = s.Converged == s.Destinations
+	if _, _, any := st.histograms(); any {
+		// Status travels up after the change arrived: give the last
+		// changes' CombinedStatus time to show them.
+		if err := waitUntil(ctx, 30*time.Second, "", st.caughtUp); err != nil {
+			s.StatusBehind = true
+		}
+	}
+	s.MemoryEnd = readMemory(false)
+	var gr bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&gr, 1); err == nil {
+		s.goroutines = gr.Bytes()
+	}
+
+	s.Changes = e.changes
+	s.Events = e.events
+	s.Tiers = diffTiers(s0, s1)
+	if e.changes > 0 {
+		s.RootBytesPerChange = float64(s1.rootBytes()-s0.rootBytes()) / float64(e.changes)
+	}
+	s.CPUSeconds = (s1.cpu - s0.cpu).Seconds()
+	if cpuBy != nil {
+		s.CPUByTier = map[string]float64{}
+		for k, v := range cpuBy {
+			s.CPUByTier[k] = round3(v.Seconds())
+		}
+		if e.changes > 0 {
+			s.RootCPUPerChangeMs = round3(float64(cpuBy["root"].Microseconds()) / 1000 / float64(e.changes))
+		}
+	}
+	s.profile = raw
+	s.Reconnects = f.snap().reconnects
+	s.order, s.hists = primary.histograms()
+	measured := &histogram{}
+	for _, name := range s.order {
+		if name != "placement" && !strings.Contains(name, " (") {
+			measured.merge(s.hists[name])
+		}
+	}
+	s.Propagation = measured.summary()
+	s.measured = measured
+	for _, name := range s.order {
+		s.Phases = append(s.Phases, PhaseLatency{Phase: name, Latency: s.hists[name].summary()})
+	}
+	s.statusOrder, s.statusHists, _ = st.histograms()
+	statusAll := &histogram{}
+	for _, name := range s.statusOrder {
+		if name != "placement" {
+			statusAll.merge(s.statusHists[name])
+		}
+	}
+	switch {
+	case u.collectorErr != nil:
+		s.CombinedStatusNote = "not measured: the StatusCollector was refused: " + u.collectorErr.Error()
+	case statusAll.n == 0:
+		s.CombinedStatusNote = "not measured: no CombinedStatus of the workload counted a destination (do the edges evaluate StatusCollectors yet?)"
+	default:
+		l := statusAll.summary()
+		s.CombinedStatus = &l
+		s.CombinedStatusNote = "root write → the root's CombinedStatus counts the destination at that version or a later one (StatusCollector " + CollectorName + ")"
+	}
+	u.mu.Lock()
+	s.APIWrite = u.api.summary()
+	u.mu.Unlock()
+	if len(f.regions) > 0 {
+		_, rh := regions.histograms()
+		all := &histogram{}
+		for name, h := range rh {
+			if name != "placement" && !strings.Contains(name, " (") {
+				all.merge(h)
+			}
+		}
+		if all.n > 0 {
+			l := all.summary()
+			s.FirstHop = &l
+		}
+	}
+	if primary != inbox {
+		_, ih := inbox.histograms()
+		if h := ih[o.Scenario]; h != nil {
+			l := h.summary()
+			s.InboxPropagation = &l
+		}
+	}
+	return s, nil
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// watchBar moves the progress bar with t's converged count until stopped.
+func watchBar(ctx context.Context, p *progress, t *tracker) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			n, _ := t.converged()
+			p.set(n)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done; n, _ := t.converged(); p.set(n) }
+}
+
+// sampler records converged and connected destinations over time.
+type sampler struct {
+	t      *tracker
+	f      *fleet
+	points []point
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *sampler) start(ctx context.Context, t0 time.Time, edges int) {
+	every := 100 * time.Millisecond
+	if edges > 2000 {
+		every = 500 * time.Millisecond
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		for {
+			n, _ := s.t.converged()
+			s.points = append(s.points, point{at: time.Since(t0).Seconds(), converged: n, connected: s.f.connectedEdges()})
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+}
+
+func (s *sampler) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+		s.cancel = nil
+	}
+}
+
+// hashCheck counts the destinations whose inbox hashes as what their
+// parent routes to them; a destination that differs is checked again for
+// a while (its parent may have moved on meanwhile).
+func hashCheck(ctx context.Context, f *fleet, p *progress) (int, error) {
+	var mu sync.Mutex
+	done, ok := 0, 0
+	var failed []*relay
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for _, e := range f.edges {
+		g.Go(func() error {
+			same, err := f.hashConverged(e)
+			mu.Lock()
+			defer mu.Unlock()
+			done++
+			p.set(done)
+			if err == nil && same {
+				ok++
+			} else {
+				failed = append(failed, e)
+			}
+			return gctx.Err()
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return ok, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(failed) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		var still []*relay
+		for _, e := range failed {
+			if same, err := f.hashConverged(e); err == nil && same {
+				ok++
+			} else {
+				still = append(still, e)
+			}
+		}
+		failed = still
+	}
+	return ok, nil
+}
+
+// flatVsTree runs the rollout on the tree, then the same number of
+// changes with every edge under the root, and compares the root's work.
+func flatVsTree(ctx context.Context, o Options, fan []int, work string, relayLog *slog.Logger, p *progress) (*Summary, error) {
+	half := o
+	half.Duration = o.Duration / 2
+	tree, err := runOnce(ctx, half, fleetShape{fan: fan}, filepath.Join(work, "tree"), relayLog, p, 0)
+	if err != nil {
+		return tree, err
+	}
+	runtime.GC()
+	flat, err := runOnce(ctx, half, fleetShape{fan: fan, flat: true}, filepath.Join(work, "flat"), relayLog, p, tree.Changes)
+	if err != nil {
+		return tree, err
+	}
+	c := &FlatVsTree{Rounds: tree.Changes,
+		TreeRootBytes: tree.RootBytesPerChange, FlatRootBytes: flat.RootBytesPerChange,
+		TreeRootCPUMs: tree.RootCPUPerChangeMs, FlatRootCPUMs: flat.RootCPUPerChangeMs,
+		TreeP50: tree.Propagation.P50, FlatP50: flat.Propagation.P50, TreeP99: tree.Propagation.P99, FlatP99: flat.Propagation.P99,
+		Flat: flat}
+	if c.TreeRootBytes > 0 {
+		c.RootBytesRatio = round3(c.FlatRootBytes / c.TreeRootBytes)
+	}
+	if c.TreeRootCPUMs > 0 {
+		c.RootCPURatio = round3(c.FlatRootCPUMs / c.TreeRootCPUMs)
+	}
+	tree.FlatVsTree = c
+	tree.flat = flat
+	tree.OK = tree.OK && flat.OK
+	tree.MeasuredS += flat.MeasuredS
+	return tree, nil
+}
+
+// JSON returns the summary as one line of JSON.
+func (s *Summary) JSON() []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// sortedTiers returns tier names of a CPU split in a stable order.
+func sortedTiers(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,178 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Each scenario on a small tree (1x2x3: a root, 2 regions, 3 edges under
+// each) runs, converges, and reports: the JSON line parses, report.md and
+// the PNGs are written. Timings are not asserted (STYLE.md: no timed
+// assertions in unit tests).
+func TestScenariosConverge(t *testing.T) {
+	for _, sc := range Scenarios {
+		t.Run(sc, func(t *testing.T) {
+			dir := t.TempDir()
+			// Without a Deployment, the virtual clusters run no pods: the
+			// test spends its CPU on the relays.
+			o := Options{Topology: "1x2x3", Scenario: sc, Duration: time.Second, Seed: 7, ReportDir: dir, Objects: 2, Workdir: t.TempDir(),
+				Arrival: ArrivalInbox, NoDeployment: true}
+			if sc == ScenarioRollout {
+				// At the virtual clusters (the edge syncer's records), the
+				// Deployment's image as the rollout.
+				o.Arrival, o.NoDeployment, o.RolloutObject = ArrivalAuto, false, RolloutDeployment
+			}
+			if sc == ScenarioFlakyLinks {
+				o.Latency = 2 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			s, err := Run(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc == ScenarioRollout && s.Arrival != ArrivalCluster {
+				t.Errorf("arrival measured at the %s: the edge syncer's applied records were not seen", s.Arrival)
+			}
+			if !s.OK || s.Converged != 6 || s.Destinations != 6 {
+				t.Fatalf("converged %d of %d (ok %v)", s.Converged, s.Destinations, s.OK)
+			}
+			if s.Changes == 0 || s.Propagation.Samples == 0 {
+				t.Fatalf("%d changes, %d samples", s.Changes, s.Propagation.Samples)
+			}
+			// Measured once the edges evaluate StatusCollectors; never a
+			// made-up figure otherwise.
+			if cs := s.CombinedStatus; (cs == nil) != strings.HasPrefix(s.CombinedStatusNote, "not measured") || (cs != nil && cs.Samples == 0) {
+				t.Fatalf("CombinedStatus %+v, note %q", cs, s.CombinedStatusNote)
+			}
+
+			var back map[string]any
+			line := s.JSON()
+			if strings.Contains(string(line), "\n") || json.Unmarshal(line, &back) != nil {
+				t.Fatalf("summary is not one line of JSON: %s", line)
+			}
+			if back["scenario"] != sc || back["ok"] != true {
+				t.Fatalf("summary: %s", line)
+			}
+			for _, f := range []string{ReportFile, SummaryFile, PlotLatency, PlotBytes, PlotConverged} {
+				b, err := os.ReadFile(filepath.Join(dir, f))
+				if err != nil || len(b) == 0 {
+					t.Fatalf("%s: %v (%d bytes)", f, err, len(b))
+				}
+				if strings.HasSuffix(f, ".png") && string(b[1:4]) != "PNG" {
+					t.Fatalf("%s is not a PNG", f)
+				}
+			}
+
+			switch sc {
+			case ScenarioRegionFailure:
+				if r := s.Rehome; r == nil || r.Edges != 3 || r.PathsUpdated != 3 {
+					t.Fatalf("re-home: %+v", r)
+				}
+			case ScenarioPartition:
+				if r := s.Partition; r == nil || r.Writes == 0 {
+					t.Fatalf("partition: %+v", r)
+				}
+			case ScenarioFlatVsTree:
+				if c := s.FlatVsTree; c == nil || c.RootBytesRatio <= 1 || c.Flat == nil || !c.Flat.OK {
+					t.Fatalf("flat vs tree: %+v", c)
+				}
+			}
+		})
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		flag string
+		want string
+	}{
+		{Options{Topology: "10x10"}, "topology", "runs one root relay"},
+		{Options{Topology: "1"}, "topology", "not a fan-out"},
+		{Options{Topology: "1x0"}, "topology", "not a positive number"},
+		{Options{Topology: "1x200x200"}, "topology", "at most"},
+		{Options{Scenario: "nope"}, "scenario", "must be one of"},
+		{Options{Scenario: ScenarioRootFailover}, "scenario", "not supported yet: the simulator runs a single root replica"},
+		{Options{Scenario: ScenarioPartition, Topology: "1x5"}, "scenario", "needs regions"},
+		{Options{Scenario: ScenarioRegionFailure, Topology: "1x1x5"}, "scenario", "sibling region"},
+		{Options{Network: "tcp"}, "network", "must be memnet or udp"},
+		{Options{Network: NetworkUDP, Latency: time.Millisecond}, "latency", "needs --network=memnet"},
+		{Options{Network: NetworkUDP, Topology: "1x100x100"}, "network", "open-file limit"},
+		{Options{Loss: 1.5}, "loss", "below 1"},
+		{Options{Arrival: "edge"}, "arrival", "auto, inbox or cluster"},
+	} {
+		errs := tc.o.Complete().Validate(20000)
+		if len(errs) == 0 {
+			t.Errorf("%+v: no error", tc.o)
+			continue
+		}
+		var oe *OptionError
+		if !errors.As(errs[0], &oe) || oe.Flag != tc.flag || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("%+v: %v, want --%s: ...%s...", tc.o, errs, tc.flag, tc.want)
+		}
+		if tc.o.Scenario == ScenarioRootFailover && !errors.Is(errs[0], ErrNotSupported) {
+			t.Errorf("root-failover: %v is not ErrNotSupported", errs[0])
+		}
+	}
+	if errs := (Options{}).Complete().Validate(20000); len(errs) != 0 {
+		t.Errorf("defaults: %v", errs)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	for _, q := range []struct {
+		q    float64
+		want time.Duration
+	}{{.5, 500 * time.Millisecond}, {.99, 990 * time.Millisecond}, {1, time.Second}} {
+		got := h.quantile(q.q)
+		if d := got - q.want; d < -q.want/50 || d > q.want/50 {
+			t.Errorf("q%.2f = %s, want %s ± 2%%", q.q, got, q.want)
+		}
+	}
+	if h.max != time.Second || h.n != 1000 {
+		t.Errorf("max %s n %d", h.max, h.n)
+	}
+}
+
+func TestTrackerSkippedVersions(t *testing.T) {
+	tr := newTracker(ArrivalInbox)
+	tr.addEdge("e1", "g")
+	i := tr.addObject(objRef{"configmaps", "a"})
+	t0 := time.Now()
+	for range 3 {
+		tr.begin(i, t0)
+	}
+	if n, of := tr.converged(); n != 0 || of != 1 {
+		t.Fatalf("converged %d of %d before arrival", n, of)
+	}
+	// Version 3 arrives without 1 and 2: all three count as arrived.
+	tr.arrive("e1", objRef{"configmaps", "a"}, 3, t0.Add(10*time.Millisecond))
+	if n, _ := tr.converged(); n != 1 {
+		t.Fatal("not converged after the latest version arrived")
+	}
+	_, hs := tr.histograms()
+	if h := hs[""]; h == nil || h.n != 3 {
+		t.Fatalf("histograms %v", hs)
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	data := []byte(`{"metadata":{"annotations":{"canopy.dev/sim-version":"42","edge.canopy.dev/destinations":"a,b"}}}`)
+	if v, ok := versionOf(data); !ok || v != 42 {
+		t.Fatalf("versionOf = %d, %v", v, ok)
+	}
+	if _, ok := versionOf([]byte(`{}`)); ok {
+		t.Fatal("a version in {}")
+	}
+}
