@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -39,6 +40,37 @@ func withDestinations(base func(store.Resource, map[string]any) fields.Set) func
 		}
 		return set
 	}
+}
+
+// trimDestinations is tree.Routing.Trim: it keeps, in an object's
+// DestinationsAnnotation, only the destinations keep accepts (those below
+// the child it is sent to).
+func trimDestinations(data []byte, keep func(dest string) bool) []byte {
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil {
+		return data
+	}
+	md, _ := m["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	list, ok := ann[DestinationsAnnotation].(string)
+	if !ok {
+		return data
+	}
+	var kept []string
+	for _, d := range strings.Split(list, ",") {
+		if d = strings.TrimSpace(d); d != "" && keep(d) {
+			kept = append(kept, d)
+		}
+	}
+	if len(kept) == len(strings.Split(list, ",")) {
+		return data
+	}
+	ann[DestinationsAnnotation] = strings.Join(kept, ",")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 // targetsOf returns the destinations an object targets

@@ -327,7 +327,7 @@ func TestStatusThroughTheTree(t *testing.T) {
 			map[string]any{"name": "destinations", "type": "COUNT"},
 			map[string]any{"name": "ready", "type": "SUM", "subject": "has(obj.status.readyReplicas) ? obj.status.readyReplicas : 0"}}}})
 	pt.apply(t, pt.wds, edgev1alpha1.CustomizersGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",
-		"metadata": map[string]any{"name": "scale", "namespace": "shop"},
+		"metadata":     map[string]any{"name": "scale", "namespace": "shop"},
 		"replacements": []any{map[string]any{"path": "/spec/replicas", "value": "%(replicas)"}}})
 	pt.apply(t, pt.wds, deployGVR, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 		"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": map[string]any{edgev1alpha1.CustomizerAnnotation: "scale"}},

@@ -209,6 +209,17 @@ func TestTreeDepthTwo(t *testing.T) {
 	waitFor(t, "routed inboxes", func() bool {
 		return inboxNames(edge) == "to-1,to-both" && inboxNames(edge2) == "to-2,to-both"
 	})
+	// Each edge receives the object's destinations trimmed to its own
+	// subtree: what crosses a link grows with the subtree, not the fleet.
+	for c, want := range map[*Child]string{edge: "edge-1", edge2: "edge-2"} {
+		o, err := c.Store().Get(store.Key{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "to-both"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := targetsOf(o); len(got) != 1 || got[0] != want {
+			t.Fatalf("%s holds to-both with destinations %v, want [%s]", c.cfg.Name, got, want)
+		}
+	}
 
 	// Re-addressing moves the object: it leaves edge-1 and reaches edge-2.
 	cm, err := cs.CoreV1().ConfigMaps("default").Get(context.Background(), "to-1", metav1.GetOptions{})

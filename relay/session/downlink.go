@@ -52,6 +52,9 @@ type DownlinkConfig struct {
 	// that a restarted parent routes as before its children reconnect.
 	Space   string
 	Targets func(o *store.Object) []string
+	// Trim, when set, reduces an object's destinations to the child's
+	// subtree as it is sent (tree.Routing.Trim).
+	Trim func(data []byte, keep func(dest string) bool) []byte
 	// Listener accepts the children's links.
 	Listener *link.Listener
 	// Authority certifies joining children.
@@ -284,7 +287,7 @@ func (d *Downlink) newChild(ctx context.Context, id pki.Identity) (*childState, 
 	if err != nil {
 		return nil, err
 	}
-	routing := &tree.Routing{Record: tree.RouteKey(d.cfg.Space, id.Name), Targets: d.cfg.Targets}
+	routing := &tree.Routing{Record: tree.RouteKey(d.cfg.Space, id.Name), Targets: d.cfg.Targets, Trim: d.cfg.Trim}
 	return &childState{
 		id:        id,
 		sender:    tree.NewSender(d.cfg.Store, d.cfg.Space, tree.SenderOptions{Logger: d.log, Routing: routing}),
@@ -295,7 +298,7 @@ func (d *Downlink) newChild(ctx context.Context, id pki.Identity) (*childState, 
 // Routing returns how a child's mailbox is found in Space: with
 // tree.RoutedContentHash, what the child should hold.
 func (d *Downlink) Routing(child string) tree.Routing {
-	return tree.Routing{Record: tree.RouteKey(d.cfg.Space, child), Targets: d.cfg.Targets}
+	return tree.Routing{Record: tree.RouteKey(d.cfg.Space, child), Targets: d.cfg.Targets, Trim: d.cfg.Trim}
 }
 
 // saveRoute writes the child's route record if its destinations (names,

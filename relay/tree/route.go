@@ -28,6 +28,11 @@ type Routing struct {
 	// for every object the Sender considers, often for the same version:
 	// it should read something computed once per version (a store field).
 	Targets func(o *store.Object) []string
+	// Trim, when set, returns an object's data with its list of
+	// destinations reduced to those keep accepts (the child's subtree), so
+	// that what crosses a link, and what the child stores, grows with the
+	// child's subtree, not with the whole fleet.
+	Trim func(data []byte, keep func(dest string) bool) []byte
 }
 
 // RouteResource is the resource of route records, in the system space.

@@ -549,7 +549,11 @@ func (s *source) put(o *store.Object) wire.Message {
 	if s.up {
 		return &wire.Report{Seq: uint64(o.Revision), Key: wireKey(o.Key), Data: o.Data}
 	}
-	return &wire.Put{Revision: uint64(o.Revision), Key: wireKey(o.Key), Data: o.Data}
+	data := o.Data
+	if r := s.route; r != nil && r.Trim != nil {
+		data = r.Trim(data, func(d string) bool { return r.subtree[d] })
+	}
+	return &wire.Put{Revision: uint64(o.Revision), Key: wireKey(o.Key), Data: data}
 }
 
 // del is the frame deleting k, deleted at revision rev.

@@ -229,17 +229,25 @@ func RoutedContentHash(r store.Reader, space string, rt Routing) (string, error)
 }
 
 // RoutedObjects lists the objects of a mailbox routed over space, as of
-// now.
+// now, as the child receives them (trimmed: Routing.Trim).
 func RoutedObjects(r store.Reader, space string, rt Routing) ([]*store.Object, error) {
 	lr, err := r.List(store.ListOptions{Space: space})
 	if err != nil {
 		return nil, err
 	}
-	wants, err := rt.Matcher(r)
-	if err != nil {
+	ro := &router{Routing: rt}
+	if err := ro.load(r); err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(slices.Clone(lr.Items), func(o *store.Object) bool { return !wants(o) }), nil
+	out := slices.DeleteFunc(slices.Clone(lr.Items), func(o *store.Object) bool { return !ro.wants(o) })
+	if rt.Trim != nil {
+		for i, o := range out {
+			c := *o
+			c.Data = rt.Trim(o.Data, func(d string) bool { return ro.subtree[d] })
+			out[i] = &c
+		}
+	}
+	return out, nil
 }
 
 // Matcher returns a function reporting whether an object belongs in the
