@@ -23,7 +23,7 @@ const (
 	// values are lowered to it.
 	MaxFrameSizeLimit = 1 << 30
 	// DefaultCompressThreshold is the default Config.CompressThreshold.
-	DefaultCompressThreshold = 1 << 10
+	DefaultCompressThreshold = 1 << 9
 )
 
 // Sentinel errors. Errors returned by this package wrap one of them (or
