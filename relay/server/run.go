@@ -32,6 +32,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
 )
 
 // Root is a running root relay.
@@ -251,6 +252,10 @@ func (r *Root) LinkAddr() string { return r.links.Addr().String() }
 
 // Children reports the root's children and their links.
 func (r *Root) Children() []session.ChildStatus { return r.down.Children() }
+
+// Routing is how the root routes to child: its mailbox over the downsync
+// space, as the child receives it (tree.RoutedContentHash).
+func (r *Root) Routing(child string) tree.Routing { return r.down.Routing(child) }
 
 // Addr is the API's listen address (useful with port 0).
 func (r *Root) Addr() string { return r.ln.Addr().String() }

@@ -422,8 +422,14 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 		slices.SortFunc(batch, func(a, b item) int { return cmp.Compare(a.rev, b.rev) })
 		for _, it := range batch {
 			if s.route != nil && it.k == s.route.Record {
-				if err := s.reroute(it.rev); err != nil {
+				touched, err := s.reroute(it.rev)
+				if err != nil {
 					return err
+				}
+				// What the child holds of them was trimmed to its old
+				// subtree (Routing.Trim): the same versions go again.
+				for _, k := range touched {
+					delete(sent, k)
 				}
 				continue
 			}
@@ -513,26 +519,28 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 // the subtree and marks dirty every object targeting a destination the
 // change moved in or out, as maybe if the change is replayed history
 // (what the child holds is then unknown).
-func (s *source) reroute(rev int64) error {
+func (s *source) reroute(rev int64) ([]store.Key, error) {
 	r := s.route
 	if err := r.load(s.st); err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
 	moved := maps.Clone(s.rerouted)
 	clear(s.rerouted)
 	s.mu.Unlock()
 	if len(moved) == 0 {
-		return nil
+		return nil, nil
 	}
 	lr, err := s.st.List(store.ListOptions{Space: s.space})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var touched []store.Key
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range lr.Items {
 		if r.targetsAny(o, moved) {
+			touched = append(touched, o.Key)
 			if _, ok := s.dirty[o.Key]; !ok {
 				s.dirty[o.Key] = rev
 			}
@@ -541,7 +549,7 @@ func (s *source) reroute(rev int64) error {
 			}
 		}
 	}
-	return nil
+	return touched, nil
 }
 
 // put is the frame carrying object o.

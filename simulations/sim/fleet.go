@@ -456,7 +456,7 @@ func (f *fleet) recordLinks() {
 // a region's inbox, indexed by the child's route record.
 func (f *fleet) routing(parent *relay, child string) (store.Reader, string, tree.Routing, error) {
 	if parent == nil {
-		return f.root.Store(), server.DownsyncSpace, tree.Routing{Record: tree.RouteKey(server.DownsyncSpace, child), Targets: targetsOf}, nil
+		return f.root.Store(), server.DownsyncSpace, f.root.Routing(child), nil
 	}
 	c := parent.current()
 	d := c.Downlink()
@@ -464,24 +464,6 @@ func (f *fleet) routing(parent *relay, child string) (store.Reader, string, tree
 		return nil, "", tree.Routing{}, fmt.Errorf("%s does not serve children", parent.name)
 	}
 	return c.Store(), server.InboxSpace, d.Routing(child), nil
-}
-
-// destinationsField is the store field in which relay/server keeps
-// server.DestinationsAnnotation (parsed once per stored version).
-const destinationsField = "metadata.annotations." + server.DestinationsAnnotation
-
-// targetsOf is the root's tree.Routing.Targets (relay/server's own is
-// unexported): the destinations an object names.
-func targetsOf(o *store.Object) []string {
-	d := o.Fields[destinationsField]
-	if d == "" {
-		return nil
-	}
-	out := strings.Split(d, ",")
-	for i := range out {
-		out[i] = strings.TrimSpace(out[i])
-	}
-	return out
 }
 
 // hashConverged reports whether e's inbox equals what its parent holds
