@@ -200,3 +200,42 @@ func list(t testing.TB, s *store.Store) []*store.Object {
 	}
 	return lr.Items
 }
+
+// With Trim, a child holds an object's destinations cut to its subtree;
+// when its subtree grows, the objects it already holds are sent again,
+// same version, with the longer list.
+func TestRoutedTrim(t *testing.T) {
+	parent := newStore(t, store.Options{})
+	put(t, parent, key(shared, "ns", "o"), targeted("o", "1", "d1", "d2", "d3"))
+	setRoute(t, parent, "c1", "d1")
+	trim := func(data []byte, keep func(string) bool) []byte {
+		var m map[string]any
+		_ = json.Unmarshal(data, &m)
+		ann := m["metadata"].(map[string]any)["annotations"].(map[string]any)
+		var kept []string
+		for _, d := range strings.Split(ann["t"].(string), ",") {
+			if keep(d) {
+				kept = append(kept, d)
+			}
+		}
+		ann["t"] = strings.Join(kept, ",")
+		out, _ := json.Marshal(m)
+		return out
+	}
+	c1 := newRoutedChild(t, "c1")
+	snd := NewSender(parent, shared, SenderOptions{Routing: &Routing{Record: RouteKey(shared, "c1"), Targets: targetsOf, Trim: trim}})
+	down(t, snd, c1.rcv, nil)
+	held := func() string {
+		o, err := c1.store.Get(key(inbox, "ns", "o"))
+		if err != nil {
+			return ""
+		}
+		return strings.Join(targetsOf(o), ",")
+	}
+	eventually(t, "c1 to hold o for d1 only", func() bool { return held() == "d1" })
+	setRoute(t, parent, "c1", "d1", "d3")
+	eventually(t, "c1 to hold o for d1 and d3", func() bool { return held() == "d1,d3" })
+	if got, err := RoutedContentHash(parent, shared, Routing{Record: RouteKey(shared, "c1"), Targets: targetsOf, Trim: trim}); err != nil || got != hash(t, c1.store, inbox) {
+		t.Fatalf("routed hash %s (%v) differs from the child's inbox", got, err)
+	}
+}
