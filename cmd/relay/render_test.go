@@ -76,7 +76,7 @@ func TestRender(t *testing.T) {
 	create(wds, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, map[string]any{"apiVersion": "v1", "kind": "Namespace",
 		"metadata": map[string]any{"name": "shop"}})
 	create(wds, v1alpha1.CustomizersGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",
-		"metadata": map[string]any{"name": "per-store", "namespace": "shop"},
+		"metadata":     map[string]any{"name": "per-store", "namespace": "shop"},
 		"replacements": []any{map[string]any{"path": "/data/replicas", "value": `"%(replicas)"`}}})
 	create(wds, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": map[string]any{v1alpha1.CustomizerAnnotation: "per-store"}},

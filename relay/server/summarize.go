@@ -105,10 +105,7 @@ func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink) 
 		}
 		children = append(children, lr.Items)
 	}
-	merged, err := reports.Merge(children, reports.ForwardFilter(st, InboxSpace))
-	if err != nil {
-		return err
-	}
+	merged := reports.Merge(children, reports.ForwardFilter(st, InboxSpace))
 	want, err := merged.Encoded()
 	if err != nil {
 		return err

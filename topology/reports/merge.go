@@ -28,7 +28,7 @@ type Merged struct {
 //
 // wantForward says whether a child's report that is neither a partial nor
 // a placement sync travels on (nil: every one that names its destination).
-func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) (Merged, error) {
+func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Merged {
 	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}}
 	partials := map[store.Key][]Partial{}
 	syncs := map[store.Key][]PlacementSync{}
@@ -73,32 +73,25 @@ func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) (Me
 	for k, ss := range syncs {
 		m.Syncs[k] = MergeSync(ss...)
 	}
-	return m, nil
+	return m
 }
 
 // isForwarded reports whether a report is one that travels up unchanged:
 // it names the destination it comes from.
-func isForwarded(o *store.Object) bool {
-	var md struct {
-		Metadata struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(o.Data, &md) != nil {
-		return false
-	}
-	return md.Metadata.Annotations[DestinationAnnotation] != ""
-}
+func isForwarded(o *store.Object) bool { return DestinationOf(o) != "" }
 
 // DestinationOf returns the destination a forwarded report comes from.
-func DestinationOf(o *store.Object) string {
+func DestinationOf(o *store.Object) string { return annotation(o.Data, DestinationAnnotation) }
+
+// annotation reads one annotation from an object's JSON ("" if absent).
+func annotation(data []byte, key string) string {
 	var md struct {
 		Metadata struct {
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
-	_ = json.Unmarshal(o.Data, &md)
-	return md.Metadata.Annotations[DestinationAnnotation]
+	_ = json.Unmarshal(data, &md)
+	return md.Metadata.Annotations[key]
 }
 
 // Encoded returns the stored form of every merged report, by key, for a
@@ -180,13 +173,7 @@ func ForwardFilter(r store.Reader, placedSpace string) func(*store.Object) bool 
 		if err != nil {
 			return true // not placed here: upsynced
 		}
-		var md struct {
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		}
-		_ = json.Unmarshal(placed.Data, &md)
-		d := md.Metadata.Annotations[DestinationsAnnotation]
+		d := annotation(placed.Data, DestinationsAnnotation)
 		return d != "" && !strings.Contains(d, ",")
 	}
 }

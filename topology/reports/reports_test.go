@@ -69,10 +69,7 @@ func TestMerge(t *testing.T) {
 			{Key: store.Key{Resource: PartialResource, Name: "junk"}, Data: []byte(`{"report":{"partial":"nonsense"}}`)},
 		}
 	}
-	m, err := Merge([][]*store.Object{child("d1", "d2"), child("d3")}, func(o *store.Object) bool { return DestinationOf(o) != "d3" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := Merge([][]*store.Object{child("d1", "d2"), child("d3")}, func(o *store.Object) bool { return DestinationOf(o) != "d3" })
 	if len(m.Partials) != 1 || len(m.Syncs) != 1 || len(m.Forwarded) != 1 {
 		t.Fatalf("merged %d partials, %d syncs, %d forwarded; want 1, 1, 1", len(m.Partials), len(m.Syncs), len(m.Forwarded))
 	}
@@ -103,10 +100,7 @@ func TestMerge(t *testing.T) {
 		}
 		up = append(up, o)
 	}
-	m2, err := Merge([][]*store.Object{up}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m2 := Merge([][]*store.Object{up}, nil)
 	for k, p := range m2.Partials {
 		if got, want := p.Partial.Result("count"), m.Partials[k].Partial.Result("count"); got.Rows[0].Columns[0] != want.Rows[0].Columns[0] {
 			t.Fatalf("re-merged %v, want %v", got.Rows, want.Rows)
