@@ -87,8 +87,10 @@ type Child struct {
 	mu       sync.Mutex // guards ln and downlink, set once the region has its identity
 	ln       *link.Listener
 	downlink *session.Downlink
-	serving  chan struct{} // closed once a region serves its children
-	cluster  *vcluster.Cluster
+	// moved is the parent's last wire.Moved, for a downlink started after it.
+	moved   *wire.Moved
+	serving chan struct{} // closed once a region serves its children
+	cluster *vcluster.Cluster
 	// clusterStarted: Start owns the cluster's cleanup once called.
 	clusterStarted bool
 	// syncer applies an edge's inbox to its cluster (nil without one).
@@ -124,7 +126,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	ucfg := session.UplinkConfig{
 		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
 		Store: st, Inbox: InboxSpace, Outbox: OutboxSpace, Proxy: cfg.Proxy, Logger: log,
-		Subtree: c.subtree,
+		Subtree: c.subtree, Moved: c.setMoved,
 	}
 	if cfg.Network != nil {
 		tr, err := cfg.Network.transport(cfg.Name)
@@ -209,7 +211,11 @@ func (c *Child) Serve(ctx context.Context) error {
 	if c.cfg.Role == pki.RoleRegion {
 		// A region serves children only once it holds its certificate
 		// (its intermediate CA), which the uplink's join provides.
-		go func() { errc <- c.serveChildren(ctx) }()
+		// Its listener is closed before Serve returns, so that the
+		// address is free for the next one.
+		done := make(chan struct{})
+		go func() { defer close(done); errc <- c.serveChildren(ctx) }()
+		defer func() { <-done }()
 	}
 	c.log.Info("relay started", "parents", c.cfg.Parents)
 	var err error
@@ -263,6 +269,9 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	})
 	c.mu.Lock()
 	c.ln, c.downlink = ln, down
+	if c.moved != nil {
+		down.SetMoved(c.moved)
+	}
 	c.mu.Unlock()
 	close(c.serving)
 	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
@@ -272,6 +281,17 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		}
 	}()
 	return down.Start(ctx)
+}
+
+// setMoved passes what the parent says has moved away from this relay to
+// its downlink (a region's; an edge has no claims to drop).
+func (c *Child) setMoved(m *wire.Moved) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.moved = m
+	if c.downlink != nil {
+		c.downlink.SetMoved(m)
+	}
 }
 
 // subtree is what this relay announces to its parent: an edge is one

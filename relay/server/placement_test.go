@@ -46,19 +46,26 @@ func startPlacementTree(t *testing.T, edges map[string]map[string]string) *place
 		dests, _ := root.down.Subtree()
 		return len(dests) == len(edges)
 	})
-	waitFor(t, "the workload CRDs", func() bool { return root.crds.ready() == nil })
+	pt.connect(t, len(edges))
+	return pt
+}
+
+// connect makes pt's clients of the root's default and inventory spaces,
+// once the workload CRDs are installed, and waits for n SyncTargets.
+func (pt *placementTree) connect(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, "the workload CRDs", func() bool { return pt.root.startupCRDsReady() == nil })
 	var err error
-	if pt.wds, err = root.spaceClient(kubeapi.DefaultSpace); err != nil {
+	if pt.wds, err = pt.root.spaceClient(kubeapi.DefaultSpace); err != nil {
 		t.Fatal(err)
 	}
-	if pt.inv, err = root.spaceClient(kubeapi.InventorySpace); err != nil {
+	if pt.inv, err = pt.root.spaceClient(kubeapi.InventorySpace); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "SyncTargets for every edge", func() bool {
 		l, err := pt.inv.Resource(edgev1alpha1.SyncTargetsGVR).List(context.Background(), metav1.ListOptions{})
-		return err == nil && len(l.Items) == len(edges)
+		return err == nil && len(l.Items) == n
 	})
-	return pt
 }
 
 // addEdge starts another edge under the region.

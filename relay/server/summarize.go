@@ -61,6 +61,7 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 	// report announces: look again now and then.
 	tick := time.NewTicker(max(summaryGrace/4, window))
 	defer tick.Stop()
+	changed := down.Changed()
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,6 +69,14 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 		case <-tick.C:
 			if err := writeSummary(ctx, st, down); err != nil {
 				return err
+			}
+		case <-changed:
+			// A child connected, left or was superseded: who counts may
+			// have changed.
+			changed = down.Changed()
+			if !pending {
+				pending = true
+				timer.Reset(window)
 			}
 		case ev, ok := <-w.Events():
 			if !ok {
@@ -88,12 +97,16 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 }
 
 // writeSummary merges the children's reports and brings the outbox in
-// line with the result.
+// line with the result. A child counts while connected, or disconnected
+// for less than summaryGrace; never while it claims a destination that
+// has moved elsewhere (session.ChildStatus.Superseded), whose reports the
+// destination's new path counts.
 func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink) error {
 	var children [][]*store.Object
 	names := make([]string, 0)
+	gen := down.ClaimsGeneration()
 	for _, c := range down.Children() {
-		if c.Connected || time.Since(c.LastSeen) < summaryGrace {
+		if !c.Superseded && (c.Connected || time.Since(c.LastSeen) < summaryGrace) {
 			names = append(names, c.Identity.Name)
 		}
 	}
@@ -142,5 +155,6 @@ func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink) 
 		}
 		ops = ops[n:]
 	}
+	down.Summarized(gen)
 	return nil
 }

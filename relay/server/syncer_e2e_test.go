@@ -317,41 +317,15 @@ func TestPolicyCRDThroughTheTree(t *testing.T) {
 func TestStatusThroughTheTree(t *testing.T) {
 	pt := startPlacementTree(t, map[string]map[string]string{
 		"s1": {"app": "yes", "replicas": "1"}, "s2": {"app": "yes", "replicas": "2"}, "s3": {"app": "yes", "replicas": "3"}})
-	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
-		"metadata": map[string]any{"name": "all", "labels": map[string]any{"app": "yes"}},
-		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"app": "yes"}}}})
 	pt.apply(t, pt.wds, nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "shop"}})
-	pt.apply(t, pt.wds, edgev1alpha1.SchemeGroupVersion.WithResource("statuscollectors"), map[string]any{
-		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "StatusCollector", "metadata": map[string]any{"name": "ready"},
-		"spec": map[string]any{"combinedFields": []any{
-			map[string]any{"name": "destinations", "type": "COUNT"},
-			map[string]any{"name": "ready", "type": "SUM", "subject": "has(obj.status.readyReplicas) ? obj.status.readyReplicas : 0"}}}})
 	pt.apply(t, pt.wds, edgev1alpha1.CustomizersGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",
 		"metadata":     map[string]any{"name": "scale", "namespace": "shop"},
 		"replacements": []any{map[string]any{"path": "/spec/replicas", "value": "%(replicas)"}}})
-	pt.apply(t, pt.wds, deployGVR, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": map[string]any{edgev1alpha1.CustomizerAnnotation: "scale"}},
-		"spec": map[string]any{"replicas": 1, "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
-			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
-				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:1"}}}}}})
-	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
-		"metadata": map[string]any{"name": "web"},
-		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "yes"}}},
-			"downsync":         []any{map[string]any{"apiGroup": "apps", "resources": []any{"deployments"}, "namespaces": []any{"shop"}}},
-			"statusCollectors": []any{"ready"}}})
+	pt.placeCollected(t, map[string]any{edgev1alpha1.CustomizerAnnotation: "scale"})
 
-	cst := edgev1alpha1.SchemeGroupVersion.WithResource("combinedstatuses")
+	// One row: COUNT 3, SUM of ready replicas 1+2+3.
+	pt.waitCombined(t, "a CombinedStatus over the three destinations", 3, 6)
 	var last string
-	waitForMsg(t, "a CombinedStatus over the three destinations", func() (bool, string) {
-		cs, err := pt.wds.Resource(cst).Namespace("shop").Get(context.Background(), "web.deployments.apps.web", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		rows, _, _ := unstructured.NestedSlice(cs.Object, "results")
-		b, _ := json.Marshal(rows)
-		// One row: COUNT 3, SUM of ready replicas 1+2+3.
-		return strings.Contains(string(b), `"columns":[3,6]`), string(b)
-	}, &last)
 	waitForMsg(t, "the placement Synced and Ready", func() (bool, string) {
 		p, err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Get(context.Background(), "web", metav1.GetOptions{})
 		if err != nil {

@@ -81,8 +81,23 @@ type Downlink struct {
 	mu       sync.Mutex
 	children map[string]*childState
 	// changed is closed (and replaced) whenever the subtree changes: a
-	// child announced, connected or disconnected.
+	// child announced, connected or disconnected, or a claim was
+	// superseded.
 	changed chan struct{}
+	// above is what this relay's parent said had moved away from it
+	// (SetMoved); superseded is, per child, its claims that are now
+	// reached elsewhere (tree.Superseded over the route records and
+	// above), kept current by followClaims.
+	above      map[string]int64
+	superseded map[string]map[string]int64
+	// claimsGen counts changes of superseded; hidden is superseded as of
+	// the last summary written without those claims (Summarized): only
+	// then does Subtree leave them out, so that this relay's parent sees
+	// its summary drop a moved destination before its announcement does.
+	claimsGen uint64
+	hidden    map[string]map[string]int64
+	// claimsChanged wakes followClaims when above changes.
+	claimsChanged chan struct{}
 }
 
 // childState is what the parent keeps for one child across reconnects.
@@ -97,6 +112,9 @@ type childState struct {
 	// announced is the child's last announcement: the destinations below it.
 	announced    []wire.Destination
 	announcedGen uint64
+	// moved is signalled when the child's superseded claims change, so
+	// that its link tells it (wire.Moved).
+	moved chan struct{}
 }
 
 // ChildStatus describes one child for status pages and metrics.
@@ -107,6 +125,10 @@ type ChildStatus struct {
 	LastSeen  time.Time
 	Links     uint64
 	Down, Up  tree.Stats
+	// Superseded is set while the child claims a destination that is now
+	// reached elsewhere (it re-homed): the child's reports may still count
+	// it, so summaries leave the child out until it drops the claim.
+	Superseded bool
 }
 
 // NewDownlink returns a Downlink for cfg.
@@ -114,7 +136,8 @@ func NewDownlink(cfg DownlinkConfig) *Downlink {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Downlink{cfg: cfg, log: cfg.Logger, children: map[string]*childState{}, changed: make(chan struct{})}
+	return &Downlink{cfg: cfg, log: cfg.Logger, children: map[string]*childState{}, changed: make(chan struct{}),
+		claimsChanged: make(chan struct{}, 1)}
 }
 
 // Start reloads the children's routes, then accepts links until ctx is
@@ -127,6 +150,14 @@ func (d *Downlink) Start(ctx context.Context) error {
 	if err := d.load(ctx); err != nil {
 		return err
 	}
+	if err := d.refreshClaims(); err != nil {
+		return err
+	}
+	go func() {
+		if err := d.followClaims(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error("following route records stopped", "error", err)
+		}
+	}()
 	for {
 		conn, err := d.cfg.Listener.Accept(ctx)
 		if err != nil {
@@ -146,7 +177,7 @@ func (d *Downlink) Children() []ChildStatus {
 	out := make([]ChildStatus, 0, len(d.children))
 	for _, c := range d.children {
 		st := ChildStatus{Identity: c.id, Connected: c.conn != nil, LastSeen: c.lastSeen, Links: c.links,
-			Down: c.sender.Stats(), Up: c.collector.Stats()}
+			Down: c.sender.Stats(), Up: c.collector.Stats(), Superseded: len(d.superseded[c.id.Name]) > 0}
 		if c.conn != nil {
 			st.Transport = c.conn.Transport()
 		}
@@ -171,6 +202,9 @@ func (d *Downlink) Subtree() ([]wire.Destination, <-chan struct{}) {
 	byName := map[string]wire.Destination{}
 	for _, c := range d.children {
 		for _, dest := range c.announced {
+			if _, gone := d.hidden[c.id.Name][dest.Name]; gone {
+				continue // reached elsewhere: not through this relay
+			}
 			dest.Path = slices.Clone(dest.Path)
 			if c.conn == nil {
 				dest.Connected = false
@@ -213,7 +247,7 @@ func (d *Downlink) load(ctx context.Context) error {
 			return err
 		}
 		for _, rd := range rt.Destinations {
-			c.announced = append(c.announced, wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path})
+			c.announced = append(c.announced, wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path, Since: rd.Since})
 		}
 		c.lastSeen = time.Now() // as far as this process knows: since it started
 		d.mu.Lock()
@@ -289,6 +323,7 @@ func (d *Downlink) newChild(ctx context.Context, id pki.Identity) (*childState, 
 	}
 	routing := &tree.Routing{Record: tree.RouteKey(d.cfg.Space, id.Name), Targets: d.cfg.Targets, Trim: d.cfg.Trim}
 	return &childState{
+		moved:     make(chan struct{}, 1),
 		id:        id,
 		sender:    tree.NewSender(d.cfg.Store, d.cfg.Space, tree.SenderOptions{Logger: d.log, Routing: routing}),
 		collector: tree.NewCollector(d.cfg.Store, reports, tree.CollectorOptions{}),
@@ -306,7 +341,7 @@ func (d *Downlink) Routing(child string) tree.Routing {
 func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Destination) error {
 	rd := make([]tree.RouteDestination, len(dests))
 	for i, dest := range dests {
-		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path}
+		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path, Since: dest.Since}
 	}
 	k := tree.RouteKey(d.cfg.Space, child)
 	data, err := tree.EncodeRoute(k.Name, rd)
@@ -536,12 +571,13 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 			return fmt.Errorf("%w: unexpected %s stream", errProtocol, kind)
 		}
 	}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- c.sender.Serve(ctx, down, cursor) }()
 	go func() { errc <- c.collector.Serve(ctx, up) }()
 	go func() {
-		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.announced(ctx, c, a) })
+		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.announced(ctx, c, a) }, nil)
 	}()
+	go func() { errc <- d.tellMoved(ctx, c, w) }()
 	err = <-errc
 	cancel()
 	return err
@@ -572,9 +608,10 @@ func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link
 }
 
 // serveControl reads the control stream until it ends, handing
-// announcements to onAnnounce (nil: a child, which receives none).
-// Liveness is the transport's keep-alive.
-func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce) error) error {
+// announcements to onAnnounce (nil: a child, which receives none) and
+// Moved to onMoved (nil: a parent, which receives none; or an edge, which
+// has no claims to drop). Liveness is the transport's keep-alive.
+func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce) error, onMoved func(*wire.Moved)) error {
 	for ctx.Err() == nil {
 		m, err := r.Read()
 		if err != nil {
@@ -587,6 +624,13 @@ func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Ann
 			}
 			if err := onAnnounce(m); err != nil {
 				return err
+			}
+		case *wire.Moved:
+			if onAnnounce != nil {
+				return fmt.Errorf("%w: a child sent Moved", errProtocol)
+			}
+			if onMoved != nil {
+				onMoved(m)
 			}
 		case *wire.Error:
 			return fmt.Errorf("%w: %s", errRemote, m.Message)

@@ -279,3 +279,32 @@ func TestRestartedParentReloadsRoutes(t *testing.T) {
 		}
 	}
 }
+
+// A child keeps the Since of its home across reconnects and restarts under
+// the same parent store, and takes a later one when it re-homes (another
+// epoch), even if its clock went back.
+func TestHomed(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	first, err := homed(ctx, st, "epoch-a")
+	if err != nil || first == 0 {
+		t.Fatalf("homed = %d, %v", first, err)
+	}
+	if again, err := homed(ctx, st, "epoch-a"); err != nil || again != first {
+		t.Fatalf("same parent: homed = %d, %v; want %d", again, err, first)
+	}
+	// A record from the future (a clock that went back since).
+	k := store.Key{Resource: homeResource, Name: "parent"}
+	o, err := st.Get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour).UnixNano()
+	if _, err := st.Update(ctx, k, []byte(fmt.Sprintf(`{"metadata":{"name":"parent"},"epoch":"epoch-a","since":%d}`, future)), o.Revision); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := homed(ctx, st, "epoch-b")
+	if err != nil || moved <= future {
+		t.Fatalf("re-homed: homed = %d, %v; want after %d", moved, err, future)
+	}
+}

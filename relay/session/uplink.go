@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -50,6 +51,9 @@ type UplinkConfig struct {
 	// a region: its children's, as Downlink.Subtree gives them), and a
 	// channel that is closed when they change. Nil announces nothing.
 	Subtree func() ([]wire.Destination, <-chan struct{})
+	// Moved, when set, receives what the parent says has moved away from
+	// this relay (a region: Downlink.SetMoved). Nil ignores it.
+	Moved func(*wire.Moved)
 }
 
 // Uplink keeps one child relay linked to its parent.
@@ -214,10 +218,16 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	u.log.Info("connected to parent", "transport", conn.Transport(), "cursor", cursor, "resync", welcome.Resync)
 	errc := make(chan error, 5)
 	u.receiver.SetEpoch(welcome.Epoch)
+	since, err := homed(ctx, u.cfg.Store, welcome.Epoch)
+	if err != nil {
+		down.Close()
+		up.Close()
+		return err
+	}
 	go func() { errc <- u.receiver.Serve(ctx, down) }()
 	go func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) }()
-	go func() { errc <- serveControl(ctx, r, nil) }()
-	go func() { errc <- u.announce(ctx, w) }()
+	go func() { errc <- serveControl(ctx, r, nil, u.cfg.Moved) }()
+	go func() { errc <- u.announce(ctx, w, since) }()
 	go func() {
 		<-conn.Done()
 		errc <- fmt.Errorf("session: link closed")
@@ -227,9 +237,11 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	return err
 }
 
-// announce sends the subtree on connect and again whenever it changes.
-// The control stream's writer belongs to this loop once the session runs.
-func (u *Uplink) announce(ctx context.Context, w *wire.Writer) error {
+// announce sends the subtree on connect and again whenever it changes,
+// with since as the Since of the destinations that have none (this
+// relay's own). The control stream's writer belongs to this loop once
+// the session runs.
+func (u *Uplink) announce(ctx context.Context, w *wire.Writer, since int64) error {
 	if u.cfg.Subtree == nil {
 		<-ctx.Done()
 		return ctx.Err()
@@ -240,6 +252,9 @@ func (u *Uplink) announce(ctx context.Context, w *wire.Writer) error {
 		out := make([]wire.Destination, len(dests))
 		for i, d := range dests {
 			d.Path = append([]string{u.cfg.Name}, d.Path...)
+			if d.Since == 0 {
+				d.Since = since
+			}
 			out[i] = d
 		}
 		if err := w.Send(&wire.Announce{Generation: gen, Destinations: out}); err != nil {
@@ -251,4 +266,49 @@ func (u *Uplink) announce(ctx context.Context, w *wire.Writer) error {
 		case <-changed:
 		}
 	}
+}
+
+// homeResource holds, in a child's system space, the parent store it is
+// served from (its epoch) and since when (wire.Destination.Since).
+var homeResource = store.Resource{Group: "tree.canopy.dev", Resource: "homes"}
+
+// homed returns since when this relay has been served by the parent store
+// of epoch: unchanged across reconnects and restarts under the same
+// parent, later (by this relay's clock, and never earlier than before)
+// after it re-homes.
+func homed(ctx context.Context, st *store.Store, epoch string) (int64, error) {
+	type home struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Epoch string `json:"epoch"`
+		Since int64  `json:"since"`
+	}
+	k := store.Key{Resource: homeResource, Name: "parent"}
+	var cur home
+	o, err := st.Get(k)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return 0, err
+	default:
+		if err := json.Unmarshal(o.Data, &cur); err != nil {
+			return 0, fmt.Errorf("session: home record: %w", err)
+		}
+		if cur.Epoch == epoch && cur.Since != 0 {
+			return cur.Since, nil
+		}
+	}
+	next := home{Epoch: epoch, Since: max(time.Now().UnixNano(), cur.Since+1)}
+	next.Metadata.Name = k.Name
+	data, err := json.Marshal(next)
+	if err != nil {
+		return 0, err
+	}
+	if o == nil {
+		_, err = st.Create(ctx, k, data)
+	} else {
+		_, err = st.Update(ctx, k, data, o.Revision)
+	}
+	return next.Since, err
 }

@@ -60,6 +60,10 @@ type RouteDestination struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Path lists the relays from the child down to the destination's edge.
 	Path []string `json:"path,omitempty"`
+	// Since is when the destination's edge began to be served along this
+	// path (wire.Destination.Since): the newest claim of a destination
+	// supersedes the others (Superseded).
+	Since int64 `json:"since,omitempty"`
 }
 
 // ReadRoute returns the route record at k (a zero Route when absent).

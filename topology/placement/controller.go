@@ -16,6 +16,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
@@ -238,7 +239,9 @@ func (c *Controller) observe(ev store.Event) bool {
 		return false
 	}
 	k := ev.Object.Key
-	if strings.HasPrefix(k.Space, "reports-") {
+	// Reports, and the children's route records (which of them counts:
+	// tree.Superseded).
+	if strings.HasPrefix(k.Space, "reports-") || k.Space == "" && k.Resource == tree.RouteResource {
 		c.reportsDirty = true
 		return true
 	}

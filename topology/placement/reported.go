@@ -20,6 +20,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
@@ -38,9 +39,17 @@ func (c *Controller) reported(ctx context.Context, out *outcome) (map[scheduler.
 	if err != nil {
 		return nil, err
 	}
+	// A child that still claims a destination which re-homed below
+	// another child is left out until it drops the claim: its reports may
+	// count the destination, which the other child's reports count too.
+	superseded, err := tree.Superseded(c.st, c.cfg.Downsync, nil)
+	if err != nil {
+		return nil, err
+	}
 	var children [][]*store.Object
 	for _, sp := range spaces.Items { // sorted by name: a stable order
-		if !strings.HasPrefix(sp.Key.Name, "reports-") {
+		child, ok := strings.CutPrefix(sp.Key.Name, "reports-")
+		if !ok || len(superseded[child]) > 0 {
 			continue
 		}
 		lr, err := c.st.List(store.ListOptions{Space: sp.Key.Name})

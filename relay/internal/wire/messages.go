@@ -224,7 +224,7 @@ func (m *JoinResponse) decodePayload(d *decoder) {
 // Destination is one cluster (SyncTarget) in a child's subtree.
 //
 // Encoding: Name (string), Labels (map), Path (count, strings), Connected
-// (bool), LastSeen (varint).
+// (bool), LastSeen (varint), Since (varint).
 type Destination struct {
 	// Name is the destination's SyncTarget name.
 	Name string
@@ -241,6 +241,12 @@ type Destination struct {
 	// LastSeen is when the destination was last heard from, in unix
 	// nanoseconds; 0 if never.
 	LastSeen int64
+	// Since is when the destination's edge relay began to be served
+	// along this path, by its own clock in unix nanoseconds (0: unknown).
+	// An edge that re-homes announces a later Since, so that of two
+	// claims of one destination the newer is where it is: the older one
+	// is superseded (Moved), and no summary counts it twice.
+	Since int64
 }
 
 // Announce is a child's full list of the destinations in its subtree,
@@ -281,15 +287,16 @@ func (m *Announce) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 		}
 		b = appendBool(b, dst.Connected)
 		b = appendVarint(b, dst.LastSeen)
+		b = appendVarint(b, dst.Since)
 	}
 	return b, nil
 }
 
 func (m *Announce) decodePayload(d *decoder) {
 	m.Generation = d.uvarint("generation")
-	// A destination takes at least 5 bytes: name, labels, path, connected,
-	// lastSeen.
-	n := d.count("destinations", 5)
+	// A destination takes at least 6 bytes: name, labels, path, connected,
+	// lastSeen, since.
+	n := d.count("destinations", 6)
 	if n == 0 {
 		return
 	}
@@ -321,10 +328,55 @@ func (m *Announce) decodePayload(d *decoder) {
 		}
 		dst.Connected = d.bool("destination.connected")
 		dst.LastSeen = d.varint("destination.lastSeen")
+		dst.Since = d.varint("destination.since")
 		if d.err != nil {
 			return
 		}
 		m.Destinations = append(m.Destinations, dst)
+	}
+}
+
+// Moved tells a child which of the destinations it announced are now
+// reached through another path, more recently homed there: for each, the
+// newer claim's Since. The child leaves them out of its summaries and of
+// its announcements, and passes the news down. Each Moved replaces the
+// previous one; a parent sends it after Welcome when it is not empty, and
+// whenever it changes.
+//
+// Payload: Destinations (count, (Name string, Since varint)...).
+type Moved struct {
+	Destinations []MovedDestination
+}
+
+// MovedDestination is one destination of Moved.
+type MovedDestination struct {
+	Name  string
+	Since int64
+}
+
+func (*Moved) Type() Type { return TypeMoved }
+
+func (m *Moved) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, uint64(len(m.Destinations)))
+	for _, md := range m.Destinations {
+		b = appendString(b, md.Name)
+		b = appendVarint(b, md.Since)
+	}
+	return b, nil
+}
+
+func (m *Moved) decodePayload(d *decoder) {
+	n := d.count("moved", 2)
+	if n == 0 {
+		return
+	}
+	m.Destinations = make([]MovedDestination, 0, capHint(n))
+	for range n {
+		md := MovedDestination{Name: d.string("moved.name"), Since: d.varint("moved.since")}
+		if d.err != nil {
+			return
+		}
+		m.Destinations = append(m.Destinations, md)
 	}
 }
 

@@ -19,6 +19,7 @@ const (
 	TypeJoinRequest  Type = 0x04
 	TypeJoinResponse Type = 0x05
 	TypeAnnounce     Type = 0x06
+	TypeMoved        Type = 0x0a
 	// 0x07 and 0x08 are reserved (round-trip probes of an earlier draft:
 	// the transport's keep-alive covers liveness).
 	TypeError Type = 0x09
@@ -42,6 +43,7 @@ var typeNames = map[Type]string{
 	TypeJoinRequest:  "JoinRequest",
 	TypeJoinResponse: "JoinResponse",
 	TypeAnnounce:     "Announce",
+	TypeMoved:        "Moved",
 	TypeError:        "Error",
 	TypePut:          "Put",
 	TypeDelete:       "Delete",
@@ -79,6 +81,8 @@ func newMessage(t Type) Message {
 		return new(JoinResponse)
 	case TypeAnnounce:
 		return new(Announce)
+	case TypeMoved:
+		return new(Moved)
 	case TypeError:
 		return new(Error)
 	case TypePut:

@@ -1,0 +1,61 @@
+package tree
+
+import (
+	"maps"
+	"strings"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Superseded returns, per child of space, the destinations that the child's
+// route record claims and that are now reached elsewhere: another child
+// claims them with a later Since, or above (what this relay's own parent
+// said had moved away from it, wire.Moved) holds a later Since. Each is
+// mapped to the newest Since known for it.
+//
+// A destination that re-homes is claimed twice for a while: by its new
+// parent at once, by its old one until the old one learns it has moved.
+// Summaries must count it once, so a child holding a superseded claim is
+// left out of its parent's summaries until it drops the claim; the parent
+// tells it (wire.Moved). Claims with equal Since (or none) supersede
+// nothing.
+func Superseded(r store.Reader, space string, above map[string]int64) (map[string]map[string]int64, error) {
+	lr, err := r.List(store.ListOptions{Resource: RouteResource})
+	if err != nil {
+		return nil, err
+	}
+	prefix := space + "."
+	claims := map[string][]RouteDestination{}
+	newest := maps.Clone(above)
+	if newest == nil {
+		newest = map[string]int64{}
+	}
+	for _, o := range lr.Items {
+		child, ok := strings.CutPrefix(o.Key.Name, prefix)
+		if !ok {
+			continue
+		}
+		rt, err := decodeRoute(o)
+		if err != nil {
+			return nil, err
+		}
+		claims[child] = rt.Destinations
+		for _, d := range rt.Destinations {
+			if d.Since > newest[d.Name] {
+				newest[d.Name] = d.Since
+			}
+		}
+	}
+	out := map[string]map[string]int64{}
+	for child, dests := range claims {
+		for _, d := range dests {
+			if n := newest[d.Name]; d.Since < n {
+				if out[child] == nil {
+					out[child] = map[string]int64{}
+				}
+				out[child][d.Name] = n
+			}
+		}
+	}
+	return out, nil
+}

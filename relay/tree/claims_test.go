@@ -1,0 +1,49 @@
+package tree
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// A destination claimed by two children belongs to the newer claim; the
+// older claimant is superseded for it alone. Equal or absent Since
+// supersede nothing; what the parent says moved away (above) supersedes
+// older claims too; another space's records are not looked at.
+func TestSuperseded(t *testing.T) {
+	s := newStore(t, store.Options{})
+	put := func(space, child string, dests ...RouteDestination) {
+		k := RouteKey(space, child)
+		data, err := EncodeRoute(k.Name, dests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Create(context.Background(), k, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(shared, "r1", RouteDestination{Name: "e1", Since: 10}, RouteDestination{Name: "e2", Since: 10}, RouteDestination{Name: "e3", Since: 5})
+	put(shared, "r2", RouteDestination{Name: "e1", Since: 20}, RouteDestination{Name: "e3", Since: 5}, RouteDestination{Name: "e4"})
+	put(shared, "r3", RouteDestination{Name: "e4"}, RouteDestination{Name: "e5", Since: 7})
+	put("other", "r9", RouteDestination{Name: "e2", Since: 99})
+
+	got, err := Superseded(s, shared, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]int64{"r1": {"e1": 20}}
+	if !maps.EqualFunc(got, want, maps.Equal) {
+		t.Fatalf("Superseded = %v, want %v", got, want)
+	}
+
+	got, err = Superseded(s, shared, map[string]int64{"e5": 8, "e2": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]map[string]int64{"r1": {"e1": 20}, "r3": {"e5": 8}}
+	if !maps.EqualFunc(got, want, maps.Equal) {
+		t.Fatalf("Superseded with above = %v, want %v", got, want)
+	}
+}
