@@ -313,6 +313,9 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 		pl.rec.Hash, pl.rec.Object, pl.rec.Applied = pl.hash, pl.obj.Object, projectMap(pl.obj.Object, res.Object)
 		pl.rec.dirty = true
 		s.dirty[pl.rec.Key] = struct{}{}
+		// The informer may have seen the object before its record had a
+		// hash, and the reporter then set it aside: evaluate it now.
+		s.markEvalLocked(pl.rec.Key)
 		s.mu.Unlock()
 		done = append(done, pl.rec)
 		s.ensureInformer(pl.gvr)

@@ -29,14 +29,18 @@ ConfigMaps and a Deployment), runs --scenario for --duration:
   flaky-links     --loss (default 5%) on every link
   flat-vs-tree    the rollout through the tree, then with every edge under
                   the root: the ratio of root bytes and root CPU
+  status          the workload on --status-edges edges, then on all, with
+                  --failing of the edges refusing it; one change each time
+                  (a status wave): bytes arriving at the root and regions,
+                  and whether the CombinedStatus counts are exact
 
 and measures root write → arrival per destination (p50, p90, p99, max),
 bytes and messages per tier, CPU, memory, reconnects and convergence. A
 progress bar goes to stderr, one line of JSON to stdout at the end; with
 --report=DIR, report.md and PNG plots go to DIR.
 
-Exit status: 0 when every destination converged, 1 otherwise or on failure,
-2 on a usage error.`
+Exit status: 0 when every destination converged (and, for status, every
+CombinedStatus was exact), 1 otherwise or on failure, 2 on a usage error.`
 
 func newSimulateCommand() *cobra.Command {
 	var (
@@ -46,6 +50,7 @@ func newSimulateCommand() *cobra.Command {
 		deployment bool
 		quiet      bool
 		logLevel   string
+		failing    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate [--topology=1x10x50] [--scenario=rollout] [--duration=30s] [--seed=N] [--report=DIR]",
@@ -62,6 +67,16 @@ func newSimulateCommand() *cobra.Command {
 				o.Objects = objects
 			}
 			o.NoDeployment = !deployment
+			if cmd.Flags().Changed("failing") {
+				switch {
+				case failing < 0:
+					return usageError{flagErrorf("failing", "must be a share from 0 to below 1 (0.1 is 10%% of the edges), not %v", failing)}
+				case failing == 0:
+					o.Failing = -1 // none
+				default:
+					o.Failing = failing
+				}
+			}
 			if errs := o.Complete().Validate(openFiles()); len(errs) > 0 {
 				return usageError{optionErrors(errs)}
 			}
@@ -111,6 +126,8 @@ func newSimulateCommand() *cobra.Command {
 	fs.BoolVar(&deployment, "deployment", true, "put a Deployment in the workload (each virtual cluster runs its pods)")
 	fs.StringVar(&o.RolloutObject, "rollout-object", sim.RolloutConfigMap, "what a rollout changes: configmap (cm-0) or deployment (its image; every virtual cluster then rolls out pods on the same cores)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", sim.DefaultChurnRate, "writes per second of the churn and partition scenarios")
+	fs.Float64Var(&failing, "failing", sim.DefaultFailing, "status scenario: share of the edges, 0 to below 1, whose virtual clusters refuse the workload")
+	fs.IntVar(&o.StatusEdges, "status-edges", 0, "status scenario: edges of the first wave, spread over the regions (default a fifth of the edges, at most 100)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	fs.StringVar(&logLevel, "log-level", "warn", "level of the simulator's own messages on stderr: debug, info, warn or error")
 	fs.StringVar(&relayLevel, "relay-log-level", "warn", "level of the relays' log in DIR/relays.log: debug, info, warn or error")

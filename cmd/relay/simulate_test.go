@@ -38,6 +38,11 @@ func TestSimulateBadFlags(t *testing.T) {
 		{[]string{"--rollout-object=pod"}, `relay: --rollout-object: invalid value "pod"`},
 		{[]string{"--rollout-object=deployment", "--deployment=false"}, "relay: --rollout-object: deployment needs the Deployment"},
 		{[]string{"--objects=0"}, "relay: --objects: a rollout of a ConfigMap needs at least 1"},
+		{[]string{"--scenario=status", "--failing=1"}, "relay: --failing: must be a share from 0 to below 1"},
+		{[]string{"--scenario=status", "--failing=-0.1"}, "relay: --failing: must be a share from 0 to below 1"},
+		{[]string{"--failing=0.2"}, "relay: --failing: only the status scenario has failing edges"},
+		{[]string{"--scenario=status", "--topology=1x2x5", "--status-edges=10"}, "relay: --status-edges: must be from 1 to 9"},
+		{[]string{"--scenario=status", "--topology=1x100"}, "relay: --scenario: status measures what reaches the root through regions"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

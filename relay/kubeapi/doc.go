@@ -3,10 +3,11 @@
 // It owns the HTTP surface that kubectl and client-go talk to: routing of
 // /spaces/<space>/ prefixes (the default space also at /), authentication,
 // impersonation and authorization hooks, discovery (aggregated and legacy),
-// the verbs (get, list, watch, create, update, patch, delete,
-// deletecollection) with kube's semantics for uid, generation, finalizers,
-// deletionTimestamp, subresources (status, scale, token), Table output,
-// metav1.Status errors and metrics. It also runs the small controllers that
+// OpenAPI v2 and v3 documents per space (openapi.go), the verbs (get, list,
+// watch, create, update, patch, delete, deletecollection) with kube's
+// semantics for uid, generation, finalizers, deletionTimestamp,
+// subresources (status, scale, token), Table output, metav1.Status errors
+// and metrics. It also runs the small controllers that
 // make those semantics whole: namespace deletion, garbage collection through
 // ownerReferences and custom resource cleanup.
 //

@@ -64,6 +64,10 @@ type ChildConfig struct {
 	// and benchmarks running hundreds of relays in one process. The inbox
 	// then does not survive a restart.
 	InMemory bool
+	// RejectApply, with VirtualCluster, makes the cluster refuse (403, as
+	// an admission webhook would) every write of an object for which it
+	// returns an error: a fault for simulations (vcluster.Options.Reject).
+	RejectApply func(resource, namespace, name string) error
 }
 
 // RunChild runs a region or edge relay until ctx is done.
@@ -139,7 +143,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	}
 	c.uplink = session.NewUplink(ucfg)
 	if cfg.Role == pki.RoleEdge && cfg.VirtualCluster {
-		vc, err := vcluster.New(vcluster.Options{Name: cfg.Name, Logger: log})
+		vc, err := vcluster.New(vcluster.Options{Name: cfg.Name, Logger: log, Reject: cfg.RejectApply})
 		if err != nil {
 			c.close()
 			return nil, err

@@ -14,10 +14,17 @@ import (
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
-// SummaryWindow is how long a region collects its children's reports
-// before merging them into its own (DESIGN.md section 5: coalescing only
-// under bursts; an isolated change waits at most this long).
-const SummaryWindow = 200 * time.Millisecond
+// SummaryWindow is how long a region waits for its children's reports to
+// fall quiet before merging them into its own (DESIGN.md section 5: a
+// short window; an isolated report waits this long). SummaryMaxWait
+// bounds the wait under a stream of reports: a wave of status from many
+// children spreads over seconds on a busy machine, and the region
+// forwards about one version of each summary per wave instead of one per
+// window.
+const (
+	SummaryWindow  = 200 * time.Millisecond
+	SummaryMaxWait = time.Second
+)
 
 // summaryGrace is how long the reports of a disconnected child still count
 // in its parent's summaries. A child that stays away longer is left out,
@@ -57,6 +64,16 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	pending := false
+	var first time.Time // of the pending burst
+	// Reports wait until window passes without another, or SummaryMaxWait
+	// after the burst's first.
+	delay := func() {
+		now := time.Now()
+		if !pending {
+			pending, first = true, now
+		}
+		timer.Reset(max(0, min(window, first.Add(SummaryMaxWait).Sub(now))))
+	}
 	// Children leave the summaries when their grace expires, which no
 	// report announces: look again now and then.
 	tick := time.NewTicker(max(summaryGrace/4, window))
@@ -74,19 +91,15 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 			// A child connected, left or was superseded: who counts may
 			// have changed.
 			changed = down.Changed()
-			if !pending {
-				pending = true
-				timer.Reset(window)
-			}
+			delay()
 		case ev, ok := <-w.Events():
 			if !ok {
 				return w.Err()
 			}
-			if ev.Object == nil || !strings.HasPrefix(ev.Object.Key.Space, "reports-") || pending {
+			if ev.Object == nil || !strings.HasPrefix(ev.Object.Key.Space, "reports-") {
 				continue
 			}
-			pending = true
-			timer.Reset(window)
+			delay()
 		case <-timer.C:
 			pending = false
 			if err := writeSummary(ctx, st, down); err != nil {

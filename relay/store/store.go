@@ -236,6 +236,38 @@ func (s *Store) Get(k Key) (*Object, error) {
 	return nil, fmt.Errorf("%w: %s", ErrNotFound, k)
 }
 
+// Versions returns, from the history, the version of k that was current
+// at revision rev (nil if k did not exist then) and every version written
+// since, oldest first (a deletion adds none); ErrExpired if the history no
+// longer reaches back to rev.
+func (s *Store) Versions(k Key, rev int64) (at *Object, later []*Object, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, nil, ErrClosed
+	}
+	if rev < s.hist.floor {
+		return nil, nil, fmt.Errorf("%w: revision %d is older than the history (%d)", ErrExpired, rev, s.hist.floor)
+	}
+	first := true
+	s.hist.since(rev, func(ev Event) {
+		if ev.Object == nil || ev.Object.Key != k {
+			return
+		}
+		if first && ev.Type != Added {
+			at = ev.Prev
+		}
+		first = false
+		if ev.Type != Deleted {
+			later = append(later, ev.Object)
+		}
+	})
+	if first {
+		at = lookup(s.tables, k) // unchanged since rev
+	}
+	return at, later, nil
+}
+
 // WaitForRevision blocks until Revision() >= rev, ctx is done (returning
 // its error) or the store is closed (ErrClosed).
 func (s *Store) WaitForRevision(ctx context.Context, rev int64) error {

@@ -170,14 +170,17 @@ func (r *router) wants(o *store.Object) bool {
 	return false
 }
 
-// targetsAny reports whether o targets one of dests.
-func (r *router) targetsAny(o *store.Object, dests map[string]bool) bool {
+// targetsAny reports whether o targets one of dests (the keys of moved),
+// and whether one of those it targets maps to true (moved by a replayed
+// change).
+func (r *router) targetsAny(o *store.Object, moved map[string]bool) (targets, replayed bool) {
 	for _, d := range r.Targets(o) {
-		if dests[d] {
-			return true
+		if rp, ok := moved[d]; ok {
+			targets = true
+			replayed = replayed || rp
 		}
 	}
-	return false
+	return targets, replayed
 }
 
 // load reads the child's current subtree.

@@ -54,8 +54,10 @@ type source struct {
 	// the sender does not know it (history replayed after a resume, keys
 	// a route change touched), which are deleted at the child if not
 	// wanted; rerouted collects the destinations route changes moved in
-	// or out of the subtree, until the loop re-evaluates their objects;
-	// catchup is the revision up to which pumped events are replay.
+	// or out of the subtree, until the loop re-evaluates their objects,
+	// each mapped to whether a replayed change moved it (the child may
+	// then hold its objects or not, whatever held says); catchup is the
+	// revision up to which pumped events are replay.
 	maybe    map[store.Key]bool
 	rerouted map[string]bool
 	catchup  int64
@@ -205,7 +207,11 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 			return err
 		}
 		if w != nil && s.route != nil {
-			if err := s.resumeRoute(); err != nil {
+			switch err := s.resumeRoute(s.seen); {
+			case errors.Is(err, store.ErrExpired):
+				w.Stop() // the record's history is gone: resync
+				w = nil
+			case err != nil:
 				w.Stop()
 				return err
 			}
@@ -259,29 +265,58 @@ func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) 
 }
 
 // resumeRoute prepares a routed stream that resumes from the child's
-// cursor, with the watch already replaying from it: the child holds what
-// it wanted at the cursor, which for every key untouched since is what it
-// wants now; the keys touched since are replayed as maybe.
-func (s *source) resumeRoute() error {
+// cursor, with the watch already replaying from it. The child holds, of
+// the keys untouched since the cursor, what its subtree of then (the
+// route record at the cursor) wanted; the keys touched since are replayed
+// as maybe. A link that ended after the cursor may also have sent the
+// child what a later subtree wanted (frames past the last Progress are
+// applied): those keys are maybe too, judged by their targets now (a
+// later change of theirs could hide them from the replayed route changes).
+func (s *source) resumeRoute(cursor int64) error {
 	lr, err := s.st.List(store.ListOptions{Space: s.space})
 	if err != nil {
 		return err
 	}
 	r := s.route
+	at, later, err := s.st.Versions(r.Record, cursor)
+	if err != nil {
+		return err
+	}
+	then, since := &router{Routing: r.Routing}, &router{Routing: r.Routing, subtree: map[string]bool{}}
+	for i, o := range append([]*store.Object{at}, later...) {
+		rt, err := decodeRoute(o)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			then.subtree = rt.names()
+		} else {
+			maps.Copy(since.subtree, rt.names())
+		}
+	}
 	if err := r.load(s.st); err != nil {
 		return err
 	}
 	clear(r.held)
-	for _, o := range lr.Items {
-		if r.wants(o) {
-			r.held[o.Key] = true
-		}
-	}
 	s.mu.Lock()
-	s.catchup = lr.Revision
+	defer s.mu.Unlock()
 	clear(s.maybe)
 	clear(s.rerouted)
-	s.mu.Unlock()
+	s.catchup = lr.Revision
+	for _, o := range lr.Items {
+		switch {
+		case o.Revision > cursor: // replayed
+		case then.wants(o):
+			r.held[o.Key] = true
+		case since.wants(o):
+			s.maybe[o.Key] = true
+			// One wanted now goes again with the replayed route change
+			// that brought it in, or its own later change.
+			if _, ok := s.dirty[o.Key]; !ok && !r.wants(o) {
+				s.dirty[o.Key] = lr.Revision
+			}
+		}
+	}
 	return nil
 }
 
@@ -381,7 +416,7 @@ func (s *source) startPump(w store.Watcher) chan error {
 					s.maybe[ev.Object.Key] = true
 				}
 				for d := range moved {
-					s.rerouted[d] = true
+					s.rerouted[d] = s.rerouted[d] || ev.Revision <= s.catchup
 				}
 			}
 			s.seen = max(s.seen, ev.Revision)
@@ -399,10 +434,10 @@ func (s *source) startPump(w store.Watcher) chan error {
 // drain sends dirty keys and Progress until the watch ends (returning its
 // error), ctx is done or the stream fails.
 //
-// deleted lists keys whose deletion was sent since the stream was last
-// idle after its catch-up, so that a key marked dirty twice while history
-// is replayed is not deleted twice; it is cleared when idle, so it does not
-// grow with churn.
+// deleted lists keys whose deletion was sent (and no Put since) since the
+// stream was last idle after its catch-up, so that a key marked dirty
+// twice while history is replayed is not deleted twice; it is cleared when
+// idle, so it does not grow with churn.
 func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, progressed *int64, pump chan error) error {
 	deleted := make(map[store.Key]bool)
 	type item struct {
@@ -448,6 +483,7 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 					return err
 				}
 				sent[it.k] = o.Revision
+				delete(deleted, it.k) // the child holds it again
 				if s.route != nil {
 					s.route.held[it.k] = true
 					s.mu.Lock()
@@ -515,10 +551,11 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 	}
 }
 
-// reroute applies a change of the child's route record at rev: it reloads
-// the subtree and marks dirty every object targeting a destination the
-// change moved in or out, as maybe if the change is replayed history
-// (what the child holds is then unknown).
+// reroute applies the changes of the child's route record up to rev: it
+// reloads the subtree and marks dirty every object targeting a
+// destination the changes moved in or out, as maybe if a replayed change
+// moved one of them (what the child holds is then unknown: a live change
+// coalesced with replayed ones must not hide them).
 func (s *source) reroute(rev int64) ([]store.Key, error) {
 	r := s.route
 	if err := r.load(s.st); err != nil {
@@ -539,12 +576,12 @@ func (s *source) reroute(rev int64) ([]store.Key, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range lr.Items {
-		if r.targetsAny(o, moved) {
+		if targets, replayed := r.targetsAny(o, moved); targets {
 			touched = append(touched, o.Key)
 			if _, ok := s.dirty[o.Key]; !ok {
 				s.dirty[o.Key] = rev
 			}
-			if rev <= s.catchup {
+			if replayed || rev <= s.catchup {
 				s.maybe[o.Key] = true
 			}
 		}

@@ -17,8 +17,13 @@
 // per group of edges, a namespace with ConfigMaps and a Deployment, and an
 // EdgePlacement that puts them on every Location; the placement
 // controller routes them down the tree. A scenario (rollout, churn,
-// region-failure, partition, flaky-links, flat-vs-tree) changes objects
-// and breaks things; every write carries a version (VersionAnnotation).
+// region-failure, partition, flaky-links, flat-vs-tree, status) changes
+// objects and breaks things; every write carries a version
+// (VersionAnnotation). The status scenario places on a subset of the
+// edges first, makes some virtual clusters refuse the workload
+// (vcluster.Options.Reject through server.ChildConfig.RejectApply), and
+// checks the root's CombinedStatuses count exactly after each status
+// wave.
 //
 // It measures, per destination and change, root write → arrival, where
 // arrival is the version (or a later one) in the edge's inbox, or, once

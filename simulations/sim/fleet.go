@@ -40,6 +40,9 @@ type relay struct {
 	group  string // the root's child it is under in the tree ("all" in a flat topology)
 	parent *relay // nil: under the root
 	cfg    server.ChildConfig
+	// status scenario: subset is placed in the first wave (labelled
+	// subsetLabel); failing refuses the workload (cfg.RejectApply).
+	subset, failing bool
 
 	mu    sync.Mutex // guards the fields below
 	child *server.Child
@@ -148,6 +151,9 @@ func newFleet(ctx context.Context, o Options, shape fleetShape, dir string, rela
 		return nil, fmt.Errorf("sim: join token: %w", err)
 	}
 	f.layout(shape, regions, edges)
+	if o.Scenario == ScenarioStatus && !shape.flat {
+		f.statusLayout()
+	}
 	return f, nil
 }
 

@@ -20,10 +20,16 @@ const (
 	ScenarioFlakyLinks    = "flaky-links"
 	ScenarioFlatVsTree    = "flat-vs-tree"
 	ScenarioRootFailover  = "root-failover"
+	// ScenarioStatus measures status waves (issue 6): the workload on a
+	// subset of the edges, then on all of them, some of whose virtual
+	// clusters refuse it (--failing); one change each time, the bytes it
+	// brings up to the root and the regions, and whether the
+	// CombinedStatus counts are exact.
+	ScenarioStatus = "status"
 )
 
 // Scenarios lists the scenarios Run accepts, in the order docs list them.
-var Scenarios = []string{ScenarioRollout, ScenarioChurn, ScenarioRegionFailure, ScenarioPartition, ScenarioFlakyLinks, ScenarioFlatVsTree}
+var Scenarios = []string{ScenarioRollout, ScenarioChurn, ScenarioRegionFailure, ScenarioPartition, ScenarioFlakyLinks, ScenarioFlatVsTree, ScenarioStatus}
 
 // Networks, as named by --network.
 const (
@@ -65,6 +71,12 @@ const (
 	DefaultObjects = 10
 	// DefaultChurnRate is the churn scenario's writes per second.
 	DefaultChurnRate = 20.0
+	// DefaultFailing is the status scenario's share of edges whose
+	// virtual clusters refuse the workload.
+	DefaultFailing = 0.1
+	// DefaultStatusEdges is how many edges the status scenario's first
+	// wave places the workload on (at most a fifth of the edges).
+	DefaultStatusEdges = 100
 )
 
 // Options configure one simulation. cmd/relay fills them from the flags of
@@ -115,6 +127,16 @@ type Options struct {
 	// Workdir holds the relays' data directories (PKI, the root's log);
 	// empty: a temporary directory removed at the end.
 	Workdir string
+	// Failing is the share of edges, in [0, 1), whose virtual clusters
+	// refuse the workload's objects (403, as an admission webhook would;
+	// not its namespace), picked with Seed; status scenario only. Zero
+	// selects DefaultFailing for the status scenario; negative: none.
+	Failing float64
+	// StatusEdges is how many edges the status scenario places the
+	// workload on first, spread evenly over the root's children (0:
+	// DefaultStatusEdges, at most a fifth of the edges, at least 1); it
+	// must be fewer than the edges, which the second wave covers.
+	StatusEdges int
 }
 
 // OptionError is a problem with one option, named as its flag.
@@ -214,6 +236,25 @@ func (o Options) Complete() Options {
 	if o.Scenario == ScenarioFlakyLinks && o.Loss == 0 {
 		o.Loss = DefaultFlakyLoss
 	}
+	if o.Scenario == ScenarioStatus {
+		if o.Failing == 0 {
+			o.Failing = DefaultFailing
+		}
+		// Failing edges never apply the workload: arrival is measured
+		// at the inboxes.
+		if o.Arrival == ArrivalAuto {
+			o.Arrival = ArrivalInbox
+		}
+		if o.StatusEdges == 0 {
+			if fan, err := ParseTopology(o.Topology); err == nil {
+				_, edges := Relays(fan)
+				o.StatusEdges = max(1, min(DefaultStatusEdges, edges/5))
+			}
+		}
+	}
+	if o.Failing < 0 {
+		o.Failing = 0
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -247,6 +288,22 @@ func (o Options) Validate(openFiles uint64) []error {
 		errs = append(errs, optErr("scenario", "%s needs a sibling region to re-home to: at least 2 regions under the root, not %s", o.Scenario, o.Topology))
 	case fan != nil && o.Scenario == ScenarioFlatVsTree && len(fan) < 3:
 		errs = append(errs, optErr("scenario", "%s compares a tree with the flat fleet of its edges: give a tree of at least 3 tiers such as 1x10x50, not %s", o.Scenario, o.Topology))
+	case fan != nil && o.Scenario == ScenarioStatus && len(fan) < 3:
+		errs = append(errs, optErr("scenario", "%s measures what reaches the root through regions: give a tree of at least 3 tiers such as 1x10x50, not %s", o.Scenario, o.Topology))
+	case fan != nil && o.Scenario == ScenarioStatus && (o.StatusEdges < 1 || o.StatusEdges >= edges):
+		errs = append(errs, optErr("status-edges", "must be from 1 to %d (fewer than the %d edges of %s, which the second wave covers), not %d", edges-1, edges, o.Topology, o.StatusEdges))
+	}
+	switch {
+	case !(o.Failing >= 0 && o.Failing < 1): // NaN too
+		errs = append(errs, optErr("failing", "must be a share from 0 to below 1 (0.1 is 10%% of the edges), not %v", o.Failing))
+	case o.Failing > 0 && o.Scenario != ScenarioStatus:
+		errs = append(errs, optErr("failing", "only the %s scenario has failing edges (its convergence checks allow for them), not %s", ScenarioStatus, o.Scenario))
+	}
+	if o.StatusEdges != 0 && o.Scenario != ScenarioStatus {
+		errs = append(errs, optErr("status-edges", "only the %s scenario places on a subset of the edges, not %s", ScenarioStatus, o.Scenario))
+	}
+	if o.Scenario == ScenarioStatus && o.Arrival == ArrivalCluster {
+		errs = append(errs, optErr("arrival", "the %s scenario measures at the inboxes: its failing edges never apply the workload (give inbox or auto)", ScenarioStatus))
 	}
 	if o.Duration < 0 {
 		errs = append(errs, optErr("duration", "must not be negative, not %s", o.Duration))

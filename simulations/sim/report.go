@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 )
@@ -74,6 +75,9 @@ func markdown(o Options, s *Summary) []byte {
 	}
 	if o.Loss > 0 {
 		w(" --loss=%g", o.Loss)
+	}
+	if o.Scenario == ScenarioStatus {
+		w(" --failing=%g --status-edges=%d", o.Failing, o.StatusEdges)
 	}
 	w("`  \n%s, %d CPUs (GOMAXPROCS %d), %s/%s, %s. %s.\n\n", runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH,
 		time.Now().Format("2006-01-02 15:04"), verdict)
@@ -201,9 +205,77 @@ func markdown(o Options, s *Summary) []byte {
 		tierRows(&b, c.Flat)
 		w("\n")
 	}
+	if r := s.StatusWaves; r != nil {
+		statusSection(&b, o, s, r)
+	}
 	w("## Files\n\n`%s` (this page), `%s` (the JSON line), `%s` (CPU profile of the measured phase: `go tool pprof -tagfocus=%s=root %s`), `%s` (heap profile after the initial placement), `%s` (goroutines by stack at the end), `relays.log` (the relays' warnings).\n",
 		ReportFile, SummaryFile, ProfileFile, tierLabel, ProfileFile, HeapFile, GoroutinesFile)
 	return b.Bytes()
+}
+
+// statusSection renders the status scenario's waves.
+func statusSection(b *bytes.Buffer, o Options, s *Summary, r *StatusWaves) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("## Status waves\n\n")
+	subset, all := 0, s.Edges
+	if len(r.Waves) > 0 {
+		subset = r.Waves[0].Edges
+	}
+	w("The EdgePlacement first selected %d edges spread evenly over the root's children (a Location over the label `%s`), then every Location (%d edges). ", subset, subsetLabel, all)
+	w("The virtual clusters of %.0f%% of the edges (`--failing=%g`, picked with the seed, as many among the first ones) refuse the workload's objects, not its namespace: 403 from an admission webhook, with a reason naming the edge. ", o.Failing*100, o.Failing)
+	w("Once the CombinedStatuses were exact and no report arrived any more, one change of %s made every destination report again: a *status wave*. ", r.Object)
+	w("*Bytes in* is what arrived over the children's upsync streams (`session.ChildStatus.Up`: reports, progress and resync frames) from the change until nothing more arrived for %s: at the root, and at every region summed.\n\n", quiet)
+	w("| wave | edges placed | failing | root bytes in | root messages | region bytes in | region messages | exact after s | CombinedStatus exact |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, wv := range r.Waves {
+		exact := "yes"
+		if !wv.Exact {
+			exact = "**no**: " + wv.Mismatch
+		}
+		w("| %s | %d | %d | %d | %d | %d | %d | %.1f | %s |\n", wv.Name, wv.Edges, wv.Failing, wv.RootBytes, wv.RootMessages,
+			wv.RegionBytes, wv.RegionMessages, wv.ExactS, exact)
+	}
+	for _, wv := range r.Waves {
+		if wv.Diagnosis != "" {
+			w("\n%s, below the root: %s\n", wv.Name, wv.Diagnosis)
+		}
+	}
+	if len(r.Waves) >= 2 {
+		first, last := r.Waves[0], r.Waves[len(r.Waves)-1]
+		w("\nRoot bytes in per wave, %d edges / %d edges: **%.2f×** (edges ×%.1f; region bytes ×%.2f).", last.Edges, first.Edges, r.RootBytesRatio,
+			float64(last.Edges)/float64(max(first.Edges, 1)), float64(last.RegionBytes)/float64(max(first.RegionBytes, 1)))
+		if r.RootBytesRatio > 0 && r.RootBytesRatio <= 1.25 {
+			w(" The root's share of a status wave does not grow with the number of edges.\n\n")
+		} else {
+			w(" **The root's share grows with the number of edges**: see what was stored below.\n\n")
+		}
+	}
+	w("The CombinedStatus of %s at the end of each wave:\n\n| wave | destinations | at the latest version | failingCount | failing (listed) |\n|---|---|---|---|---|\n", r.Object)
+	for _, wv := range r.Waves {
+		ob := wv.Observed
+		w("| %s | %d | %d | %d | %d: %s |\n", wv.Name, ob.Destinations, ob.AtVersion, ob.FailingCount, len(ob.Failing), abbreviate(ob.Failing))
+	}
+	if len(r.Waves) > 0 && len(r.Waves[0].Observed.Reasons) > 0 {
+		w("\nA reason, as listed: `%s`\n", r.Waves[0].Observed.Reasons[0])
+	}
+	w("\nReports stored during each wave (`reports-<child>` spaces), by resource: a report is the whole state of its key (state, not events), written again each time a child forwards a new version of it.\n\n| wave | tier | resource | writes | bytes | children | writes per child | bytes per write | first to last write s |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, wv := range r.Waves {
+		for _, t := range []struct {
+			name string
+			by   map[string]ReportWrites
+		}{{"root", wv.RootWrites}, {"regions", wv.RegionWrites}} {
+			keys := make([]string, 0, len(t.by))
+			for k := range t.by {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				c := t.by[k]
+				w("| %s | %s | %s | %d | %d | %d | %.1f | %.0f | %.2f |\n", wv.Name, t.name, k, c.Writes, c.Bytes, c.Children,
+					float64(c.Writes)/float64(max(c.Children, 1)), float64(c.Bytes)/float64(max(c.Writes, 1)), c.SpreadS)
+			}
+		}
+	}
+	w("\n")
 }
 
 func tierRows(b *bytes.Buffer, s *Summary) {

@@ -92,7 +92,9 @@ type Summary struct {
 	Rehome     *RehomeResult    `json:"rehome,omitempty"`
 	Partition  *PartitionResult `json:"partition,omitempty"`
 	FlatVsTree *FlatVsTree      `json:"flat_vs_tree,omitempty"`
-	Report     string           `json:"report,omitempty"`
+	// StatusWaves is the status scenario's outcome.
+	StatusWaves *StatusWaves `json:"status_waves,omitempty"`
+	Report      string       `json:"report,omitempty"`
 	// Error says why the simulation stopped early.
 	Error string `json:"error,omitempty"`
 
@@ -219,6 +221,12 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		s, err = runOnce(ctx, o, fleetShape{fan: fan}, filepath.Join(work, "tree"), relayLog, p, 0)
 	}
 	p.done()
+	if s != nil && err == nil {
+		// A status run whose CombinedStatuses were not exact failed.
+		if err = s.StatusWaves.err(); err != nil {
+			s.Error, s.OK = err.Error(), false
+		}
+	}
 	if s != nil && o.ReportDir != "" {
 		s.Report = o.ReportDir
 		if werr := writeReport(o, s); werr != nil && err == nil {
@@ -244,14 +252,17 @@ type env struct {
 	u       *user
 	t       *tracker // measures arrivals
 	regions *tracker // arrivals at the root's children
-	p       *progress
-	rng     *rand.Rand
-	start   time.Time
-	mu      sync.Mutex
-	events  []Event
-	changes int
-	rounds  int // fixed number of rollout rounds (flat-vs-tree's second run)
-	s       *Summary
+	// edgeTrackers are every tracker of the edges (t among them).
+	edgeTrackers []*tracker
+	st           *statusTracker // measures the root's CombinedStatuses
+	p            *progress
+	rng          *rand.Rand
+	start        time.Time
+	mu           sync.Mutex
+	events       []Event
+	changes      int
+	rounds       int // fixed number of rollout rounds (flat-vs-tree's second run)
+	s            *Summary
 }
 
 func (e *env) event(what string) {
@@ -296,7 +307,11 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	}()
 	f.onEdge = func(e *relay, c *server.Child) {
 		for _, t := range trackers {
-			t.addEdge(e.name, e.group)
+			// The status scenario places on its subset first; the other
+			// edges count once the placement is widened.
+			if o.Scenario != ScenarioStatus || e.subset {
+				t.addEdge(e.name, e.group)
+			}
 			go t.follow(ctx, e.name, c.Store())
 		}
 	}
@@ -349,10 +364,19 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	}
 	p.phase("initial placement", len(f.edges))
 	t1 := time.Now()
+	u.subset = o.Scenario == ScenarioStatus && !shape.flat
 	if err := u.place(ctx, groupsOf(f.edges), max(o.Objects, 0), !o.NoDeployment); err != nil {
 		return s, err
 	}
-	st := newStatusTracker(inbox, len(f.edges))
+	// Destinations whose CombinedStatus counts are awaited: placed and
+	// not refusing the workload.
+	reporting := 0
+	for _, e := range f.edges {
+		if (!u.subset || e.subset) && !e.failing {
+			reporting++
+		}
+	}
+	st := newStatusTracker(inbox, reporting)
 	stctx, stopStatus := context.WithCancel(ctx)
 	statusDone := make(chan struct{})
 	go func() { defer close(statusDone); st.follow(stctx, u) }()
@@ -401,7 +425,8 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	}
 
 	// The measured phase.
-	e := &env{ctx: ctx, o: o, f: f, u: u, t: primary, regions: regions, p: p, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)), rounds: rounds, s: s}
+	e := &env{ctx: ctx, o: o, f: f, u: u, t: primary, regions: regions, edgeTrackers: trackers, st: st,
+		p: p, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)), rounds: rounds, s: s}
 	scenario := scenarios[o.Scenario]
 	if shape.flat || o.Scenario == ScenarioFlatVsTree {
 		scenario = rollout

@@ -24,6 +24,7 @@ var scenarios = map[string]scenario{
 	ScenarioPartition:     partition,
 	ScenarioFlakyLinks:    flakyLinks,
 	ScenarioFlatVsTree:    rollout,
+	ScenarioStatus:        statusWaves,
 }
 
 // minRounds is the fewest rollout rounds a scenario makes.

@@ -17,6 +17,9 @@ import (
 // assertions in unit tests).
 func TestScenariosConverge(t *testing.T) {
 	for _, sc := range Scenarios {
+		if sc == ScenarioStatus {
+			continue // TestStatusWaves
+		}
 		t.Run(sc, func(t *testing.T) {
 			dir := t.TempDir()
 			// Without a Deployment, the virtual clusters run no pods: the
@@ -107,6 +110,12 @@ func TestBadOptions(t *testing.T) {
 		{Options{Network: NetworkUDP, Topology: "1x100x100"}, "network", "open-file limit"},
 		{Options{Loss: 1.5}, "loss", "below 1"},
 		{Options{Arrival: "edge"}, "arrival", "auto, inbox or cluster"},
+		{Options{Scenario: ScenarioStatus, Topology: "1x50"}, "scenario", "at least 3 tiers"},
+		{Options{Scenario: ScenarioStatus, Failing: 1}, "failing", "below 1"},
+		{Options{Scenario: ScenarioRollout, Failing: 0.2}, "failing", "only the status scenario"},
+		{Options{Scenario: ScenarioStatus, Topology: "1x2x5", StatusEdges: 10}, "status-edges", "must be from 1 to 9"},
+		{Options{Scenario: ScenarioChurn, StatusEdges: 3}, "status-edges", "only the status scenario"},
+		{Options{Scenario: ScenarioStatus, Arrival: ArrivalCluster}, "arrival", "failing edges never apply"},
 	} {
 		errs := tc.o.Complete().Validate(20000)
 		if len(errs) == 0 {
@@ -123,6 +132,13 @@ func TestBadOptions(t *testing.T) {
 	}
 	if errs := (Options{}).Complete().Validate(20000); len(errs) != 0 {
 		t.Errorf("defaults: %v", errs)
+	}
+	st := Options{Scenario: ScenarioStatus}.Complete()
+	if errs := st.Validate(20000); len(errs) != 0 || st.Failing != DefaultFailing || st.StatusEdges != 100 || st.Arrival != ArrivalInbox {
+		t.Errorf("status defaults: %+v: %v", st, errs)
+	}
+	if st := (Options{Scenario: ScenarioStatus, Failing: -1}).Complete(); st.Failing != 0 || len(st.Validate(20000)) != 0 {
+		t.Errorf("status without failing edges: %+v", st)
 	}
 }
 

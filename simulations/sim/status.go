@@ -134,6 +134,30 @@ func (s *statusTracker) observe(u *unstructured.Unstructured, at time.Time) {
 	}
 }
 
+// widen sets the number of destinations that report the latest
+// versions (a placement that reaches more of them); older versions count
+// as complete, so that only the latest ones are measured at the
+// destinations added.
+func (s *statusTracker) widen(destinations int) {
+	latest := s.t.latest()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dest = destinations
+	for ref, v := range latest {
+		seen := s.reflected[ref]
+		if seen == nil {
+			seen = map[int]int{}
+			s.reflected[ref] = seen
+		}
+		for w := 1; w < v; w++ {
+			seen[w] = max(seen[w], destinations)
+		}
+		if s.all[ref] >= v {
+			s.all[ref] = v - 1 // the latest is no longer at every destination
+		}
+	}
+}
+
 // caughtUp reports whether, for every object, the CombinedStatus counts
 // every destination at the latest version.
 func (s *statusTracker) caughtUp() bool {

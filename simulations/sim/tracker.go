@@ -105,6 +105,39 @@ func (t *tracker) addEdge(name, group string) {
 	t.edges[name] = et
 }
 
+// addLateEdge adds an edge that a placement reaches after the objects
+// were written (a widened placement): only the latest version of each
+// counts for it, from the write time restampAs gives it.
+func (t *tracker) addLateEdge(name, group string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.edges[name]; ok {
+		return
+	}
+	et := &edgeTrack{seen: make([]int, len(t.objs)), group: group}
+	for i := range t.objs {
+		if n := len(t.writes[i]); n > 0 {
+			et.seen[i] = n - 1
+			et.lag++
+		}
+	}
+	if et.lag == 0 {
+		t.current++
+	}
+	t.edges[name] = et
+}
+
+// latest returns the latest version of every object.
+func (t *tracker) latest() map[objRef]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[objRef]int, len(t.objs))
+	for i, o := range t.objs {
+		out[o] = len(t.writes[i])
+	}
+	return out
+}
+
 // addObject registers a workload object before its first write.
 func (t *tracker) addObject(o objRef) int {
 	t.mu.Lock()
@@ -149,6 +182,18 @@ func (t *tracker) restamp(at time.Time) {
 	for i := range t.writes {
 		if n := len(t.writes[i]); n > 0 {
 			t.writes[i][n-1].at = at
+		}
+	}
+}
+
+// restampAs is restamp for a placement that reaches more destinations:
+// the latest versions count as written at at, in phase.
+func (t *tracker) restampAs(at time.Time, phase string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.writes {
+		if n := len(t.writes[i]); n > 0 {
+			t.writes[i][n-1] = write{at: at, phase: phase}
 		}
 	}
 }

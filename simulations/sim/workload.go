@@ -41,6 +41,9 @@ type user struct {
 	configMaps []int // indexes of the ConfigMaps
 	// collectorErr is why the StatusCollector could not be created.
 	collectorErr error
+	// subset: the EdgePlacement first selects only the Location of the
+	// edges labelled subsetLabel (the status scenario; widen selects all).
+	subset bool
 
 	mu  sync.Mutex
 	api histogram // how long each write of the measured phase took at the root's API
@@ -165,6 +168,21 @@ func (u *user) place(ctx context.Context, groups []string, objects int, withDepl
 			return fmt.Errorf("sim: creating Location %s: %w", loc.Name, err)
 		}
 	}
+	if u.subset {
+		loc := &edgev1alpha1.Location{
+			TypeMeta:   metav1.TypeMeta{APIVersion: edgev1alpha1.SchemeGroupVersion.String(), Kind: "Location"},
+			ObjectMeta: metav1.ObjectMeta{Name: subsetLocation, Labels: map[string]string{scopeLabel: "subset"}},
+			Spec: edgev1alpha1.LocationSpec{InstanceSelector: metav1.LabelSelector{
+				MatchLabels: map[string]string{subsetLabel: "true"}}},
+		}
+		obj, err := toUnstructured(loc)
+		if err != nil {
+			return err
+		}
+		if _, err := u.inv.Resource(edgev1alpha1.LocationsGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("sim: creating Location %s: %w", loc.Name, err)
+		}
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
 	if _, err := u.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("sim: creating namespace %s: %w", Namespace, err)
@@ -222,11 +240,15 @@ func (u *user) placement(ctx context.Context) error {
 	}
 
 	core, apps := "", "apps"
+	selector := map[string]string{fleetLabel: "sim"}
+	if u.subset {
+		selector = map[string]string{scopeLabel: "subset"}
+	}
 	ep := &edgev1alpha1.EdgePlacement{
 		TypeMeta:   metav1.TypeMeta{APIVersion: edgev1alpha1.SchemeGroupVersion.String(), Kind: "EdgePlacement"},
 		ObjectMeta: metav1.ObjectMeta{Name: PlacementName},
 		Spec: edgev1alpha1.EdgePlacementSpec{
-			LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{fleetLabel: "sim"}}},
+			LocationSelectors: []metav1.LabelSelector{{MatchLabels: selector}},
 			Downsync: []edgev1alpha1.DownsyncClause{
 				{APIGroup: &core, Resources: []string{"configmaps"}, Namespaces: []string{Namespace}},
 				{APIGroup: &apps, Resources: []string{"deployments"}, Namespaces: []string{Namespace}},

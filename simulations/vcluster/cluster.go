@@ -56,6 +56,17 @@ type Options struct {
 	Nodes int
 	// Logger receives the controllers' warnings (default slog.Default()).
 	Logger *slog.Logger
+	// Reject, when set, is asked before every create, update and patch
+	// (server-side apply included) of an object, not of its subresources:
+	// resource is the plural resource with its group, as
+	// schema.GroupResource prints it ("configmaps", "deployments.apps"),
+	// name is empty for a create that leaves it to generateName. When it
+	// returns an error the cluster answers 403 Forbidden with the error's
+	// message, as an admission webhook denying the request would, and
+	// changes nothing. It is called from many goroutines at once (the
+	// cluster's own controllers' writes go through it too). nil accepts
+	// every write.
+	Reject func(resource, namespace, name string) error
 }
 
 func (o Options) withDefaults() Options {
@@ -98,6 +109,7 @@ type Cluster struct {
 	opts      Options
 	store     *store.Store
 	api       *kubeapi.Server
+	handler   http.Handler // api, behind Options.Reject when set
 	transport *InprocTransport
 	started   atomic.Bool
 	stats     counters
@@ -148,7 +160,11 @@ func New(opts Options) (*Cluster, error) {
 		Version:         serverVersion,
 		MinWatchTimeout: 30 * time.Minute,
 	})
-	c := &Cluster{opts: opts, store: st, api: api, transport: NewInprocTransport(api)}
+	var h http.Handler = api
+	if opts.Reject != nil {
+		h = newRejecter(api, opts.Reject)
+	}
+	c := &Cluster{opts: opts, store: st, api: api, handler: h, transport: NewInprocTransport(h)}
 	ctx := context.Background()
 	if err := api.EnsureSpace(ctx, kubeapi.DefaultSpace, kubeapi.SpaceKindWDS); err != nil {
 		st.Close()
@@ -185,7 +201,7 @@ func (c *Cluster) Transport() http.RoundTripper { return c.transport }
 
 // Handler returns the cluster's API as an http.Handler, to serve it on a
 // real listener (kubectl against a simulation) if wanted.
-func (c *Cluster) Handler() http.Handler { return c.api }
+func (c *Cluster) Handler() http.Handler { return c.handler }
 
 // Start runs the API server's lifecycle controllers (namespace deletion,
 // garbage collection) and the simulated control plane and kubelet until
