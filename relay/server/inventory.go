@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +17,9 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -46,8 +51,17 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 	// change in the subtree costs writes only for the destinations it
 	// touched, not for the whole fleet.
 	written := map[string]string{}
+	changed, err := r.watchFleet(ctx)
+	if err != nil {
+		return err
+	}
 	for {
-		dests, changed := r.down.Subtree()
+		// Every replica's children, from the replicated route and link
+		// records: the leader may not be the replica a child dialed.
+		dests, err := session.Fleet(r.store, DownsyncSpace)
+		if err != nil {
+			return err
+		}
 		for _, d := range dests {
 			fp := fingerprint(d)
 			if written[d.Name] == fp {
@@ -64,9 +78,43 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-changed:
+		case _, ok := <-changed:
+			if !ok {
+				return errors.New("server: the watch of route and link records ended")
+			}
 		}
 	}
+}
+
+// watchFleet signals (coalesced) every change of a route or link record,
+// until ctx is done; the channel is closed if a watch ends early.
+func (r *Root) watchFleet(ctx context.Context) (<-chan struct{}, error) {
+	out := make(chan struct{}, 1)
+	var ws []store.Watcher
+	for _, res := range []store.Resource{tree.RouteResource, session.LinkResource} {
+		w, err := r.store.Watch(ctx, store.WatchOptions{Resource: res, Since: r.store.Revision()})
+		if err != nil {
+			for _, w := range ws {
+				w.Stop()
+			}
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() {
+			defer w.Stop()
+			for range w.Events() {
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(out) }()
+	return out, nil
 }
 
 // fingerprint is what a SyncTarget shows of a destination: its path,

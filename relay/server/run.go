@@ -155,7 +155,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	authz := auth.NewAuthorizer(st)
 	var r *Root // the downlink's callbacks run once r is complete
 	down := session.NewDownlink(session.DownlinkConfig{
-		Name: cfg.treeName(), Path: []string{cfg.treeName()}, Store: st, Listener: links, Logger: log,
+		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, Listener: links, Logger: log,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}},
 		Space:     DownsyncSpace, Targets: targetsOf, Trim: trimDestinations,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {

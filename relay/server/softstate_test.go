@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -255,4 +257,68 @@ func TestStatusSurvivesRootFailover(t *testing.T) {
 				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:1"}}}}}})
 	pt.waitCombined(t, "three destinations, six ready, after the failover", 3, 6)
 	oc.check(t, "root failover")
+}
+
+// The inventory shows every replica's children: the leader writes the
+// SyncTargets from the replicated route and link records, so a region
+// linked to a follower has its edges listed, connected, and shown
+// disconnected once it stops.
+func TestInventoryAcrossReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three replicas with raft's default timers")
+	}
+	rs := startReplicas(t, 3)
+	leader := leaderOf(t, rs)
+	follower := (leader + 1) % 3
+	token := joinToken(t, rs[follower].Root)
+	region, err := OpenChild(ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
+		Parents: []string{rs[follower].LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRegion := serveInBackground(t, "r1", region.Serve)
+	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	for _, name := range []string{"e1", "e2"} {
+		startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+			JoinToken: token, InMemory: true})
+	}
+	inv, err := rs[leader].spaceClient(kubeapi.InventorySpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := func() (map[string]string, error) {
+		l, err := inv.Resource(edgev1alpha1.SyncTargetsGVR).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for _, st := range l.Items {
+			path, _, _ := unstructured.NestedString(st.Object, "status", "path")
+			connected, _, _ := unstructured.NestedBool(st.Object, "status", "connected")
+			out[st.GetName()] = fmt.Sprintf("%s %t", path, connected)
+		}
+		return out, nil
+	}
+	var last string
+	want := map[string]string{"e1": "root/r1/e1 true", "e2": "root/r1/e2 true"}
+	waitForMsg(t, "the leader's inventory to list the follower's edges", func() (bool, string) {
+		got, err := targets()
+		if err != nil {
+			return false, err.Error()
+		}
+		return maps.Equal(got, want), fmt.Sprint(got)
+	}, &last)
+	if len(rs[leader].down.Children()) != 0 {
+		t.Fatalf("the region is linked to the leader, not to the follower: %+v", rs[leader].down.Children())
+	}
+
+	stopRegion()
+	want = map[string]string{"e1": "root/r1/e1 false", "e2": "root/r1/e2 false"}
+	waitForMsg(t, "the edges shown disconnected", func() (bool, string) {
+		got, err := targets()
+		if err != nil {
+			return false, err.Error()
+		}
+		return maps.Equal(got, want), fmt.Sprint(got)
+	}, &last)
 }

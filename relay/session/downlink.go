@@ -39,8 +39,10 @@ import (
 
 // DownlinkConfig configures the parent side.
 type DownlinkConfig struct {
-	// Name is this relay's name, Path its path from the root.
-	Name string
+	// Name is this relay's name, Path its path from the root. Replica
+	// names this relay among the replicas of a root (default: Name).
+	Name    string
+	Replica string
 	Path []string
 	// Store holds the mailboxes and the collected reports.
 	Store *store.Store
@@ -150,6 +152,9 @@ func (d *Downlink) Start(ctx context.Context) error {
 	if err := d.load(ctx); err != nil {
 		return err
 	}
+	if err := d.clearLinks(ctx); err != nil {
+		return err
+	}
 	if err := d.refreshClaims(); err != nil {
 		return err
 	}
@@ -199,29 +204,46 @@ func (d *Downlink) Children() []ChildStatus {
 func (d *Downlink) Subtree() ([]wire.Destination, <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	byName := map[string]wire.Destination{}
+	var claims []claim
 	for _, c := range d.children {
 		for _, dest := range c.announced {
 			if _, gone := d.hidden[c.id.Name][dest.Name]; gone {
 				continue // reached elsewhere: not through this relay
 			}
-			dest.Path = slices.Clone(dest.Path)
-			if c.conn == nil {
-				dest.Connected = false
-			}
-			// A destination that moved from one child to another is
-			// announced by both until the old one forgets it: the
-			// connected, most recently seen one is where it is.
-			if prev, ok := byName[dest.Name]; ok && (prev.Connected && !dest.Connected ||
-				prev.Connected == dest.Connected && prev.LastSeen >= dest.LastSeen) {
-				continue
-			}
-			byName[dest.Name] = dest
+			claims = append(claims, claim{dest: dest, linked: c.conn != nil})
 		}
+	}
+	return mergeClaims(claims), d.changed
+}
+
+// claim is one child's announcement of one destination; linked reports
+// whether the child's own link is up.
+type claim struct {
+	dest   wire.Destination
+	linked bool
+}
+
+// mergeClaims returns one destination per name, sorted by name, Connected
+// only if its child's link is up too. A destination that moved from one
+// child to another is claimed by both until the old one forgets it: the
+// connected, most recently seen claim is where it is.
+func mergeClaims(claims []claim) []wire.Destination {
+	byName := map[string]wire.Destination{}
+	for _, cl := range claims {
+		dest := cl.dest
+		dest.Path = slices.Clone(dest.Path)
+		if !cl.linked {
+			dest.Connected = false
+		}
+		if prev, ok := byName[dest.Name]; ok && (prev.Connected && !dest.Connected ||
+			prev.Connected == dest.Connected && prev.LastSeen >= dest.LastSeen) {
+			continue
+		}
+		byName[dest.Name] = dest
 	}
 	out := slices.Collect(maps.Values(byName))
 	slices.SortFunc(out, func(a, b wire.Destination) int { return strings.Compare(a.Name, b.Name) })
-	return out, d.changed
+	return out
 }
 
 // load recreates, from their route records, the children known before a
@@ -247,7 +269,8 @@ func (d *Downlink) load(ctx context.Context) error {
 			return err
 		}
 		for _, rd := range rt.Destinations {
-			c.announced = append(c.announced, wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path, Since: rd.Since})
+			c.announced = append(c.announced, wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path, Since: rd.Since,
+				Connected: rd.Connected, LastSeen: rd.LastSeen})
 		}
 		c.lastSeen = time.Now() // as far as this process knows: since it started
 		d.mu.Lock()
@@ -341,7 +364,8 @@ func (d *Downlink) Routing(child string) tree.Routing {
 func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Destination) error {
 	rd := make([]tree.RouteDestination, len(dests))
 	for i, dest := range dests {
-		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path, Since: dest.Since}
+		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path, Since: dest.Since,
+			Connected: dest.Connected, LastSeen: dest.LastSeen}
 	}
 	k := tree.RouteKey(d.cfg.Space, child)
 	data, err := tree.EncodeRoute(k.Name, rd)
@@ -495,17 +519,22 @@ func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (
 	return c, nil
 }
 
-func (d *Downlink) release(c *childState, conn link.Conn) {
+// release ends conn as the child's link; it reports whether conn was the
+// child's live link (not one replaced by a newer).
+func (d *Downlink) release(c *childState, conn link.Conn) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if c.conn == conn {
-		c.conn = nil
-		d.notifyLocked()
-	}
 	c.lastSeen = time.Now()
+	if c.conn != conn {
+		return false
+	}
+	c.conn = nil
+	d.notifyLocked()
+	return true
 }
 
 func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identity, log *slog.Logger) error {
+	serverCtx := ctx // the link's ends with the link
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -538,7 +567,19 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		_ = sendError(w, wire.CodeInternal, "preparing the mailbox: "+err.Error())
 		return err
 	}
-	defer d.release(c, conn)
+	defer func() {
+		// (A relay that stops records its links down when it starts
+		// again: clearLinks.)
+		if d.release(c, conn) && serverCtx.Err() == nil {
+			if err := d.saveLink(serverCtx, id.Name, false); err != nil && serverCtx.Err() == nil {
+				log.Warn("recording the link down", "error", err)
+			}
+		}
+	}()
+	if err := d.saveLink(ctx, id.Name, true); err != nil {
+		_ = sendError(w, wire.CodeInternal, "recording the link: "+err.Error())
+		return err
+	}
 	acked, err := c.collector.Acked()
 	if err != nil {
 		return err

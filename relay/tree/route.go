@@ -54,7 +54,7 @@ type Route struct {
 }
 
 // RouteDestination is one destination of a Route: what the child announced
-// of it, but for connectivity (which changes too often to be stored).
+// of it.
 type RouteDestination struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels,omitempty"`
@@ -64,6 +64,12 @@ type RouteDestination struct {
 	// path (wire.Destination.Since): the newest claim of a destination
 	// supersedes the others (Superseded).
 	Since int64 `json:"since,omitempty"`
+	// Connected and LastSeen are the destination's link state below the
+	// child, as the child announced it (wire.Destination): kept here so
+	// that every replica of a root sees the whole fleet, whichever replica
+	// the child is linked to.
+	Connected bool  `json:"connected,omitempty"`
+	LastSeen  int64 `json:"lastSeen,omitempty"`
 }
 
 // ReadRoute returns the route record at k (a zero Route when absent).
