@@ -43,7 +43,7 @@ type DownlinkConfig struct {
 	// names this relay among the replicas of a root (default: Name).
 	Name    string
 	Replica string
-	Path []string
+	Path    []string
 	// Store holds the mailboxes and the collected reports.
 	Store *store.Store
 	// Space holds what every child must receive, each object once,
