@@ -170,6 +170,12 @@ func markdown(o Options, s *Summary) []byte {
 
 	w("## Convergence\n\n")
 	w("At the end, %d of %d destinations hold exactly what their parent routes to them (content hash of the inbox = routed content hash of the parent's mailbox).\n\n", s.Converged, s.Destinations)
+	for _, u := range s.Unconverged {
+		w("- not converged: %s\n", u)
+	}
+	if len(s.Unconverged) > 0 {
+		w("\n")
+	}
 	w("![converged destinations](%s)\n\n", PlotConverged)
 
 	if r := s.Rehome; r != nil {

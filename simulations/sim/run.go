@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +25,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
 )
 
 // Summary is the outcome of a simulation: what `relay simulate` prints as
@@ -87,6 +91,9 @@ type Summary struct {
 	Destinations int  `json:"destinations"`
 	Converged    int  `json:"converged"` // by content hash, at the end
 	OK           bool `json:"ok"`        // every destination converged
+	// Unconverged describes the destinations that did not converge: which
+	// keys differ between the inbox and what the parent routes.
+	Unconverged []string `json:"unconverged,omitempty"`
 
 	Events     []Event          `json:"events,omitempty"`
 	Rehome     *RehomeResult    `json:"rehome,omitempty"`
@@ -456,7 +463,7 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	if err != nil {
 		return s, err
 	}
-	s.Converged, err = hashCheck(ctx, f, p)
+	s.Converged, s.Unconverged, err = hashCheck(ctx, f, p)
 	if err != nil {
 		return s, err
 	}
@@ -614,7 +621,7 @@ func (s *sampler) stop() {
 // hashCheck counts the destinations whose inbox hashes as what their
 // parent routes to them; a destination that differs is checked again for
 // a while (its parent may have moved on meanwhile).
-func hashCheck(ctx context.Context, f *fleet, p *progress) (int, error) {
+func hashCheck(ctx context.Context, f *fleet, p *progress) (int, []string, error) {
 	var mu sync.Mutex
 	done, ok := 0, 0
 	var failed []*relay
@@ -636,7 +643,7 @@ func hashCheck(ctx context.Context, f *fleet, p *progress) (int, error) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return ok, err
+		return ok, nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for len(failed) > 0 && time.Now().Before(deadline) {
@@ -651,7 +658,54 @@ func hashCheck(ctx context.Context, f *fleet, p *progress) (int, error) {
 		}
 		failed = still
 	}
-	return ok, nil
+	var why []string
+	for _, e := range failed {
+		why = append(why, f.divergence(e))
+	}
+	return ok, why, nil
+}
+
+// divergence says how e's inbox differs from what its parent routes to
+// it: the keys missing, extra, or held at another version.
+func (f *fleet) divergence(e *relay) string {
+	st, space, rt, err := f.routing(e.parent, e.name)
+	if err != nil {
+		return e.name + ": " + err.Error()
+	}
+	want, err := tree.RoutedObjects(st, space, rt)
+	if err != nil {
+		return e.name + ": " + err.Error()
+	}
+	lr, err := e.current().Store().List(store.ListOptions{Space: server.InboxSpace})
+	if err != nil {
+		return e.name + ": " + err.Error()
+	}
+	name := func(k store.Key) string { return k.Resource.Resource + "/" + k.Namespace + "/" + k.Name }
+	have := map[string]*store.Object{}
+	for _, o := range lr.Items {
+		have[name(o.Key)] = o
+	}
+	var diffs []string
+	for _, o := range want {
+		n := name(o.Key)
+		h, ok := have[n]
+		delete(have, n)
+		switch {
+		case !ok:
+			diffs = append(diffs, "missing "+n)
+		default:
+			a, _ := tree.HashObjects([]*store.Object{{Key: o.Key, Data: o.Data}})
+			b, _ := tree.HashObjects([]*store.Object{{Key: o.Key, Data: h.Data}})
+			if a != b {
+				diffs = append(diffs, fmt.Sprintf("differs %s (parent revision %d)", n, o.Revision))
+			}
+		}
+	}
+	for n := range have {
+		diffs = append(diffs, "extra "+n)
+	}
+	slices.Sort(diffs)
+	return fmt.Sprintf("%s under %s: %s", e.name, e.parent.name, strings.Join(diffs, ", "))
 }
 
 // flatVsTree runs the rollout on the tree, then the same number of
