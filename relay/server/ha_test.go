@@ -66,7 +66,7 @@ func sharePKI(t testing.TB, dirs []string) {
 // startReplicas starts n roots on loopback that form one cluster
 // (--bootstrap-expect=n, each joining the others) and waits until all
 // serve.
-func startReplicas(t *testing.T, n int) []*replica {
+func startReplicas(t testing.TB, n int) []*replica {
 	t.Helper()
 	dirs, gossip := make([]string, n), make([]string, n)
 	for i := range n {
@@ -115,7 +115,7 @@ func startReplicas(t *testing.T, n int) []*replica {
 }
 
 // leaderOf waits for one of rs to lead and returns its index.
-func leaderOf(t *testing.T, rs []*replica) int {
+func leaderOf(t testing.TB, rs []*replica) int {
 	t.Helper()
 	leader := -1
 	waitFor(t, "a leader", func() bool {
@@ -133,7 +133,7 @@ func leaderOf(t *testing.T, rs []*replica) int {
 // createConfigMap creates a ConfigMap through r's kube API, retrying while
 // the cluster elects a leader (503) or the outcome is unknown (504: an
 // AlreadyExists on the retry means the first one was applied).
-func createConfigMap(t *testing.T, r *replica, name string) {
+func createConfigMap(t testing.TB, r *replica, name string) {
 	t.Helper()
 	cs := adminClient(t, r.Root, "default")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string]string{"k": name}}

@@ -282,7 +282,7 @@ func inventoryClient(t *testing.T, root *Root) dynamic.ResourceInterface {
 	return dc.Resource(syncTargetGVR)
 }
 
-func adminClient(t *testing.T, root *Root, space string) *kubernetes.Clientset {
+func adminClient(t testing.TB, root *Root, space string) *kubernetes.Clientset {
 	t.Helper()
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: root.KubeconfigPath()},
@@ -291,6 +291,9 @@ func adminClient(t *testing.T, root *Root, space string) *kubernetes.Clientset {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No client-side rate limit (client-go's default is 5 per second):
+	// benchmarks measure the server.
+	rc.QPS, rc.Burst = 1e6, 1e6
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
