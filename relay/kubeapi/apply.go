@@ -39,6 +39,7 @@ import (
 	"unicode/utf8"
 	"weak"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	extapplyconfigurations "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
@@ -117,7 +118,7 @@ func (s *Server) serveApply(rq *request, sv *served) {
 			return
 		}
 		// No such object: apply creates it.
-		obj, err := apply(newEmpty(sv.gvk()))
+		obj, err := apply(newLive(sv))
 		if err != nil {
 			rq.writeError(err)
 			return
@@ -155,15 +156,15 @@ func (rq *request) applyOptions() (manager string, force bool, err error) {
 	return opts.FieldManager, force, nil
 }
 
-// validatePatchOptions checks the options of a patch that is not an apply:
-// force is refused (422) as kube does, and fieldManager must be valid.
+// validatePatchOptions checks the options of a patch that is not an apply
+// as kube does (422): force is refused, fieldManager, dryRun and
+// fieldValidation must be valid.
 func (rq *request) validatePatchOptions(pt types.PatchType) error {
 	q := rq.r.URL.Query()
-	opts := metav1.PatchOptions{FieldManager: q.Get("fieldManager")}
+	opts := metav1.PatchOptions{FieldManager: q.Get("fieldManager"), DryRun: q["dryRun"], FieldValidation: q.Get("fieldValidation")}
 	if _, ok := q["force"]; ok {
 		opts.Force = new(bool)
 	}
-	// dryRun and fieldValidation keep the checks every verb has here.
 	if errs := metav1validation.ValidatePatchOptions(&opts, pt); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
 	}
@@ -254,15 +255,125 @@ func (s *Server) recordFields(rq *request, sv *served, cur, next *unstructured.U
 	if err != nil {
 		return nil, err
 	}
+	if rq.info.Subresource == "scale" && cur != nil {
+		return recordScaleFields(sv, cur, next, manager)
+	}
 	live := cur
 	if live == nil {
-		live = newEmpty(sv.gvk())
+		live = newLive(sv)
 	}
 	out := s.fieldManager(rq, sv).UpdateNoErrors(live, next, manager)
 	if u, ok := out.(*unstructured.Unstructured); ok {
 		return u, nil
 	}
 	return next, nil
+}
+
+// recordScaleFields records a write through /scale as kube's scale
+// subresources do (managedfields.ScaleHandler): the managers of the
+// object's replicas become managers of the Scale's spec.replicas, the
+// write is recorded on the Scale by its own field manager, and the result
+// goes back to the object. So a manager that takes the replicas over
+// appears with subresource scale and no time, the managers it took them
+// from lose them, and a write to replicas nobody manages is not recorded
+// at all (kube skips the field manager of an object without managed
+// fields).
+func recordScaleFields(sv *served, cur, next *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	h := managedfields.NewScaleHandler(cur.GetManagedFields(), sv.gvk().GroupVersion(), replicasPaths(sv))
+	entries, err := h.ToSubresource()
+	if err != nil {
+		return next, nil // unreadable managed fields: left as they are, as kube does
+	}
+	live, err := scaleObject(sv, cur)
+	if err != nil {
+		return nil, err
+	}
+	live.SetManagedFields(entries)
+	want, err := scaleObject(sv, next)
+	if err != nil {
+		return nil, err
+	}
+	out := scaleFieldManager().UpdateNoErrors(live, want, manager)
+	u, ok := out.(*unstructured.Unstructured)
+	if !ok {
+		return next, nil
+	}
+	parent, err := h.ToParent(u.GetManagedFields())
+	if err != nil {
+		return next, nil
+	}
+	next.SetManagedFields(parent)
+	return next, nil
+}
+
+// replicasPaths maps each version of a kind to the path of its replicas
+// (nil for a version of a custom resource without the scale subresource).
+func replicasPaths(sv *served) managedfields.ResourcePathMappings {
+	path := func(p string) fieldpath.Path {
+		var elems []any
+		for _, e := range fieldPath(p) {
+			elems = append(elems, e)
+		}
+		return fieldpath.MakePathOrDie(elems...)
+	}
+	out := managedfields.ResourcePathMappings{}
+	if sv.crd == nil {
+		out[sv.apiVersion()] = path(sv.scale.SpecReplicasPath)
+		return out
+	}
+	for _, v := range sv.crd.Versions {
+		gv := schema.GroupVersion{Group: sv.group, Version: v.Name}.String()
+		out[gv] = nil
+		if v.Scale != nil {
+			out[gv] = path(v.Scale.SpecReplicasPath)
+		}
+	}
+	return out
+}
+
+// scaleObject is the Scale of an object, as the unstructured object the
+// Scale's field manager works on.
+func scaleObject(sv *served, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	sc, err := scaleOf(sv, u)
+	if err != nil {
+		return nil, err
+	}
+	m, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(sc)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// scaleFieldManager is the field manager of autoscaling/v1 Scale written
+// through a scale subresource. Scale has no apply configuration to be
+// typed by; a deduced schema serves, as only spec.replicas (a scalar) goes
+// back to the object.
+func scaleFieldManager() *managedfields.FieldManager {
+	key := managerKey{gvk: autoscalingv1.SchemeGroupVersion.WithKind("Scale"), subresource: "scale"}
+	return builtinManagers.get(key, func() *managedfields.FieldManager {
+		return newFieldManager(managedfields.NewDeducedTypeConverter(), key, nil, false)
+	})
+}
+
+// newLive is the "live" object of a create for the field manager, as
+// kube's handlers make it (an empty object of the kind): for a built-in
+// kind its empty Go type, whose struct fields (spec, spec.template,
+// spec.strategy...) are already there, so that a create does not record
+// them, nor an empty struct the client sent, as set; for a custom resource
+// an empty object. The field manager makes its empty objects the same way
+// (unstructuredCreater).
+func newLive(sv *served) *unstructured.Unstructured {
+	if sv.newTyped == nil {
+		return newEmpty(sv.gvk())
+	}
+	m, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(sv.newTyped())
+	if err != nil {
+		return newEmpty(sv.gvk())
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(sv.gvk())
+	return u
 }
 
 // isApply reports whether rq is a server-side apply.
@@ -539,8 +650,13 @@ type noDefaults struct{}
 
 func (noDefaults) Default(kruntime.Object) {}
 
+// unstructuredCreater makes the field manager's empty objects: newLive
+// for built-in kinds, an empty object for the others.
 type unstructuredCreater struct{}
 
 func (unstructuredCreater) New(gvk schema.GroupVersionKind) (kruntime.Object, error) {
+	if sv, ok := builtinCatalog().byGK[gvk.GroupKind()]; ok && sv.version == gvk.Version {
+		return newLive(sv), nil
+	}
 	return newEmpty(gvk), nil
 }

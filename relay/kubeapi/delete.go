@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -55,20 +56,8 @@ func (rq *request) deleteOptions() (metav1.DeleteOptions, error) {
 		opts.OrphanDependents = &b
 	}
 	opts.DryRun = append(opts.DryRun, q["dryRun"]...)
-	for _, d := range opts.DryRun {
-		if d != metav1.DryRunAll {
-			return opts, apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %q (supported: %q)", d, metav1.DryRunAll))
-		}
-	}
-	if p := opts.PropagationPolicy; p != nil {
-		switch *p {
-		case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
-		default:
-			return opts, apierrors.NewBadRequest(fmt.Sprintf("propagationPolicy: Unsupported value: %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", *p))
-		}
-		if opts.OrphanDependents != nil {
-			return opts, apierrors.NewBadRequest("orphanDependents and propagationPolicy cannot both be set")
-		}
+	if errs := metav1validation.ValidateDeleteOptions(&opts); len(errs) > 0 {
+		return opts, rq.invalidOptions(errs)
 	}
 	return opts, nil
 }
@@ -86,11 +75,18 @@ func (s *Server) serveDelete(rq *request, sv *served) {
 	}
 	if !deleted {
 		// Deletion is pending on finalizers: the object is returned with
-		// its deletionTimestamp, as kube's 202.
-		rq.writeObject(sv, http.StatusAccepted, data)
+		// its deletionTimestamp. kube answers 202 only when the client set
+		// orphanDependents=false, 200 otherwise.
+		code := http.StatusOK
+		if o := opts.OrphanDependents; o != nil && !*o {
+			code = http.StatusAccepted
+		}
+		rq.writeObject(sv, code, data)
 		return
 	}
-	if sv.crd != nil || sv.resource == "pods" || sv.resource == "namespaces" {
+	// Like kube's registries: pods and namespaces answer with the deleted
+	// object, every other kind (custom resources included) with a Status.
+	if sv.resource == "pods" || sv.resource == "namespaces" {
 		rq.writeObject(sv, http.StatusOK, data)
 		return
 	}
@@ -113,17 +109,27 @@ func (s *Server) serveDelete(rq *request, sv *served) {
 // It returns the object's last JSON and whether it is gone.
 func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key store.Key, opts metav1.DeleteOptions) ([]byte, bool, error) {
 	dry := len(opts.DryRun) > 0
+	synced := false // confirmed
 	for attempt := 0; ; attempt++ {
 		curObj, cur, err := s.getObject(key)
 		if err != nil {
+			if errors.Is(err, store.ErrNotFound) && s.confirmed(ctx, &synced) {
+				continue
+			}
 			return nil, false, storeError(err, sv.gr(), key.Name)
 		}
+		if p := opts.Preconditions; p != nil && (p.UID != nil && *p.UID != cur.GetUID() ||
+			p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion()) && s.confirmed(ctx, &synced) {
+			continue
+		}
 		if p := opts.Preconditions; p != nil {
+			// kube's rest.BeforeDelete: the conflict names the kind.
+			kind := schema.GroupResource{Group: sv.group, Resource: sv.kind}
 			if p.UID != nil && *p.UID != cur.GetUID() {
-				return nil, false, apierrors.NewConflict(sv.gr(), key.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+				return nil, false, apierrors.NewConflict(kind, key.Name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, cur.GetUID()))
 			}
 			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-				return nil, false, apierrors.NewConflict(sv.gr(), key.Name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+				return nil, false, apierrors.NewConflict(kind, key.Name, fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *p.ResourceVersion, cur.GetResourceVersion()))
 			}
 		}
 		finalizers := cur.GetFinalizers()
@@ -153,10 +159,12 @@ func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key
 		if next.GetDeletionTimestamp() == nil {
 			now := metav1.NewTime(time.Now())
 			next.SetDeletionTimestamp(&now)
-			zero := int64(0)
-			next.SetDeletionGracePeriodSeconds(&zero)
 			if sv.gr() == (schema.GroupResource{Resource: "namespaces"}) {
+				// kube's namespace registry sets no grace period.
 				_ = unstructured.SetNestedField(next.Object, "Terminating", "status", "phase")
+			} else {
+				zero := int64(0)
+				next.SetDeletionGracePeriodSeconds(&zero)
 			}
 		}
 		if sameObject(next, cur) {

@@ -6,8 +6,9 @@
 // OpenAPI v2 and v3 documents per space (openapi.go), the verbs (get, list,
 // watch, create, update, patch, delete, deletecollection) with kube's
 // semantics for uid, generation, finalizers, deletionTimestamp,
-// subresources (status, scale, token), Table output, metav1.Status errors
-// and metrics. It also runs the small controllers that
+// subresources (status, scale, token), validation of the built-in kinds
+// written most (validation.go), strict field validation, Table output,
+// metav1.Status errors and metrics. It also runs the small controllers that
 // make those semantics whole: namespace deletion, garbage collection through
 // ownerReferences and custom resource cleanup.
 //

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/canopy-dev/canopy/relay/store"
@@ -147,7 +148,11 @@ func (s *Server) serveCreate(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
-	obj, err := decodeObject(sv, body)
+	if err := rq.validateWriteOptions(); err != nil {
+		rq.writeError(err)
+		return
+	}
+	obj, err := rq.decodeObject(sv, body)
 	if err != nil {
 		rq.writeError(err)
 		return
@@ -187,6 +192,10 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 	if err != nil {
 		return nil, err
 	}
+	if obj.GetName() == "" {
+		// Named before anything checks it, as kube's store does.
+		obj.SetName(obj.GetGenerateName() + utilrand.String(5))
+	}
 	if obj, err = normalize(rq, sv, obj, nil); err != nil {
 		return nil, err
 	}
@@ -204,6 +213,10 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 		return nil, err
 	}
 	if dry {
+		// As kube's dry-run storage: the name must be free.
+		if _, err := s.store.Get(rq.key(sv, obj.GetName())); err == nil {
+			return nil, apierrors.NewAlreadyExists(sv.gr(), obj.GetName())
+		}
 		return data, nil
 	}
 	stored, err := s.store.Create(rq.r.Context(), rq.key(sv, obj.GetName()), data)
@@ -258,7 +271,11 @@ func (s *Server) serveUpdate(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
-	obj, err := decodeObject(sv, body)
+	if err := rq.validateWriteOptions(); err != nil {
+		rq.writeError(err)
+		return
+	}
+	obj, err := rq.decodeObject(sv, body)
 	if err != nil {
 		rq.writeError(err)
 		return
@@ -312,12 +329,19 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 	}
 	key := rq.key(sv, name)
 	ctx := rq.r.Context()
+	synced := false // confirmed
 	for attempt := 0; ; attempt++ {
 		curObj, cur, err := s.getObject(key)
 		if err != nil {
+			if errors.Is(err, store.ErrNotFound) && s.confirmed(ctx, &synced) {
+				continue
+			}
 			return nil, storeError(err, sv.gr(), name)
 		}
 		if pinnedRev != 0 && curObj.Revision != pinnedRev {
+			if s.confirmed(ctx, &synced) {
+				continue
+			}
 			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
 		}
 		next, err := mutate(cur.DeepCopy())
@@ -325,6 +349,9 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 			return nil, err
 		}
 		if rv := next.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
+			if s.confirmed(ctx, &synced) {
+				continue
+			}
 			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
 		}
 		next.SetResourceVersion(cur.GetResourceVersion())

@@ -34,7 +34,8 @@ func (rq *request) listOptions(sv *served) (store.ListOptions, error) {
 	if v := q.Get("labelSelector"); v != "" {
 		sel, err := labels.Parse(v)
 		if err != nil {
-			return lo, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
+			// The parser's errors already say "unable to parse requirement".
+			return lo, apierrors.NewBadRequest(err.Error())
 		}
 		lo.Label = sel
 	}
@@ -45,9 +46,15 @@ func (rq *request) listOptions(sv *served) (store.ListOptions, error) {
 		}
 		supported := supportedFields(sv)
 		for _, r := range sel.Requirements() {
-			if !supported[r.Field] {
+			if supported[r.Field] {
+				continue
+			}
+			// kube's field label conversions: kinds with fields of their
+			// own (and custom resources) have one, the others the default.
+			if sv.crd != nil || sv.fields != nil {
 				return lo, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
 			}
+			return lo, apierrors.NewBadRequest(fmt.Sprintf("%q is not a known field selector: only %q, %q", r.Field, "metadata.name", "metadata.namespace"))
 		}
 		lo.Field = sel
 	}
@@ -61,7 +68,7 @@ func (rq *request) listOptions(sv *served) (store.ListOptions, error) {
 	if v := q.Get("continue"); v != "" {
 		tok, err := decodeContinue(v)
 		if err != nil {
-			return lo, apierrors.NewBadRequest("continue key is not valid: " + err.Error())
+			return lo, apierrors.NewBadRequest("invalid continue token: continue key is not valid: " + err.Error())
 		}
 		if rv := q.Get("resourceVersion"); rv != "" && rv != "0" {
 			return lo, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
@@ -150,6 +157,20 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 	return nil
 }
 
+// confirmed is for a 404 or 409 judged from the local store of a replica
+// (a read-modify-write, a delete's preconditions): the store may lag a
+// write the leader has acknowledged. Once per request (done records it),
+// it waits until the store has caught up with the leader, and reports
+// true: look again before answering. On a single node, or the second time,
+// it reports false.
+func (s *Server) confirmed(ctx context.Context, done *bool) bool {
+	if s.cfg.ReadIndex == nil || *done {
+		return false
+	}
+	*done = true
+	return s.readIndex(ctx) == nil
+}
+
 // readIndex makes a read without resourceVersion linearizable on a
 // replica (Config.ReadIndex): it waits until the store has applied
 // everything committed when the read arrived.
@@ -189,7 +210,7 @@ func (s *Server) serveList(rq *request, sv *served) {
 		rq.writeError(apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."))
 		return
 	case errors.Is(err, store.ErrInvalid):
-		rq.writeError(apierrors.NewBadRequest("continue key is not valid: " + err.Error()))
+		rq.writeError(apierrors.NewBadRequest("invalid continue token: continue key is not valid: " + err.Error()))
 		return
 	case err != nil:
 		rq.writeError(storeError(err, sv.gr(), ""))
@@ -200,7 +221,9 @@ func (s *Server) serveList(rq *request, sv *served) {
 		cont = encodeContinue(res.Revision, res.Continue)
 	}
 	var remaining *int64
-	if cont != "" {
+	if cont != "" && lo.Label == nil && lo.Field == nil {
+		// kube leaves the count out when a selector filters the items
+		// (it could not be exact).
 		r := res.Remaining
 		remaining = &r
 	}

@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -19,12 +20,12 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -63,6 +64,7 @@ func (rq *request) readBody() ([]byte, error) {
 		if err != nil {
 			return nil, apierrors.NewBadRequest("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: " + err.Error())
 		}
+		rq.yamlBody = b
 		return j, nil
 	case "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml":
 		return b, nil
@@ -80,11 +82,28 @@ func unsupportedMediaType(ct string) error {
 	}}
 }
 
-// decodeObject parses a request body into an object of the served kind.
-// Missing apiVersion/kind default to the endpoint's; a mismatch is a 400.
-func decodeObject(sv *served, body []byte) (*unstructured.Unstructured, error) {
+// decodeObject parses the body of a create or update into an object of
+// the served kind. Missing apiVersion/kind default to the endpoint's; a
+// mismatch is a 400. With fieldValidation Strict or Warn, duplicate fields
+// (and keys of a YAML body) are kept in rq.strictErrs for normalize, which
+// reports them with the unknown fields, as kube's strict decoder does.
+func (rq *request) decodeObject(sv *served, body []byte) (*unstructured.Unstructured, error) {
 	var m map[string]any
-	if err := utiljson.Unmarshal(body, &m); err != nil {
+	var err error
+	switch rq.fieldValidation() {
+	case fieldValidationStrict, fieldValidationWarn:
+		if rq.yamlBody != nil {
+			if _, yerr := yaml.YAMLToJSONStrict(rq.yamlBody); yerr != nil {
+				rq.strictErrs = append(rq.strictErrs, yerr)
+			}
+		}
+		var dups []error
+		dups, err = kjson.UnmarshalStrict(body, &m, kjson.DisallowDuplicateFields)
+		rq.strictErrs = append(rq.strictErrs, dups...)
+	default:
+		err = kjson.UnmarshalCaseSensitivePreserveInts(body, &m)
+	}
+	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding request body: %v", err))
 	}
 	if m == nil {
@@ -130,7 +149,6 @@ func normalize(rq *request, sv *served, obj, old *unstructured.Unstructured) (*u
 }
 
 func normalizeObject(rq *request, sv *served, obj, old *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	directive := rq.fieldValidation()
 	var unknown []string
 	if sv.newTyped != nil {
 		raw, err := json.Marshal(obj.Object)
@@ -167,17 +185,70 @@ func normalizeObject(rq *request, sv *served, obj, old *unstructured.Unstructure
 			return nil, apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
 		}
 	}
-	if len(unknown) > 0 {
-		switch directive {
-		case fieldValidationStrict:
-			return nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(unknown, ", "))
-		case fieldValidationWarn:
-			for _, u := range unknown {
-				addWarning(rq.w, u)
-			}
-		}
+	if err := rq.strictDecoding(sv, old, unknown); err != nil {
+		return nil, err
 	}
 	return obj, nil
+}
+
+// strictDecoding reports what strict decoding found, as kube does: the
+// duplicate fields of the request (rq.strictErrs) and the unknown fields of
+// the object. With Warn each is a warning; with Strict they are one error,
+// which for a create or update is kube's decoding error (400) and for a
+// JSON, merge or strategic merge patch a 422 on the field "patch" that
+// quotes the patched object (or the strategic merge patch).
+func (rq *request) strictDecoding(sv *served, cur *unstructured.Unstructured, unknown []string) error {
+	errs := rq.strictErrs
+	for _, u := range unknown {
+		errs = append(errs, errors.New(u))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	switch rq.fieldValidation() {
+	case fieldValidationIgnore:
+		return nil
+	case fieldValidationWarn:
+		for _, e := range errs {
+			for _, w := range yamlWarnings(e.Error()) {
+				addWarning(rq.w, w)
+			}
+		}
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	msg := "strict decoding error: " + strings.Join(msgs, ", ")
+	switch verb := rq.info.Verb; {
+	case rq.patch != nil:
+		return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+			field.Invalid(field.NewPath("patch"), rq.patch.quoted(sv, cur), msg)})
+	case verb == "create" || verb == "update":
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", sv.kind, sv.version, sv.kind, msg))
+	default:
+		return apierrors.NewBadRequest(msg)
+	}
+}
+
+// yamlWarnings splits the error of a strict YAML decoding into one warning
+// per line, as kube's parseYAMLWarnings; other errors are one warning.
+func yamlWarnings(msg string) []string {
+	var rest string
+	switch {
+	case strings.HasPrefix(msg, "yaml: unmarshal errors:\n"):
+		rest = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n")
+	case strings.HasPrefix(msg, "error converting YAML to JSON: yaml: unmarshal errors:\n"):
+		rest = strings.TrimPrefix(msg, "error converting YAML to JSON: yaml: unmarshal errors:\n")
+	default:
+		return []string{msg}
+	}
+	lines := strings.Split(rest, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return lines
 }
 
 func toUnstructuredMap(v any) (map[string]any, error) {
@@ -193,7 +264,8 @@ func toUnstructuredMap(v any) (map[string]any, error) {
 }
 
 // fieldValidation returns the directive of the request (kube's default is
-// Warn when the client says nothing).
+// Warn when the client says nothing). Other values are refused by
+// validateWriteOptions before a request gets here.
 func (rq *request) fieldValidation() string {
 	switch v := rq.r.URL.Query().Get("fieldValidation"); v {
 	case fieldValidationIgnore, fieldValidationStrict:
@@ -203,15 +275,47 @@ func (rq *request) fieldValidation() string {
 	}
 }
 
-// dryRun reports whether the request asks for dryRun=All.
+// dryRun reports whether the request asks for dryRun=All; other values
+// are a 422 as kube's (the options of the verb are Invalid).
 func (rq *request) dryRun() (bool, error) {
 	vals := rq.r.URL.Query()["dryRun"]
-	for _, v := range vals {
-		if v != metav1.DryRunAll {
-			return false, apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %q (supported: %q)", v, metav1.DryRunAll))
-		}
+	if errs := metav1validation.ValidateDryRun(field.NewPath("dryRun"), vals); len(errs) > 0 {
+		return false, rq.invalidOptions(errs)
 	}
 	return len(vals) > 0, nil
+}
+
+// validateWriteOptions checks the query options of a create or update
+// (CreateOptions, UpdateOptions: fieldManager, dryRun, fieldValidation) as
+// kube's handlers do before decoding the body: a 422 naming the options.
+// Patches check their PatchOptions in servePatch and serveApply.
+func (rq *request) validateWriteOptions() error {
+	q := rq.r.URL.Query()
+	var errs field.ErrorList
+	switch rq.info.Verb {
+	case "create":
+		errs = metav1validation.ValidateCreateOptions(&metav1.CreateOptions{FieldManager: q.Get("fieldManager"), DryRun: q["dryRun"], FieldValidation: q.Get("fieldValidation")})
+	case "update":
+		errs = metav1validation.ValidateUpdateOptions(&metav1.UpdateOptions{FieldManager: q.Get("fieldManager"), DryRun: q["dryRun"], FieldValidation: q.Get("fieldValidation")})
+	}
+	if len(errs) > 0 {
+		return rq.invalidOptions(errs)
+	}
+	return nil
+}
+
+// invalidOptions is the 422 of bad query options of the request's verb.
+func (rq *request) invalidOptions(errs field.ErrorList) error {
+	kind := "UpdateOptions"
+	switch rq.info.Verb {
+	case "create":
+		kind = "CreateOptions"
+	case "patch":
+		kind = "PatchOptions"
+	case "delete", "deletecollection":
+		kind = "DeleteOptions"
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 }
 
 // nameValidator returns the name rule kube applies to a kind.
@@ -246,10 +350,8 @@ func validateMeta(sv *served, obj *unstructured.Unstructured) field.ErrorList {
 
 // prepareCreate sets the fields the server owns on a new object.
 func prepareCreate(sv *served, obj *unstructured.Unstructured, now time.Time) error {
-	if obj.GetName() == "" && obj.GetGenerateName() != "" {
-		obj.SetName(obj.GetGenerateName() + utilrand.String(5))
-	}
-	if errs := validateMeta(sv, obj); len(errs) > 0 {
+	// As kube's strategies: the object's metadata, then its content.
+	if errs := append(validateMeta(sv, obj), validateKind(sv, obj, nil)...); len(errs) > 0 {
 		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
 	}
 	obj.SetUID(types.UID(newUID()))
@@ -350,10 +452,13 @@ func prepareUpdate(sv *served, subresource string, obj, cur *unstructured.Unstru
 	if obj.GetGenerateName() == "" {
 		obj.SetGenerateName(cur.GetGenerateName())
 	}
-	if errs := apivalidation.ValidateObjectMetaAccessorUpdate(obj, cur, field.NewPath("metadata")); len(errs) > 0 {
-		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+	errs := apivalidation.ValidateObjectMetaAccessorUpdate(obj, cur, field.NewPath("metadata"))
+	errs = append(errs, validateMeta(sv, obj)...)
+	if subresource != "status" {
+		// The status subresource writes status only, which is not checked.
+		errs = append(errs, validateKind(sv, obj, cur)...)
 	}
-	if errs := validateMeta(sv, obj); len(errs) > 0 {
+	if len(errs) > 0 {
 		return apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
 	}
 	if cur.GetDeletionTimestamp() != nil && len(newFinalizers(obj.GetFinalizers(), cur.GetFinalizers())) > 0 {

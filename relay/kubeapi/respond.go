@@ -133,8 +133,16 @@ func writeText(w http.ResponseWriter, code int, s string) {
 	_, _ = w.Write([]byte(s))
 }
 
-// addWarning adds a kube warning header (299) that kubectl prints.
+// addWarning adds a kube warning header (299) that kubectl prints, once
+// per text as kube's warning recorder (a write retried on a conflict warns
+// again).
 func addWarning(w http.ResponseWriter, msg string) {
 	msg = strings.ReplaceAll(msg, `"`, `\"`)
-	w.Header().Add("Warning", `299 - "`+msg+`"`)
+	v := `299 - "` + msg + `"`
+	for _, have := range w.Header().Values("Warning") {
+		if have == v {
+			return
+		}
+	}
+	w.Header().Add("Warning", v)
 }

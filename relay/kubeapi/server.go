@@ -151,6 +151,14 @@ type request struct {
 	match func(*store.Object) bool
 	user  user.Info
 	info  *genericrequest.RequestInfo
+	// yamlBody is the body as sent when it was YAML (readBody converts
+	// it to JSON), for strict decoding.
+	yamlBody []byte
+	// strictErrs are the strict decoding errors of the request's body or
+	// patch (duplicate fields), reported with the object's unknown fields.
+	strictErrs []error
+	// patch is the JSON, merge or strategic merge patch being applied.
+	patch *patchRequest
 	// verb label for metrics (WATCH, LIST, GET, ...)
 	metricVerb     string
 	metricResource string

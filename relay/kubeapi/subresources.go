@@ -93,6 +93,16 @@ func (s *Server) serveScale(rq *request, sv *served) {
 			rq.writeError(err)
 			return
 		}
+		if rq.info.Verb == "update" {
+			err = rq.validateWriteOptions()
+		} else {
+			mt, _, _ := mime.ParseMediaType(rq.r.Header.Get("Content-Type"))
+			err = rq.validatePatchOptions(types.PatchType(mt))
+		}
+		if err != nil {
+			rq.writeError(err)
+			return
+		}
 		var pinned string
 		mutate := func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			sc, _ := scaleOf(sv, cur)

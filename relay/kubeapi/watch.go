@@ -12,10 +12,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -40,17 +41,15 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 		b := v == "true"
 		sendInitial = &b
 	}
-	if sendInitial != nil {
-		if match != string(metav1.ResourceVersionMatchNotOlderThan) {
-			rq.writeError(invalidListOptions("sendInitialEvents", "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan"))
-			return
-		}
-		if *sendInitial && !bookmarks {
-			rq.writeError(invalidListOptions("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"))
-			return
-		}
-	} else if match != "" {
-		rq.writeError(invalidListOptions("resourceVersionMatch", "resourceVersionMatch is forbidden for watch"))
+	// kube's checks of a watch's options (the WatchList feature on). As
+	// kube 1.37, sendInitialEvents does not need allowWatchBookmarks: the
+	// initial events then come without the bookmark that ends them.
+	opts := metainternalversion.ListOptions{
+		Watch: true, ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatch(match),
+		SendInitialEvents: sendInitial, Continue: q.Get("continue"),
+	}
+	if errs := metainternalversionvalidation.ValidateListOptions(&opts, true); len(errs) > 0 {
+		rq.writeError(apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs))
 		return
 	}
 
@@ -140,7 +139,7 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 			return
 		}
 	}
-	if sendInitial != nil && *sendInitial {
+	if sendInitial != nil && *sendInitial && bookmarks {
 		if err := enc.writeBookmark(since, true); err != nil {
 			return
 		}
@@ -183,11 +182,6 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 			return
 		}
 	}
-}
-
-func invalidListOptions(fieldName, msg string) error {
-	return apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
-		field.ErrorList{field.Forbidden(field.NewPath(fieldName), msg)})
 }
 
 // watchEncoder writes watch events as kube's JSON stream: one

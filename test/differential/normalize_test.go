@@ -172,11 +172,56 @@ func toYAML(v any) string {
 			v = m
 		}
 	}
+	if m, ok := v.(map[string]any); ok {
+		sortManagedFields(m)
+		if items, ok := m["items"].([]any); ok {
+			for _, it := range items {
+				if im, ok := it.(map[string]any); ok {
+					sortManagedFields(im)
+				}
+			}
+		}
+	}
 	b, err := yaml.Marshal(v)
 	if err != nil {
 		return fmt.Sprintf("unrenderable %T: %v\n", v, err)
 	}
 	return string(b)
+}
+
+// sortManagedFields puts an object's managedFields entries in the order
+// kube-apiserver gives them when their times are equal: kube sorts by
+// operation, time in seconds (no time first), manager, apiVersion and
+// subresource. Times are masked, and whether two writes fall in the same
+// second or not is chance on either server, so the order compared must
+// not follow them.
+func sortManagedFields(obj map[string]any) {
+	md, _ := obj["metadata"].(map[string]any)
+	entries, _ := md["managedFields"].([]any)
+	key := func(e any) []string {
+		m, _ := e.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		timed := "0"
+		if _, ok := m["time"]; ok {
+			timed = "1"
+		}
+		return []string{str("operation"), timed, str("manager"), str("apiVersion"), str("subresource")}
+	}
+	slices.SortStableFunc(entries, func(a, b any) int { return slices.Compare(key(a), key(b)) })
+}
+
+// sortManagedFieldsEntries is sortManagedFields for typed entries.
+func sortManagedFieldsEntries(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	out := slices.Clone(entries)
+	key := func(e metav1.ManagedFieldsEntry) []string {
+		timed := "0"
+		if e.Time != nil {
+			timed = "1"
+		}
+		return []string{string(e.Operation), timed, e.Manager, e.APIVersion, e.Subresource}
+	}
+	slices.SortStableFunc(out, func(a, b metav1.ManagedFieldsEntry) int { return slices.Compare(key(a), key(b)) })
+	return out
 }
 
 // jsonToYAML renders a JSON body as YAML; a body that is not JSON is
@@ -254,5 +299,26 @@ func TestSortCauses(t *testing.T) {
 	}
 	if st.Details.Causes[0].Field != "spec.color" {
 		t.Errorf("causes not sorted: %+v", st.Details.Causes)
+	}
+}
+
+// TestSortManagedFields checks that the order of managedFields entries
+// does not depend on their times, but for entries without one, first as
+// in kube.
+func TestSortManagedFields(t *testing.T) {
+	got := toYAML(map[string]any{"metadata": map[string]any{"managedFields": []any{
+		map[string]any{"manager": "bob", "operation": "Apply", "time": "2026-01-01T00:00:01Z"},
+		map[string]any{"manager": "alice", "operation": "Apply", "time": "2026-01-01T00:00:02Z"},
+		map[string]any{"manager": "zed", "operation": "Update", "time": "2026-01-01T00:00:00Z"},
+		map[string]any{"manager": "hpa", "operation": "Update", "subresource": "scale"},
+	}}})
+	var order []string
+	for _, l := range strings.Split(got, "\n") {
+		if _, m, ok := strings.Cut(l, "manager: "); ok {
+			order = append(order, m)
+		}
+	}
+	if want := []string{"alice", "bob", "hpa", "zed"}; !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
 	}
 }

@@ -29,7 +29,7 @@ import (
 // managedFields renders who owns what, without times.
 func managedFields(entries []metav1.ManagedFieldsEntry) string {
 	var b strings.Builder
-	for _, e := range entries {
+	for _, e := range sortManagedFieldsEntries(entries) {
 		fields := "-"
 		if e.FieldsV1 != nil {
 			fields = string(e.FieldsV1.Raw)

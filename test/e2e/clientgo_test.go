@@ -831,9 +831,30 @@ func testWatchList(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 		break
 	}
 
-	// sendInitialEvents without allowWatchBookmarks is invalid.
-	if _, err := cms.Watch(ctx, metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}); err == nil || !(apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) {
-		t.Errorf("sendInitialEvents without allowWatchBookmarks: want 4xx, got %v", err)
+	// sendInitialEvents without allowWatchBookmarks is accepted, as by
+	// kube-apiserver 1.37: the initial events come without the bookmark
+	// that ends them.
+	w2, err := cms.Watch(ctx, metav1.ListOptions{SendInitialEvents: ptr.To(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatalf("sendInitialEvents without allowWatchBookmarks: %v", err)
+	}
+	defer w2.Stop()
+	added = nil
+	for len(added) < 4 {
+		ev := nextEvent(t, w2, 10*time.Second)
+		if ev.Type != watch.Added {
+			t.Fatalf("initial events without bookmarks: %s %+v, want ADDED", ev.Type, ev.Object)
+		}
+		added = append(added, ev.Object.(*corev1.ConfigMap).Name)
+	}
+	sort.Strings(added)
+	if !slices.Equal(added, []string{"a", "b", "c", "d"}) {
+		t.Errorf("initial events without bookmarks: %v", added)
+	}
+	select {
+	case ev := <-w2.ResultChan():
+		t.Errorf("after the initial events without bookmarks: %s %+v, want nothing", ev.Type, ev.Object)
+	case <-time.After(500 * time.Millisecond):
 	}
 }
 

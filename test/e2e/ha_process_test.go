@@ -948,3 +948,45 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 		return nil
 	})
 }
+
+// A follower judges a read-modify-write against its own store, which may
+// lag a write the leader has just acknowledged: before answering 404 or
+// 409 it catches up with the leader (ReadIndex) and looks again. Right
+// after each acknowledged write on the leader, a follower updates the
+// object, updates it pinned to its current resourceVersion, and deletes it
+// with that resourceVersion as precondition: none may fail.
+func TestHAProcessFollowerWritesAfterLeader(t *testing.T) {
+	c := startHACluster(t, 3)
+	leader, _ := c.waitLeader(0, 20*time.Second)
+	var follower *haNode
+	for _, n := range c.nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	lc, fc := c.client(leader), c.client(follower)
+	for i := range 20 {
+		name := fmt.Sprint("lag-", i)
+		if _, err := lc.CoreV1().ConfigMaps(haNamespace).Create(t.Context(), registerCM(name, "a", ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fc.CoreV1().ConfigMaps(haNamespace).Update(t.Context(), registerCM(name, "b", ""), metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("%s: update on the follower right after the create: %v", name, err)
+		}
+		cm, err := lc.CoreV1().ConfigMaps(haNamespace).Update(t.Context(), registerCM(name, "c", ""), metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fc.CoreV1().ConfigMaps(haNamespace).Update(t.Context(), registerCM(name, "d", cm.ResourceVersion), metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("%s: update pinned to resourceVersion %s on the follower: %v", name, cm.ResourceVersion, err)
+		}
+		cm, err = lc.CoreV1().ConfigMaps(haNamespace).Update(t.Context(), registerCM(name, "e", ""), metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv := cm.ResourceVersion
+		if err := fc.CoreV1().ConfigMaps(haNamespace).Delete(t.Context(), name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil {
+			t.Fatalf("%s: delete with precondition resourceVersion %s on the follower: %v", name, rv, err)
+		}
+	}
+}
