@@ -32,16 +32,21 @@ func (pt *placementTree) placeCollected(t *testing.T, annotations map[string]any
 		"spec": map[string]any{"combinedFields": []any{
 			map[string]any{"name": "destinations", "type": "COUNT"},
 			map[string]any{"name": "ready", "type": "SUM", "subject": "has(obj.status.readyReplicas) ? obj.status.readyReplicas : 0"}}}})
-	pt.apply(t, pt.wds, deployGVR, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": annotations},
-		"spec": map[string]any{"replicas": 1, "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
-			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
-				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:1"}}}}}})
+	pt.apply(t, pt.wds, deployGVR, webDeployment(1, annotations))
 	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
 		"metadata": map[string]any{"name": "web"},
 		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "yes"}}},
 			"downsync":         []any{map[string]any{"apiGroup": "apps", "resources": []any{"deployments"}, "namespaces": []any{"shop"}}},
 			"statusCollectors": []any{"ready"}}})
+}
+
+// webDeployment is the Deployment shop/web that placeCollected places.
+func webDeployment(replicas int, annotations map[string]any) map[string]any {
+	return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "annotations": annotations},
+		"spec": map[string]any{"replicas": replicas, "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:1"}}}}}}
 }
 
 // combinedName is the CombinedStatus of placeCollected's Deployment.
@@ -250,11 +255,7 @@ func TestStatusSurvivesRootFailover(t *testing.T) {
 	newLeader := leaderOf(t, rs)
 	t.Logf("%s leads after the kill", rs[newLeader].cfg.Name)
 	waitFor(t, "the region reconnected", func() bool { return region.Uplink().Connected() })
-	pt.apply(t, pt.wds, deployGVR, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{"name": "web", "namespace": "shop"},
-		"spec": map[string]any{"replicas": 2, "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
-			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
-				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:1"}}}}}})
+	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
 	pt.waitCombined(t, "three destinations, six ready, after the failover", 3, 6)
 	oc.check(t, "root failover")
 }
