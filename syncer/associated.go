@@ -2,16 +2,12 @@ package syncer
 
 import (
 	"cmp"
-	"context"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -75,56 +71,12 @@ type assocWatch struct {
 	ns  string
 }
 
-// ownerIndex indexes cached objects by the UIDs of their owners.
-const ownerIndex = "owner"
-
-func ownerUIDs(obj any) ([]string, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, nil
-	}
-	refs := m.GetOwnerReferences()
-	out := make([]string, len(refs))
-	for i, r := range refs {
-		out[i] = string(r.UID)
-	}
-	return out, nil
-}
-
-// dropManagedFields is the transform of every informer: managedFields are
+// dropManagedFields is applied to every cached object: managedFields are
 // never reported nor evaluated, and are a large share of an object.
-func dropManagedFields(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		if md, ok := u.Object["metadata"].(map[string]any); ok {
-			delete(md, "managedFields")
-		}
+func dropManagedFields(u *unstructured.Unstructured) {
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		delete(md, "managedFields")
 	}
-	return obj, nil
-}
-
-// startInformer runs an informer of gvr in namespace ns (all when empty)
-// restricted by a label selector, until Start's context ends or it is
-// stopped. on gets every event; synced runs once it has listed.
-func (s *Syncer) startInformer(gvr schema.GroupVersionResource, ns, selector string, indexers cache.Indexers,
-	on func(any), synced func()) *informer {
-	ctx, cancel := context.WithCancel(s.runCtx)
-	gi := dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, ns, 0, indexers,
-		func(o *metav1.ListOptions) { o.LabelSelector = selector })
-	inf := &informer{gvr: gvr, inf: gi.Informer(), cancel: cancel}
-	_ = inf.inf.SetTransform(dropManagedFields)
-	_, _ = inf.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    on,
-		UpdateFunc: func(_, obj any) { on(obj) },
-		DeleteFunc: on,
-	})
-	go inf.inf.Run(ctx.Done())
-	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), inf.inf.HasSynced) {
-			inf.synced.Store(true)
-			synced()
-		}
-	}()
-	return inf
 }
 
 // ensureAssociated makes the informers of associated objects match m: one
@@ -151,8 +103,8 @@ func (s *Syncer) ensureAssociated(m *model) {
 		if s.rep.assoc[w] != nil {
 			continue
 		}
-		s.rep.assoc[w] = s.startInformer(w.gvr, w.ns, "", cache.Indexers{ownerIndex: ownerUIDs},
-			s.associatedChanged, func() { s.associatedSynced(w.ns) })
+		s.rep.assoc[w] = s.startInformer(w.gvr, informerConfig{ns: w.ns, owners: true,
+			on: s.associatedChanged, synced: func() { s.associatedSynced(w.ns) }})
 	}
 }
 
@@ -174,14 +126,7 @@ func (s *Syncer) associatedSynced(ns string) {
 
 // associatedChanged handles an event of an associated object: the managed
 // object at the top of its ownership chain is re-evaluated.
-func (s *Syncer) associatedChanged(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
+func (s *Syncer) associatedChanged(m *unstructured.Unstructured) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.markOwnersLocked(m.GetNamespace(), m.GetOwnerReferences(), maxOwnerDepth)
@@ -250,13 +195,8 @@ func (s *Syncer) associated(res store.Resource, live *unstructured.Unstructured)
 		var next []types.UID
 		for _, uid := range frontier {
 			for _, inf := range infs {
-				objs, err := inf.inf.GetIndexer().ByIndex(ownerIndex, string(uid))
-				if err != nil {
-					continue
-				}
-				for _, o := range objs {
-					u, ok := o.(*unstructured.Unstructured)
-					if !ok || seen[u.GetUID()] {
+				for _, u := range inf.ownedBy(uid) {
+					if seen[u.GetUID()] {
 						continue
 					}
 					seen[u.GetUID()] = true

@@ -9,8 +9,9 @@
 //     in use) into the objects this destination must hold, customized for
 //     it (topology/customize) and stripped of Canopy's instructions. An
 //     object that cannot be expanded is not applied at all and is reported.
-//   - Apply: server-side apply with client-go (dynamic client, a RESTMapper
-//     over discovery that is reset when CRDs arrive or leave), field
+//   - Apply: server-side apply with client-go (dynamic client; kinds are
+//     mapped to resources by asking discovery for the group versions in
+//     use only, forgotten when CRDs arrive or leave), field
 //     manager FieldManager, forced. CRDs first, waiting until they are
 //     Established, then namespaces, then the rest. Every applied object
 //     carries ManagedLabel. A namespace that exists without it belongs to
@@ -96,16 +97,23 @@
 // # Concurrency
 //
 // One worker goroutine does every pass, apply, deletion and drift
-// correction, from a client-go rate-limited work queue (so a burst of
-// inbox changes is one pass, and an isolated change is applied at once).
-// The worker also probes the cluster every Config.ProbeInterval; at the
-// start of each pass it hands the reporter the inbox's model, and at the
-// end what it applied or failed. Around it run the inbox follower (a store
-// watch), the report flusher (one store Txn per batch of dirty keys), the
-// reporter (evaluates collectors and placement syncs, starts and stops the
-// informers of associated and upsynced objects) and the informers, which
-// only enqueue work and mark reports dirty. Syncer.mu guards the records,
-// the informers and the reported state (reportState); it is never held
-// across a request to the cluster, a store write or a CEL evaluation.
-// Stats, Describe and Collect are safe for concurrent use.
+// correction, from a rate-limited work queue with client-go's semantics
+// (so a burst of inbox changes is one pass, and an isolated change is
+// applied at once; retries wait on timers, not goroutines). The worker
+// also probes the cluster every Config.ProbeInterval; at the start of each
+// pass it hands the reporter the inbox's model, and at the end what it
+// applied or failed. Around it run the inbox follower (a store watch), the
+// report flusher (one store Txn per batch of dirty keys), the reporter
+// (evaluates collectors and placement syncs, starts and stops the
+// informers of associated and upsynced objects; it runs in Start's
+// goroutine) and the informers (informer.go: list and watch in one
+// goroutine each, without client-go's informer machinery), which only
+// enqueue work and mark reports dirty. An edge relay is one of thousands
+// in a simulation: every goroutine and buffer it keeps while idle counts.
+//
+// Syncer.mu guards the records, the informers and the reported state
+// (reportState); it is never held across a request to the cluster, a store
+// write or a CEL evaluation. Lock order: Syncer.mu, then an informer's
+// cache lock (informers call their handlers without it). Stats, Describe
+// and Collect are safe for concurrent use.
 package syncer

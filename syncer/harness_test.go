@@ -60,7 +60,13 @@ type harness struct {
 
 func newHarness(t testing.TB, c *testCluster, self string) *harness {
 	t.Helper()
-	st := store.New(store.Options{})
+	return newHarnessStore(t, c, self, store.Options{})
+}
+
+// newHarnessStore is newHarness with a store made with opts.
+func newHarnessStore(t testing.TB, c *testCluster, self string, opts store.Options) *harness {
+	t.Helper()
+	st := store.New(opts)
 	st.SetLog(store.NewMemLog(st))
 	t.Cleanup(st.Close)
 	admin, err := dynamic.NewForConfig(c.admin)

@@ -226,7 +226,7 @@ func compileCollector(ref reports.PlacementRef, o *store.Object) *collector {
 		return c
 	}
 	sc.Name = ref.Name
-	compiled, errs := status.Compile(&sc)
+	compiled, errs := compileShared(&sc)
 	if len(errs) > 0 {
 		c.err = fmt.Errorf("statuscollector %s: %v", ref, errs.ToAggregate())
 		return c

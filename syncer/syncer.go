@@ -15,8 +15,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -162,13 +160,16 @@ type Syncer struct {
 	cfg        Config
 	log        *slog.Logger
 	dyn        dynamic.Interface
+	rest       rest.Interface // the dynamic client's, for watch streams
 	disco      discovery.DiscoveryInterface
-	discoCache discovery.CachedDiscoveryInterface // the mapper's; reset with it
-	mapper     *restmapper.DeferredDiscoveryRESTMapper
-	queue      workqueue.TypedRateLimitingInterface[item]
+	discoCache discovery.CachedDiscoveryInterface // the upsync clauses'; reset with the mapper
+	mapper     *mapper
+	queue      *workQueue
 
 	started atomic.Bool
 	runCtx  context.Context // Start's: informers run until it ends
+	// informerWG counts the informers' goroutines, which Start waits for.
+	informerWG sync.WaitGroup
 
 	// mu guards the fields below. The worker goroutine alone changes
 	// records (it holds mu while it does); the informers' handlers, the
@@ -219,7 +220,15 @@ func New(cfg Config) (*Syncer, error) {
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = DefaultQPS, DefaultBurst
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	// The dynamic client's REST client also carries the informers' watch
+	// streams (see informer.watch).
+	dcfg := dynamic.ConfigFor(rc)
+	dcfg.GroupVersion, dcfg.APIPath = nil, "/if-you-see-this-search-for-the-break" // as dynamic.NewForConfig
+	hc, err := rest.HTTPClientFor(dcfg)
+	if err != nil {
+		return nil, fmt.Errorf("syncer: %w", err)
+	}
+	raw, err := rest.UnversionedRESTClientForConfigAndClient(dcfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("syncer: %w", err)
 	}
@@ -233,10 +242,11 @@ func New(cfg Config) (*Syncer, error) {
 	s := &Syncer{
 		cfg:        cfg,
 		log:        cfg.Logger.With("destination", cfg.Name),
-		dyn:        dyn,
+		dyn:        dynamic.New(raw),
+		rest:       raw,
 		disco:      disco,
 		discoCache: cached,
-		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		mapper:     newMapper(disco, cached.Invalidate),
 		records:    map[store.Key]*record{},
 		byRef:      map[ref]*record{},
 		informers:  map[schema.GroupResource]*informer{},
@@ -253,10 +263,11 @@ func New(cfg Config) (*Syncer, error) {
 //
 // It runs one worker goroutine (every change to the cluster and to the
 // records, and the probe), one that follows the inbox, one that writes
-// the outbox, one that evaluates reported state (the reporter), one
-// informer per resource of managed objects, one per (resource, namespace)
-// of associated objects of evaluated objects, and one per resolved
-// upsync watch.
+// the outbox, the reporter (which evaluates reported state, in Start's
+// own goroutine), and one goroutine per informer: one per resource of
+// managed objects, one per (resource, namespace) of associated objects of
+// evaluated objects, and one per resolved upsync watch. Timers (the
+// work queue's delays and retries) need no goroutine.
 func (s *Syncer) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return ErrStarted
@@ -273,9 +284,7 @@ func (s *Syncer) Start(ctx context.Context) error {
 	s.observePending = true
 	s.mu.Unlock()
 
-	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[item](s.cfg.RetryMin, s.cfg.RetryMax),
-		workqueue.TypedRateLimitingQueueConfig[item]{Name: "syncer-" + s.cfg.Name})
+	s.queue = newWorkQueue(s.cfg.RetryMin, s.cfg.RetryMax)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -289,10 +298,9 @@ func (s *Syncer) Start(ctx context.Context) error {
 	run(s.followInbox)
 	run(s.work)
 	run(s.flushReports)
-	run(s.report)
 	s.log.Info("syncer started", "managed", len(recs))
 
-	<-ctx.Done()
+	s.report(ctx) // until ctx is done
 	s.queue.ShutDown()
 	wg.Wait()
 	s.mu.Lock()
@@ -309,6 +317,7 @@ func (s *Syncer) Start(ctx context.Context) error {
 		delete(s.rep.upsync, w)
 	}
 	s.mu.Unlock()
+	s.informerWG.Wait()
 	return nil
 }
 

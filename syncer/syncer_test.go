@@ -473,3 +473,37 @@ func testUnreachable(t *testing.T, c *testCluster) {
 		t.Errorf("two after recovery: %v", err)
 	}
 }
+
+// An inbox watch that falls behind (a watcher queue of one event) further
+// than the store's history (four events, less than an InMemory child
+// keeps) recovers: the syncer resumes where it can and lists the inbox
+// where it cannot, and applies everything.
+func TestInboxWatchBeyondHistory(t *testing.T) {
+	h := newHarnessStore(t, newVirtualCluster(t), "edge-1", store.Options{HistorySize: 4, WatcherQueue: 1})
+	h.start()
+	h.put(namespace("hist"))
+	const n = 40
+	for i := range n {
+		h.put(configMap("hist", fmt.Sprint("cm-", i), map[string]any{"i": fmt.Sprint(i)}))
+	}
+	h.put(configMap("hist", "cm-0", map[string]any{"i": "last"}))
+	eventually(t, "every ConfigMap applied", func() error {
+		for i := range n {
+			u, err := h.get(gvrCM, "hist", fmt.Sprint("cm-", i))
+			if err != nil {
+				return err
+			}
+			want := fmt.Sprint(i)
+			if i == 0 {
+				want = "last"
+			}
+			if got, _, _ := unstructured.NestedString(u.Object, "data", "i"); got != want {
+				return fmt.Errorf("cm-%d: data.i %q, want %q", i, got, want)
+			}
+		}
+		return nil
+	})
+	h.waitStatus("the last cursor observed", func(s DestinationState) bool {
+		return s.Applied == n+1 && s.ObservedInboxRevision == int64(h.cursor)
+	})
+}

@@ -5,11 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -167,13 +165,13 @@ func (s *Syncer) ensureUpsync(m *model) (retry bool) {
 			continue
 		}
 		gr := w.gvr.GroupResource()
-		s.rep.upsync[w] = s.startInformer(w.gvr, w.ns, upsyncSelector, cache.Indexers{},
-			func(obj any) { s.upsyncChanged(gr, obj) },
-			func() {
+		s.rep.upsync[w] = s.startInformer(w.gvr, informerConfig{ns: w.ns, selector: upsyncSelector,
+			on: func(u *unstructured.Unstructured) { s.upsyncChanged(gr, u) },
+			synced: func() {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				s.markUpsyncReportsLocked(gr, w.ns)
-			})
+			}})
 	}
 	// A change of names or namespaces of a clause keeps the informers but
 	// changes what they report.
@@ -194,14 +192,7 @@ func (s *Syncer) upsyncKey(gr schema.GroupResource, ns, name string) store.Key {
 }
 
 // upsyncChanged handles an event of an upsync informer.
-func (s *Syncer) upsyncChanged(gr schema.GroupResource, obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
+func (s *Syncer) upsyncChanged(gr schema.GroupResource, m *unstructured.Unstructured) {
 	s.mu.Lock()
 	s.dirty[s.upsyncKey(gr, m.GetNamespace(), m.GetName())] = struct{}{}
 	s.wakeLocked()
@@ -216,9 +207,9 @@ func (s *Syncer) markUpsyncReportsLocked(gr schema.GroupResource, ns string) {
 		if w.gvr.GroupResource() != gr || !inf.synced.Load() {
 			continue
 		}
-		for _, o := range inf.inf.GetStore().List() {
-			if m, err := meta.Accessor(o); err == nil && (ns == "" || m.GetNamespace() == ns) {
-				s.dirty[s.upsyncKey(gr, m.GetNamespace(), m.GetName())] = struct{}{}
+		for _, u := range inf.list() {
+			if ns == "" || u.GetNamespace() == ns {
+				s.dirty[s.upsyncKey(gr, u.GetNamespace(), u.GetName())] = struct{}{}
 			}
 		}
 	}

@@ -3,14 +3,10 @@ package syncer
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -70,33 +66,9 @@ func (s *Syncer) followInbox(ctx context.Context) {
 	}
 }
 
-// informer watches the managed objects of one resource (label
-// ManagedLabel=true, all namespaces).
-type informer struct {
-	gvr    schema.GroupVersionResource
-	inf    cache.SharedIndexInformer
-	cancel context.CancelFunc
-	synced atomic.Bool
-}
-
-func (i *informer) stop() { i.cancel() }
-
-// get returns the informer's copy of an object (shared: read only).
-func (i *informer) get(ns, name string) (*unstructured.Unstructured, bool) {
-	key := name
-	if ns != "" {
-		key = ns + "/" + name
-	}
-	o, ok, err := i.inf.GetIndexer().GetByKey(key)
-	if err != nil || !ok {
-		return nil, false
-	}
-	u, ok := o.(*unstructured.Unstructured)
-	return u, ok
-}
-
-// ensureInformer starts watching gvr's managed objects, unless an
-// informer of that version already does. Worker only.
+// ensureInformer starts watching gvr's managed objects (label
+// ManagedLabel=true, all namespaces), unless an informer of that version
+// already does. Worker only.
 func (s *Syncer) ensureInformer(gvr schema.GroupVersionResource) {
 	gr := gvr.GroupResource()
 	s.mu.Lock()
@@ -107,26 +79,11 @@ func (s *Syncer) ensureInformer(gvr schema.GroupVersionResource) {
 		}
 		cur.stop()
 	}
-	ctx, cancel := context.WithCancel(s.runCtx)
-	gi := dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(o *metav1.ListOptions) { o.LabelSelector = ManagedLabel + "=true" })
-	inf := &informer{gvr: gvr, inf: gi.Informer(), cancel: cancel}
-	_ = inf.inf.SetTransform(dropManagedFields)
-	on := func(obj any) { s.observe(gr, obj) }
-	_, _ = inf.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    on,
-		UpdateFunc: func(_, obj any) { on(obj) },
-		DeleteFunc: on,
+	s.informers[gr] = s.startInformer(gvr, informerConfig{
+		selector: ManagedLabel + "=true",
+		on:       func(u *unstructured.Unstructured) { s.observe(gr, u) },
+		synced:   func() { s.informerSynced(gr) },
 	})
-	s.informers[gr] = inf
-	go inf.inf.Run(ctx.Done())
-	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), inf.inf.HasSynced) {
-			inf.synced.Store(true)
-			s.informerSynced(gr)
-		}
-	}()
 }
 
 // ensureInformers makes the informers match the applied records: one per
@@ -175,14 +132,7 @@ func (s *Syncer) informerSynced(gr schema.GroupResource) {
 // observe handles an informer event: the object's report is refreshed,
 // its partials and placement syncs are evaluated again and, if the syncer
 // manages it, it is checked for drift.
-func (s *Syncer) observe(gr schema.GroupResource, obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
+func (s *Syncer) observe(gr schema.GroupResource, m *unstructured.Unstructured) {
 	s.mu.Lock()
 	r := s.byRef[ref{Group: gr.Group, Resource: gr.Resource, Namespace: m.GetNamespace(), Name: m.GetName()}]
 	if r != nil {

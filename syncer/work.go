@@ -334,16 +334,13 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 // CRD applied by someone else meanwhile).
 func (s *Syncer) mapping(p *pass, obj *unstructured.Unstructured) (schema.GroupVersionResource, bool, error) {
 	gvk := obj.GroupVersionKind()
-	m, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	gvr, namespaced, err := s.mapper.mapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) && !p.mapperReset {
 		p.mapperReset = true
 		s.mapper.Reset()
-		m, err = s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		gvr, namespaced, err = s.mapper.mapping(gvk.GroupKind(), gvk.Version)
 	}
-	if err != nil {
-		return schema.GroupVersionResource{}, false, err
-	}
-	return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	return gvr, namespaced, err
 }
 
 // apply server-side applies data.

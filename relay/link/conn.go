@@ -82,12 +82,42 @@ func closedErr(cause error) error {
 
 // ---- QUIC ----
 
-// quicConn is a Conn over a quic-go connection.
+// onDone arranges for f to run, in a goroutine of its own, once c is
+// gone; stop cancels that if f has not started. A QUIC connection needs no
+// goroutine while it lives (context.AfterFunc on its context): a relay
+// with thousands of links waits on none.
+func onDone(c Conn, f func()) (stop func() bool) {
+	if qc, ok := c.(*quicConn); ok {
+		return context.AfterFunc(qc.qc.Context(), f)
+	}
+	cancel := make(chan struct{})
+	var once sync.Once
+	go func() {
+		select {
+		case <-c.Done():
+			once.Do(f)
+		case <-cancel:
+		}
+	}()
+	return func() bool {
+		stopped := false
+		once.Do(func() { stopped = true })
+		if stopped {
+			close(cancel)
+		}
+		return stopped
+	}
+}
+
+// quicConn is a Conn over a quic-go connection. Its accept loop starts
+// with the first AcceptStream: a side that never accepts streams (a
+// child's uplink) runs no goroutine for it, and streams the peer opens
+// wait in quic-go's queue, within the stream limit, until accepted.
 type quicConn struct {
-	qc      *quic.Conn
-	cnt     counters
-	q       streamQueue
-	onClose func() // releases a transport owned by this connection
+	qc        *quic.Conn
+	cnt       counters
+	q         streamQueue
+	accepting sync.Once
 }
 
 const (
@@ -96,18 +126,15 @@ const (
 	codeCanceled quic.StreamErrorCode      = 2
 )
 
+// newQUICConn wraps qc; onClose, when set, runs once qc is closed (it
+// releases a transport owned by this connection).
 func newQUICConn(qc *quic.Conn, cfg Config, onClose func()) *quicConn {
 	c := &quicConn{
-		qc:      qc,
-		q:       streamQueue{ch: make(chan accepted), done: qc.Context().Done(), timeout: cfg.StreamHeaderTimeout},
-		onClose: onClose,
+		qc: qc,
+		q:  streamQueue{ch: make(chan accepted), done: qc.Context().Done(), timeout: cfg.StreamHeaderTimeout},
 	}
-	go c.acceptLoop()
 	if onClose != nil {
-		go func() {
-			<-qc.Context().Done()
-			onClose()
-		}()
+		context.AfterFunc(qc.Context(), onClose)
 	}
 	return c
 }
@@ -145,6 +172,7 @@ func (c *quicConn) OpenStream(ctx context.Context, kind StreamKind) (Stream, err
 }
 
 func (c *quicConn) AcceptStream(ctx context.Context) (Stream, StreamKind, error) {
+	c.accepting.Do(func() { go c.acceptLoop() })
 	return c.q.accept(ctx, func() error { return context.Cause(c.qc.Context()) })
 }
 

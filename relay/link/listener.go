@@ -177,12 +177,11 @@ func (l *Listener) deliver(c Conn) {
 	l.mu.Lock()
 	l.links[c] = struct{}{}
 	l.mu.Unlock()
-	go func() {
-		<-c.Done()
+	onDone(c, func() {
 		l.mu.Lock()
 		delete(l.links, c)
 		l.mu.Unlock()
-	}()
+	})
 	select {
 	case l.conns <- c:
 	case <-l.closed:

@@ -144,14 +144,9 @@ func (r *Redialer) serve(ctx context.Context, c Conn, errp *error) time.Duration
 		r.OnConnect(c, n-1)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-c.Done():
-			cancel()
-		case <-sctx.Done():
-		}
-	}()
+	stop := onDone(c, cancel)
 	err := r.Serve(sctx, c)
+	stop()
 	cancel()
 	_ = c.Close("serve returned")
 	r.connected.Store(false)

@@ -64,10 +64,46 @@ type ChildConfig struct {
 	// and benchmarks running hundreds of relays in one process. The inbox
 	// then does not survive a restart.
 	InMemory bool
+	// StoreHistory is the number of store events kept for watch resumption
+	// (store.Options.HistorySize): every kept event pins an object version
+	// in memory. A watcher resuming from further back (a child that
+	// reconnects, a parent resuming this relay's reports, a watcher that
+	// fell behind) gets store.ErrExpired and resyncs from a list instead.
+	// Zero means DefaultInMemoryEdgeHistory or DefaultInMemoryRegionHistory
+	// for an InMemory child, the store's default (100 000) otherwise.
+	StoreHistory int
 	// RejectApply, with VirtualCluster, makes the cluster refuse (403, as
 	// an admission webhook would) every write of an object for which it
 	// returns an error: a fault for simulations (vcluster.Options.Reject).
 	RejectApply func(resource, namespace, name string) error
+}
+
+// Defaults of ChildConfig.StoreHistory for an InMemory child (a
+// simulation runs thousands in one process, where the store's default of
+// 100 000 events would pin up to 100 000 object versions per relay).
+const (
+	// DefaultInMemoryEdgeHistory: an edge's store is watched by its own
+	// syncer and by the upsync of its reports, which resumes after a
+	// reconnect across what the edge wrote meanwhile (about four events
+	// per change it receives). 1 024 events cover some 250 changes and
+	// pin at most about 1 MiB.
+	DefaultInMemoryEdgeHistory = 1024
+	// DefaultInMemoryRegionHistory: a region's children resume from its
+	// store, which also takes their reports (a few events per child and
+	// change): 4 096 events cover about ten changes at 100 children.
+	DefaultInMemoryRegionHistory = 4096
+)
+
+// storeOptions are the options of the child's own store.
+func (cfg ChildConfig) storeOptions() store.Options {
+	o := store.Options{Fields: withDestinations(nil), HistorySize: cfg.StoreHistory}
+	if o.HistorySize <= 0 && cfg.InMemory {
+		o.HistorySize = DefaultInMemoryRegionHistory
+		if cfg.Role == pki.RoleEdge {
+			o.HistorySize = DefaultInMemoryEdgeHistory
+		}
+	}
+	return o
 }
 
 // RunChild runs a region or edge relay until ctx is done.
@@ -115,7 +151,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		return nil, err
 	}
 	log = log.With("relay", cfg.Name, "role", cfg.Role.String())
-	st := store.New(store.Options{Fields: withDestinations(nil)})
+	st := store.New(cfg.storeOptions())
 	var node *consensus.Node
 	if cfg.InMemory {
 		st.SetLog(store.NewMemLog(st))

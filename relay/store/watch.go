@@ -46,9 +46,9 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 		return nil, ErrClosed
 	}
 	if opts.Since > 0 {
-		if opts.Since < s.hist.floor {
+		if floor := s.hist.floor; opts.Since < floor {
 			s.mu.RUnlock()
-			return nil, fmt.Errorf("%w: revision %d is older than %d", ErrExpired, opts.Since, s.hist.floor)
+			return nil, fmt.Errorf("%w: revision %d is older than %d", ErrExpired, opts.Since, floor)
 		}
 		s.hist.since(opts.Since, func(ev Event) {
 			if ev, ok := w.filter.translate(ev); ok {

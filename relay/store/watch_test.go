@@ -307,3 +307,33 @@ func TestWatchAlso(t *testing.T) {
 		t.Fatalf("Also with an incomplete key: %v, want ErrInvalid", err)
 	}
 }
+
+// A watch refused for a revision older than the history is safe while
+// writes move the history on (run with -race; a small history, as an
+// in-memory child relay keeps, makes this path common).
+func TestWatchExpiredDuringWrites(t *testing.T) {
+	s := newStore(t, Options{HistorySize: 2})
+	k := key("ws", pods, "ns", "a")
+	mustCreate(t, s, k, body("u", nil, 0))
+	for i := range 3 {
+		mustUpdate(t, s, k, body("u", nil, i+1)) // revisions 1 and 2 leave the history
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 200 {
+			if _, err := s.Update(context.Background(), k, body("u", nil, i+4), 0); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 200 {
+		if _, err := s.Watch(context.Background(), WatchOptions{Since: 1}); !errors.Is(err, ErrExpired) {
+			t.Fatalf("watch from revision 1: %v, want ErrExpired", err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -29,16 +29,16 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// encoder builds one payload. It is reused: by a Writer for its lifetime,
-// and through encoderPool by Marshal.
+// encoder builds one payload. Writers and Marshal take one from
+// encoderPool for each frame.
 type encoder struct {
 	buf    []byte
 	flags  Flags
 	limits limits
 }
 
-// retainLimit is the largest buffer a Writer, Reader or pooled encoder keeps
-// between frames; one huge frame does not pin its buffer forever.
+// retainLimit is the largest buffer a pooled encoder keeps between frames;
+// one huge frame does not pin its buffer forever.
 const retainLimit = 1 << 20
 
 var encoderPool = sync.Pool{New: func() any { return new(encoder) }}
