@@ -2,7 +2,6 @@ package syncer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -315,24 +316,27 @@ func (i *informer) watch(ctx context.Context, rv string) (string, int, error) {
 			}
 			return rv, events, err
 		}
+		// One decoding of the event, object included, as
+		// Unstructured.UnmarshalJSON decodes (integers stay int64): not
+		// the event, then its object again.
 		var ev struct {
-			Type   string          `json:"type"`
-			Object json.RawMessage `json:"object"`
+			Type   string         `json:"type"`
+			Object map[string]any `json:"object"`
 		}
-		if err := json.Unmarshal(raw, &ev); err != nil {
+		if err := utiljson.Unmarshal(raw, &ev); err != nil {
 			return rv, events, fmt.Errorf("syncer: watch event: %w", err)
 		}
 		events++
 		if ev.Type == "ERROR" {
 			var st metav1.Status
-			if err := json.Unmarshal(ev.Object, &st); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ev.Object, &st); err != nil {
 				return rv, events, fmt.Errorf("syncer: watch error event: %w", err)
 			}
 			return rv, events, apierrors.FromObject(&st)
 		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(ev.Object); err != nil {
-			return rv, events, fmt.Errorf("syncer: watch event object: %w", err)
+		u := &unstructured.Unstructured{Object: ev.Object}
+		if u.GetKind() == "" {
+			return rv, events, fmt.Errorf("syncer: watch event object: %w", runtime.NewMissingKindErr(string(raw)))
 		}
 		if v := u.GetResourceVersion(); v != "" {
 			rv = v

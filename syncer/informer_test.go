@@ -5,9 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 func TestEventStream(t *testing.T) {
@@ -115,5 +122,48 @@ func TestEventStreamIdle(t *testing.T) {
 		if held {
 			t.Fatalf("read %d of %d waited holding a buffer", i, len(probe.held))
 		}
+	}
+}
+
+// A watch decodes each event once into the cache, with integers as
+// int64, follows bookmarks, and ends with the error an ERROR event
+// carries.
+func TestInformerWatchEvents(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","resourceVersion":"5","managedFields":[{}]},"data":{"n":"1"},"x":7}}`,
+		`{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"9"}}}`,
+		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired","message":"too old"}}`,
+	}, "\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/namespaces/ns/configmaps" || r.URL.Query().Get("watch") != "true" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, stream)
+	}))
+	defer srv.Close()
+	rc, err := rest.UnversionedRESTClientFor(dynamic.ConfigFor(&rest.Config{Host: srv.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	i := &informer{gvr: gvrCM, ns: "ns", rc: rc, log: quiet, objects: map[string]*unstructured.Unstructured{},
+		on: func(u *unstructured.Unstructured) { seen = append(seen, u.GetName()) }}
+	rv, events, err := i.watch(t.Context(), "1")
+	if !isExpired(err) {
+		t.Fatalf("watch ended with %v, want an expired error", err)
+	}
+	if rv != "9" || events != 3 || !slices.Equal(seen, []string{"a"}) {
+		t.Fatalf("rv %q, %d events, handled %v; want 9, 3, [a]", rv, events, seen)
+	}
+	u, ok := i.get("ns", "a")
+	if !ok {
+		t.Fatal("ns/a not cached")
+	}
+	if _, ok := u.Object["x"].(int64); !ok {
+		t.Fatalf("x is %T, want int64", u.Object["x"])
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "managedFields"); found {
+		t.Fatal("managedFields cached")
 	}
 }

@@ -14,6 +14,11 @@ import (
 // AddRateLimited waits RetryMin·2^n after the item's n-th failure since it
 // was last forgotten, at most RetryMax.
 //
+// It is not client-go's because that one cannot be had without goroutines:
+// its delaying queue always runs a waiting loop with a 10 s heartbeat
+// ticker, part of the per-edge goroutines halved in docs/simulations.md
+// ("Per-edge fixed cost", item 4).
+//
 // It is safe for concurrent use.
 type workQueue struct {
 	min, max time.Duration

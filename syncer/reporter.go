@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -305,7 +304,7 @@ func (s *Syncer) liveOf(k store.Key) (u *unstructured.Unstructured, known bool) 
 	var inf *informer
 	var ns, name string
 	if r != nil && r.applied() {
-		inf = s.informers[schema.GroupResource{Group: r.Group, Resource: r.Resource}]
+		inf = s.informerOfLocked(r)
 		ns, name = r.Namespace, r.Name
 	}
 	s.mu.Unlock()
@@ -442,7 +441,7 @@ func (s *Syncer) placementSyncLocked(m *model, ref reports.PlacementRef) (report
 			ready = ready && ok && r.rev == po.rev && r.reason == ""
 			continue
 		}
-		inf := s.informers[schema.GroupResource{Group: rec.Group, Resource: rec.Resource}]
+		inf := s.informerOfLocked(rec)
 		if !rec.applied() || inf == nil {
 			ready = false
 			continue
@@ -544,7 +543,7 @@ func (s *Syncer) reportLocked(k store.Key) (r report, skip bool) {
 		return r, false
 	}
 	if rec := s.records[k]; rec != nil && rec.applied() {
-		inf := s.informers[schema.GroupResource{Group: rec.Group, Resource: rec.Resource}]
+		inf := s.informerOfLocked(rec)
 		if inf == nil || !inf.synced.Load() {
 			return r, true // written when the informer has listed
 		}

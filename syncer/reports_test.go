@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,31 +76,7 @@ func TestReportsKubeCluster(t *testing.T) {
 // newFastVirtualCluster is a virtual cluster whose pods are ready 100 ms
 // after they are created.
 func newFastVirtualCluster(t testing.TB) *testCluster {
-	vc, err := vcluster.New(vcluster.Options{Name: "vc-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")),
-		ReadyDelay: 100 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- vc.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("vcluster: %v", err)
-		}
-	})
-	down := &atomic.Bool{}
-	return &testCluster{
-		admin: vc.RESTConfig(),
-		syncerConfig: func() *rest.Config {
-			rc := vc.RESTConfig()
-			rc.Transport = gateTransport{base: rc.Transport, down: down}
-			return rc
-		},
-		setDown:     down.Store,
-		namespaceGC: true,
-	}
+	return startVirtualCluster(t, vcluster.Options{ReadyDelay: 100 * time.Millisecond})
 }
 
 // placementObj is an EdgePlacement of space "default" as the root sends

@@ -68,8 +68,17 @@ func TestKubeAPIServer(t *testing.T) {
 	}
 }
 
-func newVirtualCluster(t *testing.T) *testCluster {
-	vc, err := vcluster.New(vcluster.Options{Name: "vc-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), Logger: quiet})
+func newVirtualCluster(t testing.TB) *testCluster {
+	return startVirtualCluster(t, vcluster.Options{})
+}
+
+// startVirtualCluster runs a virtual cluster made with opts (named after
+// the test, quiet) until the test ends; the syncer's side of it can be
+// taken down (testCluster.setDown).
+func startVirtualCluster(t testing.TB, opts vcluster.Options) *testCluster {
+	opts.Name = "vc-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	opts.Logger = quiet
+	vc, err := vcluster.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,11 @@ func (s *Syncer) ensureInformer(gvr schema.GroupVersionResource) {
 	})
 }
 
+// informerOfLocked is the informer of r's resource (nil if none); mu held.
+func (s *Syncer) informerOfLocked(r *record) *informer {
+	return s.informers[r.gvr().GroupResource()]
+}
+
 // ensureInformers makes the informers match the applied records: one per
 // resource, at the records' version; none for a resource no longer used.
 // Worker only.

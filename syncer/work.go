@@ -556,7 +556,7 @@ func (s *Syncer) check(ctx context.Context, k store.Key) error {
 // cached returns the informer's copy of r's object.
 func (s *Syncer) cached(r *record) (*unstructured.Unstructured, bool) {
 	s.mu.Lock()
-	inf := s.informers[schema.GroupResource{Group: r.Group, Resource: r.Resource}]
+	inf := s.informerOfLocked(r)
 	s.mu.Unlock()
 	if inf == nil || !inf.synced.Load() {
 		return nil, false

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,31 +57,32 @@ func TestPKIExportImport(t *testing.T) {
 	if code != exitOK || !strings.Contains(bundle, "CANOPY PKI FILE") {
 		t.Fatalf("export: exit %d, stderr %q", code, stderr)
 	}
-	imp := func(dir, in string) (string, int) {
-		cmd := exec.CommandContext(t.Context(), relayBin, "pki", "import", "--data-dir="+dir)
-		cmd.Stdin = strings.NewReader(in)
-		var errOut bytes.Buffer
-		cmd.Stderr = &errOut
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return errOut.String(), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return errOut.String(), 0
+	imp := func(dir string) (string, int) {
+		_, stderr, code := runRelayIn(t, bundle, "pki", "import", "--data-dir="+dir)
+		return stderr, code
 	}
-	if stderr, code := imp(dst, bundle); code != 0 {
-		t.Fatalf("import: exit %d, %s", code, stderr)
+	// A second import of the same bundle changes nothing.
+	for range 2 {
+		if stderr, code := imp(dst); code != exitOK {
+			t.Fatalf("import: exit %d, %s", code, stderr)
+		}
 	}
-	a, _ := pki.LoadCA(pki.Dir(src))
+	a, err := pki.LoadCA(pki.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := pki.LoadCA(pki.Dir(dst))
 	if err != nil || a.ClusterID() != b.ClusterID() {
 		t.Fatalf("imported CA: %v", err)
 	}
-	if stderr, code := imp(other, bundle); code != exitFailure || !strings.Contains(stderr, "already has other credentials") {
+	if again, stderr, code := runRelay(t, "pki", "export", "--data-dir="+dst); code != exitOK || again != bundle {
+		t.Errorf("export of the imported directory: exit %d, %q; want the imported bundle", code, stderr)
+	}
+	if stderr, code := imp(other); code != exitFailure || !strings.Contains(stderr, "already has other credentials") {
 		t.Fatalf("import over other credentials: exit %d, %q", code, stderr)
 	}
 	_, stderr, code = runRelay(t, "pki", "import")
 	wantUsageError(t, "", stderr, code, "--data-dir: must not be empty")
+	stdout, stderr, code := runRelay(t, "pki")
+	wantUsageError(t, stdout, stderr, code, "pki: missing subcommand: export or import")
 }

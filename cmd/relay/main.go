@@ -101,3 +101,22 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return usageError{fmt.Errorf("%s: unexpected argument %q", cmd.Name(), args[0])}
 	}
 }
+
+// newGroupCommand is a command that only holds subcommands: run alone it
+// is a usage error naming them.
+func newGroupCommand(use, short string, subs ...*cobra.Command) *cobra.Command {
+	names := make([]string, len(subs))
+	for i, sub := range subs {
+		names[i] = sub.Name()
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{fmt.Errorf("%s: missing subcommand: %s", use, strings.Join(names, " or "))}
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}

@@ -56,8 +56,17 @@ func TestMain(m *testing.M) {
 // output and exit code.
 func runRelay(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runRelayIn(t, "", args...)
+}
+
+// runRelayIn is runRelay with stdin (none when it is empty).
+func runRelayIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), relayBin, args...)
 	cmd.Dir = t.TempDir()
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -14,14 +14,6 @@ import (
 // newPKICommand is "relay pki export|import": how the replicas of a root
 // come to share one CA, admin token and ServiceAccount key (docs/ha.md).
 func newPKICommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "pki",
-		Short: "Share a root's credentials with its other replicas",
-		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return usageError{errors.New("pki: missing subcommand: export or import")}
-		},
-	}
 	var exportDir, importDir string
 	export := &cobra.Command{
 		Use:   "export [--data-dir=DIR] > bundle",
@@ -67,9 +59,5 @@ bundle again changes nothing.`,
 		},
 	}
 	imp.Flags().StringVar(&importDir, "data-dir", "", "data directory of the new replica (required)")
-	for _, c := range []*cobra.Command{export, imp} {
-		c.SetFlagErrorFunc(flagParseError)
-	}
-	cmd.AddCommand(export, imp)
-	return cmd
+	return newGroupCommand("pki", "Share a root's credentials with its other replicas", export, imp)
 }

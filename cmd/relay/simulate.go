@@ -101,8 +101,8 @@ func newSimulateCommand() *cobra.Command {
 				}
 			}
 			if err != nil {
-				if oe, ok := errors.AsType[*sim.OptionError](err); ok {
-					return usageError{flagErrorf(oe.Flag, "%v", oe.Err)}
+				if _, ok := errors.AsType[*sim.OptionError](err); ok {
+					return usageError{optionError(err)}
 				}
 				return err
 			}
@@ -131,7 +131,6 @@ func newSimulateCommand() *cobra.Command {
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
 	fs.StringVar(&logLevel, "log-level", "warn", "level of the simulator's own messages on stderr: debug, info, warn or error")
 	fs.StringVar(&relayLevel, "relay-log-level", "warn", "level of the relays' log in DIR/relays.log: debug, info, warn or error")
-	cmd.SetFlagErrorFunc(flagParseError)
 	return cmd
 }
 
@@ -140,13 +139,18 @@ func newSimulateCommand() *cobra.Command {
 func optionErrors(errs []error) error {
 	out := make([]error, len(errs))
 	for i, err := range errs {
-		if oe, ok := errors.AsType[*sim.OptionError](err); ok {
-			out[i] = flagErrorf(oe.Flag, "%v", oe.Err)
-		} else {
-			out[i] = err
-		}
+		out[i] = optionError(err)
 	}
 	return errors.Join(out...)
+}
+
+// optionError turns a simulator's option error into a flag error; it
+// returns any other error as it is.
+func optionError(err error) error {
+	if oe, ok := errors.AsType[*sim.OptionError](err); ok {
+		return flagErrorf(oe.Flag, "%v", oe.Err)
+	}
+	return err
 }
 
 func openFiles() uint64 {

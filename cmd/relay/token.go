@@ -12,16 +12,7 @@ import (
 )
 
 func newTokenCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "token",
-		Short: "Manage join tokens of a root relay",
-		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return usageError{errors.New("token: missing subcommand: create")}
-		},
-	}
-	cmd.AddCommand(newTokenCreateCommand())
-	return cmd
+	return newGroupCommand("token", "Manage join tokens of a root relay", newTokenCreateCommand())
 }
 
 func newTokenCreateCommand() *cobra.Command {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 // relayProc is a relay binary running in the background with JSON logs.
@@ -119,19 +119,6 @@ func (p *relayProc) stop() {
 	}
 }
 
-// kubectlBin returns $KUBECTL or the kubectl on PATH.
-func kubectlBin(t *testing.T) string {
-	t.Helper()
-	if k := os.Getenv("KUBECTL"); k != "" {
-		return k
-	}
-	k, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("this test needs kubectl: set KUBECTL or put kubectl on PATH (make kubectl builds one into bin/)")
-	}
-	return k
-}
-
 // waitContext waits until the kubeconfig at path has context name.
 func waitContext(t *testing.T, path, name string, timeout time.Duration) {
 	t.Helper()
@@ -161,7 +148,7 @@ func TestTree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts relay processes")
 	}
-	kubectl := kubectlBin(t)
+	kubectl := kubecluster.Kubectl(t)
 	base := t.TempDir()
 	rootDir, edgeDir := filepath.Join(base, "root"), filepath.Join(base, "edge-1")
 	rootArgs := []string{"--role=root", "--name=root", "--data-dir=" + rootDir, "--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0"}

@@ -364,14 +364,10 @@ func scaleFieldManager() *managedfields.FieldManager {
 // an empty object. The field manager makes its empty objects the same way
 // (unstructuredCreater).
 func newLive(sv *served) *unstructured.Unstructured {
-	if sv.newTyped == nil {
+	if sv.empty == nil {
 		return newEmpty(sv.gvk())
 	}
-	m, err := kruntime.DefaultUnstructuredConverter.ToUnstructured(sv.newTyped())
-	if err != nil {
-		return newEmpty(sv.gvk())
-	}
-	u := &unstructured.Unstructured{Object: m}
+	u := &unstructured.Unstructured{Object: kruntime.DeepCopyJSON(sv.empty)}
 	u.SetGroupVersionKind(sv.gvk())
 	return u
 }

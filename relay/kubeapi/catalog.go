@@ -39,11 +39,14 @@ type served struct {
 	// newTyped returns the Go type of a built-in kind (nil for custom
 	// resources): strategic merge patch and strict decoding use it.
 	newTyped func() runtime.Object
-	fields   func(map[string]any) fields.Set
-	table    tableConvertor
-	builtin  *resources.Info
-	crd      *crd.Definition
-	crdVer   *crd.Version
+	// empty is newTyped's empty object as unstructured content (nil for
+	// custom resources), built once: newLive copies it.
+	empty   map[string]any
+	fields  func(map[string]any) fields.Set
+	table   tableConvertor
+	builtin *resources.Info
+	crd     *crd.Definition
+	crdVer  *crd.Version
 }
 
 type tableConvertor = resources.TableConvertor
@@ -91,6 +94,9 @@ type compiledCRD struct {
 	revision int64
 	def      *crd.Definition
 	obj      *apiextensionsv1.CustomResourceDefinition
+	// specHash names the OpenAPI documents of the CRD by content (see
+	// openAPIHash), computed once per revision.
+	specHash func() string
 }
 
 func newCatalog(st *store.Store) *catalog {
@@ -118,6 +124,9 @@ var builtinCatalog = sync.OnceValue(func() (b struct {
 		}
 		if s.table == nil {
 			s.table = resources.DefaultTable()
+		}
+		if s.newTyped != nil {
+			s.empty, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(s.newTyped())
 		}
 		b.byGR[s.gr()] = s
 		b.byGK[s.gvk().GroupKind()] = s
@@ -201,7 +210,7 @@ func compileStored(obj *store.Object) *compiledCRD {
 	if len(errs) > 0 {
 		return nil
 	}
-	return &compiledCRD{revision: obj.Revision, def: def, obj: &o}
+	return &compiledCRD{revision: obj.Revision, def: def, obj: &o, specHash: sync.OnceValue(func() string { return openAPIHash(&o) })}
 }
 
 // crdServing reports whether a CRD's resource is served: established (and

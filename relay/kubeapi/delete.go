@@ -118,19 +118,11 @@ func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key
 			}
 			return nil, false, storeError(err, sv.gr(), key.Name)
 		}
-		if p := opts.Preconditions; p != nil && (p.UID != nil && *p.UID != cur.GetUID() ||
-			p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion()) && s.confirmed(ctx, &synced) {
-			continue
-		}
-		if p := opts.Preconditions; p != nil {
-			// kube's rest.BeforeDelete: the conflict names the kind.
-			kind := schema.GroupResource{Group: sv.group, Resource: sv.kind}
-			if p.UID != nil && *p.UID != cur.GetUID() {
-				return nil, false, apierrors.NewConflict(kind, key.Name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, cur.GetUID()))
+		if err := preconditionsFailed(opts.Preconditions, sv, key.Name, cur); err != nil {
+			if s.confirmed(ctx, &synced) {
+				continue
 			}
-			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-				return nil, false, apierrors.NewConflict(kind, key.Name, fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *p.ResourceVersion, cur.GetResourceVersion()))
-			}
+			return nil, false, err
 		}
 		finalizers := cur.GetFinalizers()
 		policy := propagation(opts)
@@ -250,4 +242,20 @@ func (s *Server) serveDeleteCollection(rq *request, sv *served) {
 		items = append(items, data)
 	}
 	writeRaw(rq.w, http.StatusOK, "application/json", encodeList(sv, list.Revision, "", nil, items))
+}
+
+// preconditionsFailed is kube's rest.BeforeDelete check of a delete's
+// preconditions against the current object: a 409 naming the kind, or nil.
+func preconditionsFailed(p *metav1.Preconditions, sv *served, name string, cur *unstructured.Unstructured) error {
+	if p == nil {
+		return nil
+	}
+	kind := schema.GroupResource{Group: sv.group, Resource: sv.kind}
+	if p.UID != nil && *p.UID != cur.GetUID() {
+		return apierrors.NewConflict(kind, name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, cur.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+		return apierrors.NewConflict(kind, name, fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *p.ResourceVersion, cur.GetResourceVersion()))
+	}
+	return nil
 }

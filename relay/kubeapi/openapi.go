@@ -272,12 +272,10 @@ func (s *Server) openAPICRDs(space string) []*crdOpenAPI {
 		if cc == nil || !crdServing(cc.obj) {
 			continue
 		}
-		b, err := json.Marshal(cc.obj.Spec)
-		if err != nil {
+		hash := cc.specHash()
+		if hash == "" {
 			continue
 		}
-		sum := sha512.Sum512_256(b)
-		hash := hex.EncodeToString(sum[:])
 		c, err := crdOpenAPIs.get(hash, func() (*crdOpenAPI, error) { return buildCRDOpenAPI(cc.obj, hash), nil })
 		if err == nil && len(c.v3) > 0 {
 			out = append(out, c)
@@ -285,6 +283,17 @@ func (s *Server) openAPICRDs(space string) []*crdOpenAPI {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
+}
+
+// openAPIHash names a CRD's OpenAPI documents by their content, its spec
+// (hex SHA-512/256 of its JSON); "" if the spec does not encode.
+func openAPIHash(c *apiextensionsv1.CustomResourceDefinition) string {
+	b, err := json.Marshal(c.Spec)
+	if err != nil {
+		return ""
+	}
+	sum := sha512.Sum512_256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // buildCRDOpenAPI runs kube's CRD OpenAPI builder for every served version,

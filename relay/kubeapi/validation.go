@@ -29,8 +29,10 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -168,9 +170,12 @@ func base64DecodedLen(s string) int {
 	return n
 }
 
-// validateSelector checks a workload's selector as kube's apps validation
-// does and returns it as a labels.Selector (nil when it does not parse).
-func validateSelector(sel *metav1.LabelSelector, path *field.Path, kind string) (labels.Selector, field.ErrorList) {
+// validateSelector checks a workload's required selector as kube's apps
+// validation does (Deployment, ReplicaSet, StatefulSet): present, valid and
+// not empty ("empty selector is invalid for "+kind). It returns the
+// selector parsed, or nil with an Invalid error saying invalidMsg when it
+// does not parse (then the template is not checked against it).
+func validateSelector(sel *metav1.LabelSelector, path *field.Path, kind, invalidMsg string) (labels.Selector, field.ErrorList) {
 	var errs field.ErrorList
 	if sel == nil {
 		errs = append(errs, field.Required(path, ""))
@@ -182,7 +187,7 @@ func validateSelector(sel *metav1.LabelSelector, path *field.Path, kind string) 
 	}
 	selector, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
-		return nil, errs
+		return nil, append(errs, field.Invalid(path, sel, invalidMsg))
 	}
 	return selector, errs
 }
@@ -190,17 +195,26 @@ func validateSelector(sel *metav1.LabelSelector, path *field.Path, kind string) 
 // validateTemplateForReplicas is kube's ValidatePodTemplateSpecForReplicaSet
 // (Deployments and ReplicaSets): the selector must match the template's
 // labels, and the pods must restart always.
-func validateTemplateForReplicas(t *corev1.PodTemplateSpec, selector labels.Selector, path *field.Path, kind string) field.ErrorList {
+func validateTemplateForReplicas(t *corev1.PodTemplateSpec, selector labels.Selector, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !selector.Empty() && !selector.Matches(labels.Set(t.Labels)) {
 		errs = append(errs, field.Invalid(path.Child("metadata", "labels"), t.Labels, "`selector` does not match template `labels`"))
 	}
 	errs = append(errs, validatePodTemplateSpec(t, path)...)
-	if t.Spec.RestartPolicy != corev1.RestartPolicyAlways {
-		errs = append(errs, field.NotSupported(path.Child("spec", "restartPolicy"), t.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
+	// kube's message says ReplicaSet for Deployments too.
+	return append(errs, validateRestartAlways(&t.Spec, path.Child("spec"), "ReplicaSet")...)
+}
+
+// validateRestartAlways is what the controllers that keep pods running
+// (ReplicaSet, DaemonSet, StatefulSet) require of their template's spec: a
+// restart policy Always and no active deadline.
+func validateRestartAlways(spec *corev1.PodSpec, path *field.Path, kind string) field.ErrorList {
+	var errs field.ErrorList
+	if spec.RestartPolicy != corev1.RestartPolicyAlways {
+		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
 	}
-	if t.Spec.ActiveDeadlineSeconds != nil {
-		errs = append(errs, field.Forbidden(path.Child("spec", "activeDeadlineSeconds"), "activeDeadlineSeconds in "+kind+" is not Supported"))
+	if spec.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Forbidden(path.Child("activeDeadlineSeconds"), "activeDeadlineSeconds in "+kind+" is not Supported"))
 	}
 	return errs
 }
@@ -208,18 +222,10 @@ func validateTemplateForReplicas(t *corev1.PodTemplateSpec, selector labels.Sele
 func validateDeployment(d *appsv1.Deployment, old *immutableSpec) field.ErrorList {
 	spec, path := &d.Spec, field.NewPath("spec")
 	errs := apivalidation.ValidateNonnegativeField(int64(ptrValue(spec.Replicas)), path.Child("replicas"))
-	if spec.Selector == nil {
-		errs = append(errs, field.Required(path.Child("selector"), ""))
-	} else {
-		errs = append(errs, metav1validation.ValidateLabelSelector(spec.Selector, metav1validation.LabelSelectorValidationOptions{}, path.Child("selector"))...)
-		if len(spec.Selector.MatchLabels)+len(spec.Selector.MatchExpressions) == 0 {
-			errs = append(errs, field.Invalid(path.Child("selector"), spec.Selector, "empty selector is invalid for deployment"))
-		}
-	}
-	if selector, err := metav1.LabelSelectorAsSelector(spec.Selector); err != nil {
-		errs = append(errs, field.Invalid(path.Child("selector"), spec.Selector, "invalid label selector"))
-	} else {
-		errs = append(errs, validateTemplateForReplicas(&spec.Template, selector, path.Child("template"), "ReplicaSet")...)
+	selector, serrs := validateSelector(spec.Selector, path.Child("selector"), "deployment", "invalid label selector")
+	errs = append(errs, serrs...)
+	if selector != nil {
+		errs = append(errs, validateTemplateForReplicas(&spec.Template, selector, path.Child("template"))...)
 	}
 	errs = append(errs, validateDeploymentStrategy(&spec.Strategy, path.Child("strategy"))...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(spec.MinReadySeconds), path.Child("minReadySeconds"))...)
@@ -268,19 +274,11 @@ func validateReplicaSet(rs *appsv1.ReplicaSet, old *immutableSpec) field.ErrorLi
 	spec, path := &rs.Spec, field.NewPath("spec")
 	errs := apivalidation.ValidateNonnegativeField(int64(ptrValue(spec.Replicas)), path.Child("replicas"))
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(spec.MinReadySeconds), path.Child("minReadySeconds"))...)
-	if spec.Selector == nil {
-		errs = append(errs, field.Required(path.Child("selector"), ""))
-	} else {
-		errs = append(errs, metav1validation.ValidateLabelSelector(spec.Selector, metav1validation.LabelSelectorValidationOptions{}, path.Child("selector"))...)
-		if len(spec.Selector.MatchLabels)+len(spec.Selector.MatchExpressions) == 0 {
-			// kube's message says deployment for ReplicaSets too.
-			errs = append(errs, field.Invalid(path.Child("selector"), spec.Selector, "empty selector is invalid for deployment"))
-		}
-	}
-	if selector, err := metav1.LabelSelectorAsSelector(spec.Selector); err != nil {
-		errs = append(errs, field.Invalid(path.Child("selector"), spec.Selector, "invalid label selector"))
-	} else {
-		errs = append(errs, validateTemplateForReplicas(&spec.Template, selector, path.Child("template"), "ReplicaSet")...)
+	// kube's message says deployment for ReplicaSets too.
+	selector, serrs := validateSelector(spec.Selector, path.Child("selector"), "deployment", "invalid label selector")
+	errs = append(errs, serrs...)
+	if selector != nil {
+		errs = append(errs, validateTemplateForReplicas(&spec.Template, selector, path.Child("template"))...)
 	}
 	if old != nil {
 		errs = append(errs, apivalidation.ValidateImmutableField(spec.Selector, old.Selector, path.Child("selector"))...)
@@ -302,12 +300,7 @@ func validateDaemonSet(ds *appsv1.DaemonSet, old *immutableSpec) field.ErrorList
 		errs = append(errs, field.Invalid(path.Child("selector"), spec.Selector, "empty selector is invalid for daemonset"))
 	}
 	errs = append(errs, validatePodTemplateSpec(&spec.Template, path.Child("template"))...)
-	if spec.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
-		errs = append(errs, field.NotSupported(path.Child("template", "spec", "restartPolicy"), spec.Template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
-	}
-	if spec.Template.Spec.ActiveDeadlineSeconds != nil {
-		errs = append(errs, field.Forbidden(path.Child("template", "spec", "activeDeadlineSeconds"), "activeDeadlineSeconds in DaemonSet is not Supported"))
-	}
+	errs = append(errs, validateRestartAlways(&spec.Template.Spec, path.Child("template", "spec"), "DaemonSet")...)
 	errs = append(errs, apivalidation.ValidateNonnegativeField(int64(spec.MinReadySeconds), path.Child("minReadySeconds"))...)
 	us, up := &spec.UpdateStrategy, path.Child("updateStrategy")
 	switch us.Type {
@@ -394,17 +387,9 @@ func validateStatefulSet(ss *appsv1.StatefulSet, old *immutableSpec) field.Error
 	if spec.ServiceName != "" {
 		errs = append(errs, dns1123Label(spec.ServiceName, path.Child("serviceName"))...)
 	}
-	if spec.Selector == nil {
-		errs = append(errs, field.Required(path.Child("selector"), ""))
-	} else {
-		errs = append(errs, metav1validation.ValidateLabelSelector(spec.Selector, metav1validation.LabelSelectorValidationOptions{}, path.Child("selector"))...)
-		if len(spec.Selector.MatchLabels)+len(spec.Selector.MatchExpressions) == 0 {
-			errs = append(errs, field.Invalid(path.Child("selector"), spec.Selector, "empty selector is invalid for statefulset"))
-		}
-	}
-	if selector, err := metav1.LabelSelectorAsSelector(spec.Selector); err != nil {
-		errs = append(errs, field.Invalid(path.Child("selector"), spec.Selector, ""))
-	} else {
+	selector, serrs := validateSelector(spec.Selector, path.Child("selector"), "statefulset", "")
+	errs = append(errs, serrs...)
+	if selector != nil {
 		// The controller sets the pods' hostname and subdomain, and adds a
 		// volume per claim template: the template is checked as it will be.
 		t := spec.Template.DeepCopy()
@@ -434,12 +419,7 @@ func validateStatefulSet(ss *appsv1.StatefulSet, old *immutableSpec) field.Error
 		errs = append(errs, metav1validation.ValidateLabels(t.Labels, tp.Child("labels"))...)
 		errs = append(errs, apivalidation.ValidateAnnotations(t.Annotations, tp.Child("annotations"))...)
 	}
-	if spec.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
-		errs = append(errs, field.NotSupported(path.Child("template", "spec", "restartPolicy"), spec.Template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
-	}
-	if spec.Template.Spec.ActiveDeadlineSeconds != nil {
-		errs = append(errs, field.Forbidden(path.Child("template", "spec", "activeDeadlineSeconds"), "activeDeadlineSeconds in StatefulSet is not Supported"))
-	}
+	errs = append(errs, validateRestartAlways(&spec.Template.Spec, path.Child("template", "spec"), "StatefulSet")...)
 	if old != nil {
 		errs = append(errs, apivalidation.ValidateImmutableField(spec.Selector, old.Selector, path.Child("selector"))...)
 		errs = append(errs, apivalidation.ValidateImmutableField(spec.VolumeClaimTemplates, old.VolumeClaimTemplates, path.Child("volumeClaimTemplates"))...)
@@ -582,18 +562,21 @@ var volumeSources = []string{
 	"portworxVolume", "azureDisk", "storageos", "projected", "scaleIO", "csi", "ephemeral", "image",
 }
 
-// setVolumeSources returns the json names of the sources a volume sets.
-func setVolumeSources(src *corev1.VolumeSource) map[string]bool {
-	out := map[string]bool{}
-	v := reflect.ValueOf(src).Elem()
-	for i := range v.NumField() {
-		if f := v.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
-			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
-			out[name] = true
-		}
+// volumeSourceFields are the indices of VolumeSource's fields in the
+// order of volumeSources, found once by their json names.
+var volumeSourceFields = sync.OnceValue(func() []int {
+	byName := map[string]int{}
+	t := reflect.TypeFor[corev1.VolumeSource]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		byName[name] = i
+	}
+	out := make([]int, len(volumeSources))
+	for i, name := range volumeSources {
+		out[i] = byName[name]
 	}
 	return out
-}
+})
 
 func validateVolumes(volumes []corev1.Volume, path *field.Path) (map[string]bool, field.ErrorList) {
 	var errs field.ErrorList
@@ -601,13 +584,13 @@ func validateVolumes(volumes []corev1.Volume, path *field.Path) (map[string]bool
 	for i, vol := range volumes {
 		idx := path.Index(i)
 		var el field.ErrorList
-		set, n := setVolumeSources(&vol.VolumeSource), 0
-		for _, s := range volumeSources {
-			if !set[s] {
+		src, n := reflect.ValueOf(&vol.VolumeSource).Elem(), 0
+		for i, f := range volumeSourceFields() {
+			if src.Field(f).IsNil() {
 				continue
 			}
 			if n++; n > 1 {
-				el = append(el, field.Forbidden(idx.Child(s), "may not specify more than 1 volume type"))
+				el = append(el, field.Forbidden(idx.Child(volumeSources[i]), "may not specify more than 1 volume type"))
 			}
 		}
 		if n == 0 {
@@ -771,7 +754,7 @@ func validateContainerPorts(ports []corev1.ContainerPort, path *field.Path) fiel
 		}
 		if p.Protocol == "" {
 			errs = append(errs, field.Required(idx.Child("protocol"), ""))
-		} else if !sets.New(supportedPortProtocols...).Has(string(p.Protocol)) {
+		} else if !slices.Contains(supportedPortProtocols, string(p.Protocol)) {
 			errs = append(errs, field.NotSupported(idx.Child("protocol"), p.Protocol, supportedPortProtocols))
 		}
 	}
@@ -805,11 +788,7 @@ func validateResourceRequirements(r *corev1.ResourceRequirements, path *field.Pa
 }
 
 func sortedResourceNames(l corev1.ResourceList) []corev1.ResourceName {
-	names := sets.New[corev1.ResourceName]()
-	for n := range l {
-		names.Insert(n)
-	}
-	return sets.List(names)
+	return sets.List(sets.KeySet(l))
 }
 
 func nonNegativeQuantity(q resource.Quantity, path *field.Path) field.ErrorList {

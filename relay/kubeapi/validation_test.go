@@ -2,7 +2,9 @@ package kubeapi
 
 import (
 	"errors"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -279,5 +281,30 @@ func TestValidationSkipsStatus(t *testing.T) {
 	d.Status.Replicas = 1
 	if _, err := cs.AppsV1().Deployments("default").UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("status update: %v", err)
+	}
+}
+
+// volumeSources names every source of VolumeSource once: a source missing
+// from it would never be counted, so a volume with only that source would
+// be refused and one with two would pass.
+func TestVolumeSourcesCoverVolumeSource(t *testing.T) {
+	typ := reflect.TypeFor[corev1.VolumeSource]()
+	var fields []string
+	for i := range typ.NumField() {
+		if typ.Field(i).Type.Kind() == reflect.Pointer {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			fields = append(fields, name)
+		}
+	}
+	got := slices.Sorted(slices.Values(volumeSources))
+	slices.Sort(fields)
+	if !slices.Equal(got, fields) {
+		t.Errorf("volumeSources %q\nVolumeSource's sources %q", got, fields)
+	}
+	for i, f := range volumeSourceFields() {
+		name, _, _ := strings.Cut(typ.Field(f).Tag.Get("json"), ",")
+		if name != volumeSources[i] {
+			t.Errorf("volumeSourceFields()[%d] is %q, want %q", i, name, volumeSources[i])
+		}
 	}
 }

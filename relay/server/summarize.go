@@ -27,10 +27,10 @@ const (
 )
 
 // summaryGrace is how long the reports of a disconnected child still count
-// in its parent's summaries. A child that stays away longer is left out,
-// so that one that re-homed to a sibling is not counted twice (its new
-// parent reports it); one that comes back counts again at once. A
-// variable for tests.
+// in its parent's summaries, so that a short outage does not empty them. A
+// child that stays away longer is left out; one that comes back counts
+// again at once. (A child that re-homed is left out at once: Superseded.)
+// A variable for tests.
 var summaryGrace = time.Minute
 
 // summarize keeps a region's outbox equal to the merge of its children's

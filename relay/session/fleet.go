@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
@@ -107,30 +109,19 @@ func (d *Downlink) clearLinks(ctx context.Context) error {
 // for the children of every replica. A destination that re-homed is
 // given by its newest claim (tree.Superseded).
 func Fleet(r store.Reader, space string) ([]wire.Destination, error) {
-	routes, err := r.List(store.ListOptions{Resource: tree.RouteResource})
+	routes, err := tree.Routes(r, space)
 	if err != nil {
 		return nil, err
 	}
-	sup, err := tree.Superseded(r, space, nil)
-	if err != nil {
-		return nil, err
-	}
-	prefix := space + "."
+	sup := routes.Superseded(nil)
 	var claims []claim
-	for _, o := range routes.Items {
-		child, ok := strings.CutPrefix(o.Key.Name, prefix)
-		if !ok {
-			continue
-		}
-		rt, _, err := tree.ReadRoute(r, o.Key)
-		if err != nil {
-			return nil, err
-		}
+	for _, child := range slices.Sorted(maps.Keys(routes)) { // ties go to the first child by name
+		dests := routes[child]
 		link, _, err := readLink(r, linkKey(space, child))
 		if err != nil {
 			return nil, err
 		}
-		for _, rd := range rt.Destinations {
+		for _, rd := range dests {
 			if _, gone := sup[child][rd.Name]; gone {
 				continue
 			}

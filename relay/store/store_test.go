@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -470,5 +471,64 @@ func TestTxnContext(t *testing.T) {
 	}
 	if l.calls.Load() != 1 || s.Revision() != 0 {
 		t.Fatalf("%d proposals, revision %d", l.calls.Load(), s.Revision())
+	}
+}
+
+// Versions gives the version of a key current at a revision and those
+// written since, from the history.
+func TestVersions(t *testing.T) {
+	s := newStore(t, Options{})
+	a, b := key("vs", pods, "ns", "a"), key("vs", pods, "ns", "b")
+	mustCreate(t, s, a, body("a1", nil, 1)) // 1
+	mustCreate(t, s, b, body("b", nil, 1))  // 2
+	mustUpdate(t, s, a, body("a1", nil, 2)) // 3
+	mustDelete(t, s, a)                     // 4
+	mustCreate(t, s, a, body("a2", nil, 1)) // 5
+	mustUpdate(t, s, b, body("b", nil, 2))  // 6
+	revs := func(objs ...*Object) []int64 {
+		var out []int64
+		for _, o := range objs {
+			out = append(out, o.Revision)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		k     Key
+		rev   int64
+		at    int64 // 0: none
+		later []int64
+	}{
+		{a, 0, 0, []int64{1, 3, 5}},
+		{a, 1, 1, []int64{3, 5}},
+		{a, 3, 3, []int64{5}},
+		{a, 4, 0, []int64{5}},
+		{a, 5, 5, nil},
+		{b, 2, 2, []int64{6}},
+		{b, 6, 6, nil},
+		{key("vs", pods, "ns", "never"), 0, 0, nil},
+	} {
+		at, later, err := s.Versions(tc.k, tc.rev)
+		if err != nil {
+			t.Fatalf("%s at %d: %v", tc.k.Name, tc.rev, err)
+		}
+		gotAt := int64(0)
+		if at != nil {
+			gotAt = at.Revision
+		}
+		if gotAt != tc.at || !slices.Equal(revs(later...), tc.later) {
+			t.Errorf("%s at %d: %d then %v, want %d then %v", tc.k.Name, tc.rev, gotAt, revs(later...), tc.at, tc.later)
+		}
+	}
+
+	small := newStore(t, Options{HistorySize: 2})
+	for i := range 4 {
+		if i == 0 {
+			mustCreate(t, small, a, body("a", nil, i))
+		} else {
+			mustUpdate(t, small, a, body("a", nil, i))
+		}
+	}
+	if _, _, err := small.Versions(a, 0); !errors.Is(err, ErrExpired) {
+		t.Fatalf("before the history: %v, want ErrExpired", err)
 	}
 }

@@ -20,16 +20,26 @@ import (
 // tells it (wire.Moved). Claims with equal Since (or none) supersede
 // nothing.
 func Superseded(r store.Reader, space string, above map[string]int64) (map[string]map[string]int64, error) {
+	routes, err := Routes(r, space)
+	if err != nil {
+		return nil, err
+	}
+	return routes.Superseded(above), nil
+}
+
+// Claims maps each child of a space to the destinations its route record
+// lists.
+type Claims map[string][]RouteDestination
+
+// Routes reads the route records of every child of space, decoding each
+// once.
+func Routes(r store.Reader, space string) (Claims, error) {
 	lr, err := r.List(store.ListOptions{Resource: RouteResource})
 	if err != nil {
 		return nil, err
 	}
 	prefix := space + "."
-	claims := map[string][]RouteDestination{}
-	newest := maps.Clone(above)
-	if newest == nil {
-		newest = map[string]int64{}
-	}
+	claims := Claims{}
 	for _, o := range lr.Items {
 		child, ok := strings.CutPrefix(o.Key.Name, prefix)
 		if !ok {
@@ -40,7 +50,18 @@ func Superseded(r store.Reader, space string, above map[string]int64) (map[strin
 			return nil, err
 		}
 		claims[child] = rt.Destinations
-		for _, d := range rt.Destinations {
+	}
+	return claims, nil
+}
+
+// Superseded is Superseded over claims already read.
+func (claims Claims) Superseded(above map[string]int64) map[string]map[string]int64 {
+	newest := maps.Clone(above)
+	if newest == nil {
+		newest = map[string]int64{}
+	}
+	for _, dests := range claims {
+		for _, d := range dests {
 			if d.Since > newest[d.Name] {
 				newest[d.Name] = d.Since
 			}
@@ -57,5 +78,5 @@ func Superseded(r store.Reader, space string, above map[string]int64) (map[strin
 			}
 		}
 	}
-	return out, nil
+	return out
 }

@@ -38,14 +38,20 @@ func bucketUpper(b int) time.Duration {
 	return time.Duration(math.Pow(histGrowth, float64(b+1)) * float64(time.Microsecond))
 }
 
-func (h *histogram) add(d time.Duration) {
+func (h *histogram) add(d time.Duration) { h.addN(d, 1) }
+
+// addN adds n samples of d, as n calls of add would.
+func (h *histogram) addN(d time.Duration, n int) {
+	if n <= 0 {
+		return
+	}
 	if h.counts == nil {
 		h.counts = make([]uint64, histBuckets)
 	}
 	d = max(d, 0)
-	h.counts[bucketOf(d)]++
-	h.n++
-	h.sum += d
+	h.counts[bucketOf(d)] += uint64(n)
+	h.n += uint64(n)
+	h.sum += d * time.Duration(n)
 	h.max = max(h.max, d)
 }
 
@@ -97,6 +103,39 @@ func (h *histogram) cdf() (xs []time.Duration, ys []float64) {
 		ys = append(ys, float64(seen)/float64(h.n))
 	}
 	return xs, ys
+}
+
+// histSet is named histograms in order of creation. Not safe for
+// concurrent use.
+type histSet struct {
+	hists map[string]*histogram
+	order []string
+}
+
+// get returns the histogram named name, created on first use.
+func (s *histSet) get(name string) *histogram {
+	h := s.hists[name]
+	if h == nil {
+		if s.hists == nil {
+			s.hists = map[string]*histogram{}
+		}
+		h = &histogram{}
+		s.hists[name] = h
+		s.order = append(s.order, name)
+	}
+	return h
+}
+
+// clone returns the names in order of creation and copies of the
+// histograms.
+func (s *histSet) clone() ([]string, map[string]*histogram) {
+	out := make(map[string]*histogram, len(s.hists))
+	for k, h := range s.hists {
+		c := &histogram{}
+		c.merge(h)
+		out[k] = c
+	}
+	return append([]string(nil), s.order...), out
 }
 
 // Latency summarizes a distribution, in milliseconds.

@@ -238,13 +238,8 @@ func cpuByLabel(gz []byte, label string) (map[string]time.Duration, error) {
 	err = eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		switch num {
 		case 1: // sample_type
-			var vt [2]int64
-			if err := eachField(v, func(n protowire.Number, _ protowire.Type, _ []byte, x uint64) error {
-				if n == 1 || n == 2 {
-					vt[n-1] = int64(x)
-				}
-				return nil
-			}); err != nil {
+			vt, err := varintPair(v)
+			if err != nil {
 				return err
 			}
 			sampleTypes = append(sampleTypes, vt)
@@ -264,13 +259,8 @@ func cpuByLabel(gz []byte, label string) (map[string]time.Duration, error) {
 				case n == 2:
 					s.values = append(s.values, int64(x))
 				case n == 3: // label
-					var l [2]int64
-					if err := eachField(b, func(n protowire.Number, _ protowire.Type, _ []byte, x uint64) error {
-						if n == 1 || n == 2 {
-							l[n-1] = int64(x)
-						}
-						return nil
-					}); err != nil {
+					l, err := varintPair(b)
+					if err != nil {
 						return err
 					}
 					s.labels = append(s.labels, l)
@@ -317,6 +307,19 @@ func cpuByLabel(gz []byte, label string) (map[string]time.Duration, error) {
 		out[tier] += time.Duration(s.values[col])
 	}
 	return out, nil
+}
+
+// varintPair decodes the varint fields 1 and 2 of a message (a sample
+// type's type and unit, a label's key and str).
+func varintPair(b []byte) ([2]int64, error) {
+	var p [2]int64
+	err := eachField(b, func(n protowire.Number, _ protowire.Type, _ []byte, x uint64) error {
+		if n == 1 || n == 2 {
+			p[n-1] = int64(x)
+		}
+		return nil
+	})
+	return p, err
 }
 
 // eachField calls fn for each field of a protobuf message: v holds a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,21 @@ func TestHistogram(t *testing.T) {
 	}
 	if h.max != time.Second || h.n != 1000 {
 		t.Errorf("max %s n %d", h.max, h.n)
+	}
+}
+
+// addN is n calls of add.
+func TestHistogramAddN(t *testing.T) {
+	var one, many histogram
+	for _, d := range []time.Duration{3 * time.Millisecond, -time.Millisecond, time.Second} {
+		for range 7 {
+			one.add(d)
+		}
+		many.addN(d, 7)
+	}
+	many.addN(time.Hour, 0)
+	if one.n != many.n || one.sum != many.sum || one.max != many.max || !slices.Equal(one.counts, many.counts) {
+		t.Errorf("addN: n %d sum %v max %v, want n %d sum %v max %v (or other counts)", many.n, many.sum, many.max, one.n, one.sum, one.max)
 	}
 }
 

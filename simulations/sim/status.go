@@ -51,14 +51,13 @@ type statusTracker struct {
 
 	mu        sync.Mutex
 	reflected map[objRef]map[int]int // per object: destinations counted at version ≥ v
-	hists     map[string]*histogram
-	order     []string
+	hists     histSet
 	any       bool
 	all       map[objRef]int // latest version every destination reports
 }
 
 func newStatusTracker(t *tracker, destinations int) *statusTracker {
-	return &statusTracker{t: t, dest: destinations, reflected: map[objRef]map[int]int{}, hists: map[string]*histogram{}, all: map[objRef]int{}}
+	return &statusTracker{t: t, dest: destinations, reflected: map[objRef]map[int]int{}, all: map[objRef]int{}}
 }
 
 // observe takes one CombinedStatus.
@@ -119,9 +118,7 @@ func (s *statusTracker) observe(u *unstructured.Unstructured, at time.Time) {
 		c := min(cum, s.dest)
 		if c > seen[v] && v <= len(writes) {
 			w := writes[v-1]
-			for range c - seen[v] {
-				s.hist(w.phase).add(at.Sub(w.at))
-			}
+			s.hists.get(w.phase).addN(at.Sub(w.at), c-seen[v])
 			s.any = true
 			seen[v] = c
 		}
@@ -161,12 +158,7 @@ func (s *statusTracker) widen(destinations int) {
 // caughtUp reports whether, for every object, the CombinedStatus counts
 // every destination at the latest version.
 func (s *statusTracker) caughtUp() bool {
-	s.t.mu.Lock()
-	latest := make(map[objRef]int, len(s.t.objs))
-	for i, o := range s.t.objs {
-		latest[o] = len(s.t.writes[i])
-	}
-	s.t.mu.Unlock()
+	latest := s.t.latest()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for o, v := range latest {
@@ -177,26 +169,11 @@ func (s *statusTracker) caughtUp() bool {
 	return true
 }
 
-func (s *statusTracker) hist(name string) *histogram {
-	h := s.hists[name]
-	if h == nil {
-		h = &histogram{}
-		s.hists[name] = h
-		s.order = append(s.order, name)
-	}
-	return h
-}
-
 func (s *statusTracker) histograms() ([]string, map[string]*histogram, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]*histogram, len(s.hists))
-	for k, h := range s.hists {
-		c := &histogram{}
-		c.merge(h)
-		out[k] = c
-	}
-	return append([]string(nil), s.order...), out, s.any
+	order, hists := s.hists.clone()
+	return order, hists, s.any
 }
 
 func number(x any) (float64, bool) {

@@ -482,17 +482,14 @@ func statusWaves(e *env) error {
 	e.p.set(40)
 
 	// Widen the placement to every edge.
-	var late []string
+	late := 0
 	for _, r := range e.f.edges {
-		if !r.subset {
-			late = append(late, r.name)
+		if r.subset {
+			continue
 		}
-	}
-	for _, t := range e.edgeTrackers {
-		for _, r := range e.f.edges {
-			if !r.subset {
-				t.addLateEdge(r.name, r.group)
-			}
+		late++
+		for _, t := range e.edgeTrackers {
+			t.addLateEdge(r.name, r.group)
 		}
 	}
 	all := e.expectation(true)
@@ -502,7 +499,7 @@ func statusWaves(e *env) error {
 		t.setPhase("widen")
 		t.restampAs(at, "widen")
 	}
-	e.event(fmt.Sprintf("widen the placement to every edge: %d more, %d of every %d refuse it", len(late), len(all.failing), all.placed))
+	e.event(fmt.Sprintf("widen the placement to every edge: %d more, %d of every %d refuse it", late, len(all.failing), all.placed))
 	if err := e.u.widen(e.ctx); err != nil {
 		return err
 	}

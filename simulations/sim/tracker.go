@@ -59,13 +59,12 @@ type tracker struct {
 	phase   string
 	// marked edges' samples go to "<phase> (<label>)" as well.
 	marked map[string]string
-	hists  map[string]*histogram
-	order  []string // histogram names in order of creation
-	any    bool     // an arrival was seen
+	hists  histSet
+	any    bool // an arrival was seen
 }
 
 func newTracker(where string) *tracker {
-	return &tracker{where: where, index: map[objRef]int{}, edges: map[string]*edgeTrack{}, hists: map[string]*histogram{}, marked: map[string]string{}}
+	return &tracker{where: where, index: map[objRef]int{}, edges: map[string]*edgeTrack{}, marked: map[string]string{}}
 }
 
 func (t *tracker) setPhase(p string) {
@@ -87,28 +86,15 @@ func (t *tracker) mark(edges []string, label string) {
 	}
 }
 
-func (t *tracker) addEdge(name, group string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.edges[name]; ok {
-		return
-	}
-	et := &edgeTrack{seen: make([]int, len(t.objs)), group: group}
-	for i := range t.objs {
-		if len(t.writes[i]) > 0 {
-			et.lag++
-		}
-	}
-	if et.lag == 0 {
-		t.current++
-	}
-	t.edges[name] = et
-}
+// addEdge adds an edge that every version of the objects counts for.
+func (t *tracker) addEdge(name, group string) { t.add(name, group, false) }
 
 // addLateEdge adds an edge that a placement reaches after the objects
 // were written (a widened placement): only the latest version of each
 // counts for it, from the write time restampAs gives it.
-func (t *tracker) addLateEdge(name, group string) {
+func (t *tracker) addLateEdge(name, group string) { t.add(name, group, true) }
+
+func (t *tracker) add(name, group string, late bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.edges[name]; ok {
@@ -117,7 +103,9 @@ func (t *tracker) addLateEdge(name, group string) {
 	et := &edgeTrack{seen: make([]int, len(t.objs)), group: group}
 	for i := range t.objs {
 		if n := len(t.writes[i]); n > 0 {
-			et.seen[i] = n - 1
+			if late {
+				et.seen[i] = n - 1
+			}
 			et.lag++
 		}
 	}
@@ -198,16 +186,6 @@ func (t *tracker) restampAs(at time.Time, phase string) {
 	}
 }
 
-func (t *tracker) hist(name string) *histogram {
-	h := t.hists[name]
-	if h == nil {
-		h = &histogram{}
-		t.hists[name] = h
-		t.order = append(t.order, name)
-	}
-	return h
-}
-
 // arrive records that edge holds version v of object o at time at.
 func (t *tracker) arrive(edge string, o objRef, v int, at time.Time) {
 	t.mu.Lock()
@@ -223,9 +201,9 @@ func (t *tracker) arrive(edge string, o objRef, v int, at time.Time) {
 	label := t.marked[edge]
 	for w := e.seen[i] + 1; w <= v; w++ {
 		d := at.Sub(ws[w-1].at)
-		t.hist(ws[w-1].phase).add(d)
+		t.hists.get(ws[w-1].phase).add(d)
 		if label != "" {
-			t.hist(ws[w-1].phase + " (" + label + ")").add(d)
+			t.hists.get(ws[w-1].phase + " (" + label + ")").add(d)
 		}
 	}
 	was := e.seen[i] < len(ws)
@@ -252,7 +230,10 @@ func (t *tracker) lagging(n int) []string {
 	defer t.mu.Unlock()
 	var out []string
 	for name, e := range t.edges {
-		if e.lag > 0 && len(out) < n {
+		if len(out) == n {
+			break
+		}
+		if e.lag > 0 {
 			out = append(out, name)
 		}
 	}
@@ -280,13 +261,7 @@ func (t *tracker) sawAny() bool {
 func (t *tracker) histograms() ([]string, map[string]*histogram) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]*histogram, len(t.hists))
-	for k, h := range t.hists {
-		c := &histogram{}
-		c.merge(h)
-		out[k] = c
-	}
-	return append([]string(nil), t.order...), out
+	return t.hists.clone()
 }
 
 // waitConverged waits until every edge holds every latest version.

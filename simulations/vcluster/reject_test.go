@@ -3,6 +3,7 @@ package vcluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,12 +44,7 @@ func (l *rejectLog) set(on bool) {
 func (l *rejectLog) saw(what string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, a := range l.asked {
-		if a == what {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(l.asked, what)
 }
 
 // wantRejected checks err is the 403 of a rejection of name.

@@ -11,6 +11,8 @@ import (
 
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
+
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 // accepted lists the steps whose outputs differ between the root and
@@ -41,7 +43,7 @@ func TestDifferential(t *testing.T) {
 	// does by default since 1.35; set here so the scenario does not depend
 	// on the default.
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, true)
-	bin := kubectlBin(t)
+	bin := kubecluster.Kubectl(t)
 
 	root, err := startRoot(t)
 	if err != nil {

@@ -193,28 +193,6 @@ func pollErr(ctx context.Context, timeout time.Duration, f func(context.Context)
 	}
 }
 
-var (
-	kubectlOnce sync.Once
-	kubectlPath string
-	kubectlErr  error
-)
-
-// kubectlBin is $KUBECTL, else kubectl on PATH; missing fails the test.
-func kubectlBin(t testing.TB) string {
-	t.Helper()
-	kubectlOnce.Do(func() {
-		if p := os.Getenv("KUBECTL"); p != "" {
-			kubectlPath = p
-			return
-		}
-		kubectlPath, kubectlErr = exec.LookPath("kubectl")
-	})
-	if kubectlErr != nil {
-		t.Fatalf("kubectl not found (set KUBECTL or put kubectl on PATH): %v", kubectlErr)
-	}
-	return kubectlPath
-}
-
 // kubectlResult is what one kubectl run printed and how it ended.
 type kubectlResult struct {
 	stdout, stderr string

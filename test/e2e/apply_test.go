@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 // TestServerSideApply drives `kubectl apply --server-side` against one
@@ -21,24 +23,14 @@ import (
 func TestServerSideApply(t *testing.T) {
 	t.Parallel()
 	r := startRoot(t)
-	cs := r.clients(t, "default")
-	kubectlBin(t)
+	kubecluster.Kubectl(t)
 
-	tests := []struct {
-		name string
-		run  func(t *testing.T, r *root, cs *kubernetes.Clientset)
-	}{
+	runRootTests(t, r, []rootTest{
 		{"built-in", testSSABuiltin},
 		{"migration", testSSAMigration},
 		{"custom-resource", testSSACustomResource},
 		{"client-go", testSSAClientGo},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, r, cs)
-		})
-	}
+	})
 }
 
 // managerEntries lists "manager/operation" of an object's managedFields.

@@ -12,6 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 // rawResponse is an HTTP answer of the API and the Status it carries, if
@@ -62,7 +64,7 @@ func TestBadInput(t *testing.T) {
 	ctx := t.Context()
 	ns := "bad"
 	createNamespace(t, cs, ns)
-	kubectlBin(t)
+	kubecluster.Kubectl(t)
 
 	// nothingStored lists configmaps everywhere and fails if any is named
 	// name (or, with name empty, if namespace bad holds any).

@@ -34,11 +34,7 @@ import (
 func TestClientGo(t *testing.T) {
 	t.Parallel()
 	r := startRoot(t)
-	cs := r.clients(t, "default")
-	tests := []struct {
-		name string
-		run  func(t *testing.T, r *root, cs *kubernetes.Clientset)
-	}{
+	runRootTests(t, r, []rootTest{
 		{"configmap-crud", testConfigMapCRUD},
 		{"deployment-status-scale", testDeploymentStatusScale},
 		{"conflict", testConflict},
@@ -52,13 +48,7 @@ func TestClientGo(t *testing.T) {
 		{"gc-orphan", testGCOrphan},
 		{"gc-foreground", testGCForeground},
 		{"client-certificate", testClientCertificate},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, r, cs)
-		})
-	}
+	})
 }
 
 func testConfigMapCRUD(t *testing.T, _ *root, cs *kubernetes.Clientset) {

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 // TestKubectlExplain drives kubectl explain, and kubectl apply and create
@@ -19,25 +21,15 @@ import (
 func TestKubectlExplain(t *testing.T) {
 	t.Parallel()
 	r := startRoot(t)
-	cs := r.clients(t, "default")
-	kubectlBin(t)
+	kubecluster.Kubectl(t)
 
-	tests := []struct {
-		name string
-		run  func(t *testing.T, r *root, cs *kubernetes.Clientset)
-	}{
+	runRootTests(t, r, []rootTest{
 		{"builtin", testExplainBuiltin},
 		{"custom-resource", testExplainCustomResource},
 		{"edge-kinds", testExplainEdgeKinds},
 		{"validation", testExplainValidation},
 		{"apply-merges-lists", testExplainApplyMergesLists},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, r, cs)
-		})
-	}
+	})
 }
 
 // firstWords is the start of a description, short enough not to be wrapped

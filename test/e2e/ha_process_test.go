@@ -821,6 +821,21 @@ func holds(got, want map[string]haObject) error {
 	return nil
 }
 
+// replicaHolds lists haNamespace through cs at each of rvs and reports
+// what of want the list lacks or has otherwise.
+func replicaHolds(cs *kubernetes.Clientset, want map[string]haObject, rvs ...string) error {
+	for _, rv := range rvs {
+		got, err := listCMs(cs, rv)
+		if err == nil {
+			err = holds(got, want)
+		}
+		if err != nil {
+			return fmt.Errorf("list (resourceVersion %q): %w", rv, err)
+		}
+	}
+	return nil
+}
+
 // TestHAProcessRestartAndRejoin: three replicas killed with SIGKILL at
 // once and restarted from their data directories keep every write; a
 // fourth replica started with --join (no --bootstrap-expect) is added and
@@ -857,11 +872,7 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 	c.waitReady(60*time.Second, c.nodes...)
 	t.Logf("all three killed and restarted: serving again after %v", time.Since(start).Round(time.Millisecond))
 	for _, cs := range css {
-		got, err := listCMs(cs, "")
-		if err != nil {
-			t.Fatalf("list after the restart: %v", err)
-		}
-		if err := holds(got, want); err != nil {
+		if err := replicaHolds(cs, want, ""); err != nil {
 			t.Fatalf("after restarting all replicas from disk: %v", err)
 		}
 	}
@@ -895,14 +906,8 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 	})
 	csFourth := c.client(fourth)
 	css = append(css, csFourth)
-	for _, rv := range []string{"", "0"} {
-		got, err := listCMs(csFourth, rv)
-		if err != nil {
-			t.Fatalf("list from the fourth replica (resourceVersion %q): %v", rv, err)
-		}
-		if err := holds(got, want); err != nil {
-			t.Fatalf("fourth replica (resourceVersion %q): %v", rv, err)
-		}
+	if err := replicaHolds(csFourth, want, "", "0"); err != nil {
+		t.Fatalf("fourth replica: %v", err)
 	}
 	name := "via-fourth"
 	want[name] = createWithRetry(t, csFourth, name)
@@ -923,25 +928,15 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 	wiped.start(t)
 	c.waitReady(60*time.Second, wiped)
 	t.Logf("wiped replica serving again after %v", time.Since(start).Round(time.Millisecond))
-	for _, rv := range []string{"", "0"} {
-		got, err := listCMs(css[1], rv)
-		if err != nil {
-			t.Fatalf("list from the wiped replica (resourceVersion %q): %v", rv, err)
-		}
-		if err := holds(got, want); err != nil {
-			t.Fatalf("wiped replica (resourceVersion %q): %v", rv, err)
-		}
+	if err := replicaHolds(css[1], want, "", "0"); err != nil {
+		t.Fatalf("wiped replica: %v", err)
 	}
 	want["via-wiped"] = createWithRetry(t, css[1], "via-wiped")
 
 	// All four replicas hold the same objects.
 	eventually(t, 20*time.Second, func() error {
 		for i, cs := range css {
-			got, err := listCMs(cs, "0")
-			if err != nil {
-				return err
-			}
-			if err := holds(got, want); err != nil {
+			if err := replicaHolds(cs, want, "0"); err != nil {
 				return fmt.Errorf("%s: %w", c.nodes[i].name, err)
 			}
 		}
@@ -956,6 +951,9 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 // object, updates it pinned to its current resourceVersion, and deletes it
 // with that resourceVersion as precondition: none may fail.
 func TestHAProcessFollowerWritesAfterLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three replicas")
+	}
 	c := startHACluster(t, 3)
 	leader, _ := c.waitLeader(0, 20*time.Second)
 	var follower *haNode

@@ -24,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 // root is one in-process root relay for a test.
@@ -89,28 +90,6 @@ func (r *root) restConfig(t testing.TB, space string) *rest.Config {
 	return cfg
 }
 
-var (
-	kubectlOnce sync.Once
-	kubectlPath string
-	kubectlErr  error
-)
-
-// kubectlBin finds the kubectl binary: $KUBECTL, else kubectl on PATH.
-func kubectlBin(t testing.TB) string {
-	t.Helper()
-	kubectlOnce.Do(func() {
-		if p := os.Getenv("KUBECTL"); p != "" {
-			kubectlPath = p
-			return
-		}
-		kubectlPath, kubectlErr = exec.LookPath("kubectl")
-	})
-	if kubectlErr != nil {
-		t.Fatalf("kubectl not found (set KUBECTL or run through make test, which builds it): %v", kubectlErr)
-	}
-	return kubectlPath
-}
-
 // kubectl runs the real kubectl against the root with the admin kubeconfig
 // and returns stdout; a non-zero exit is an error carrying stderr.
 func (r *root) kubectl(t testing.TB, args ...string) (string, error) {
@@ -129,7 +108,7 @@ func runKubectl(t testing.TB, home, kubeconfig, stdin string, env []string, args
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlBin(t), append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, kubecluster.Kubectl(t), append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 	cmd.Env = append(append(os.Environ(), "HOME="+home), env...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
@@ -181,6 +160,25 @@ func (r *root) clients(t testing.TB, space string) *kubernetes.Clientset {
 		t.Fatalf("clientset for space %q: %v", space, err)
 	}
 	return cs
+}
+
+// rootTest is one subtest of a test whose subtests share one root.
+type rootTest struct {
+	name string
+	run  func(t *testing.T, r *root, cs *kubernetes.Clientset)
+}
+
+// runRootTests runs tests as parallel subtests against r, each given a
+// clientset for r's default space.
+func runRootTests(t *testing.T, r *root, tests []rootTest) {
+	t.Helper()
+	cs := r.clients(t, "default")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, r, cs)
+		})
+	}
 }
 
 // dynamicClient returns a dynamic client for a space (context name).
@@ -283,7 +281,7 @@ func (b *syncBuffer) String() string {
 // killed when the test ends if it is still running.
 func (r *root) kubectlBackground(t testing.TB, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(kubectlBin(t), append([]string{"--kubeconfig=" + r.kubeconfig}, args...)...)
+	cmd := exec.Command(kubecluster.Kubectl(t), append([]string{"--kubeconfig=" + r.kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+r.home(t))
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errb

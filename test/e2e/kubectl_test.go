@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 // TestKubectl drives the real kubectl binary against one in-process root.
@@ -31,13 +32,9 @@ import (
 func TestKubectl(t *testing.T) {
 	t.Parallel()
 	r := startRoot(t)
-	cs := r.clients(t, "default")
-	kubectlBin(t) // resolve once, on the test goroutine
+	kubecluster.Kubectl(t) // resolve once, on the test goroutine
 
-	tests := []struct {
-		name string
-		run  func(t *testing.T, r *root, cs *kubernetes.Clientset)
-	}{
+	runRootTests(t, r, []rootTest{
 		{"api-resources", testKubectlAPIResources},
 		{"create-apply", testKubectlCreateApply},
 		{"get", testKubectlGet},
@@ -54,13 +51,7 @@ func TestKubectl(t *testing.T) {
 		{"namespace-delete", testKubectlNamespaceDelete},
 		{"spaces", testKubectlSpaces},
 		{"endpoints", testKubectlEndpoints},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, r, cs)
-		})
-	}
+	})
 }
 
 // mustKubectlIn is kubectlIn that fails the test on error.

@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 
 var (
@@ -158,7 +160,7 @@ var crashPayload = strings.Repeat("0123456789abcdef", 256)
 // during a stream of writes, restart on the same data directory.
 func TestProcess(t *testing.T) {
 	t.Parallel()
-	kubectlBin(t)
+	kubecluster.Kubectl(t)
 	base := t.TempDir()
 	dataDir := filepath.Join(base, "data")
 	home := filepath.Join(base, "home")

@@ -7,7 +7,8 @@
 //
 // The binaries are the ones `make kube-bins` builds into the repository's
 // bin/ from the versions pinned in hack/kube/go.mod. A missing binary fails
-// the test with that hint; nothing is skipped.
+// the test with that hint; nothing is skipped. Kubectl finds the kubectl
+// that tests run against a cluster or a relay ($KUBECTL, else PATH).
 //
 // Start returns once the cluster serves requests; Stop (also registered with
 // t.Cleanup) kills every process. Each process's output goes to a file in the
