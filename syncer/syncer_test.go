@@ -321,6 +321,14 @@ func testDrift(t *testing.T, c *testCluster) {
 		}
 		return nil
 	})
+	// The count is taken once the restoring apply has returned, which may
+	// be after the object is seen restored.
+	eventually(t, "one drift correction counted", func() error {
+		if n := s.Stats().DriftCorrections; n < 1 {
+			return fmt.Errorf("drift corrections = %d", n)
+		}
+		return nil
+	})
 	if n := s.Stats().DriftCorrections; n != 1 {
 		t.Errorf("drift corrections = %d, want 1", n)
 	}
