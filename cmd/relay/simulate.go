@@ -51,6 +51,7 @@ func newSimulateCommand() *cobra.Command {
 		quiet      bool
 		logLevel   string
 		failing    float64
+		pprofAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate [--topology=1x10x50] [--scenario=rollout] [--duration=30s] [--seed=N] [--report=DIR]",
@@ -91,6 +92,13 @@ func newSimulateCommand() *cobra.Command {
 				o.RelayLogLevel = slog.LevelInfo - 1 // Options: 0 means warn
 			}
 			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if pprofAddr != "" {
+				stop, err := servePprof(pprofAddr, o.Logger)
+				if err != nil {
+					return usageError{flagErrorf("pprof", "%v", err)}
+				}
+				defer stop()
+			}
 			if !quiet {
 				o.Progress = cmd.ErrOrStderr()
 			}
@@ -129,6 +137,7 @@ func newSimulateCommand() *cobra.Command {
 	fs.Float64Var(&failing, "failing", sim.DefaultFailing, "status scenario: share of the edges, 0 to below 1, whose virtual clusters refuse the workload")
 	fs.IntVar(&o.StatusEdges, "status-edges", 0, "status scenario: edges of the first wave, spread over the regions (default a fifth of the edges, at most 100)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")
+	fs.StringVar(&pprofAddr, "pprof", "", "serve net/http/pprof on this loopback address while the simulation runs (127.0.0.1:6060), to profile a long run as it goes")
 	fs.StringVar(&logLevel, "log-level", "warn", "level of the simulator's own messages on stderr: debug, info, warn or error")
 	fs.StringVar(&relayLevel, "relay-log-level", "warn", "level of the relays' log in DIR/relays.log: debug, info, warn or error")
 	return cmd

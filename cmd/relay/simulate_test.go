@@ -13,6 +13,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--bogus"}, "relay: unknown flag: --bogus"},
+		{[]string{"--pprof=0.0.0.0:6060", "--topology=1x1"}, `relay: --pprof: "0.0.0.0:6060" is not a loopback address`},
+		{[]string{"--pprof=6060", "--topology=1x1"}, `relay: --pprof: "6060" is not HOST:PORT`},
 		{[]string{"extra"}, `relay: simulate: unexpected argument "extra"`},
 		{[]string{"--topology=10x10"}, "relay: --topology: "},
 		{[]string{"--topology=1x0x5"}, `relay: --topology: "1x0x5" is not a fan-out per tier`},
