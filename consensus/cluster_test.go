@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -532,4 +534,44 @@ func TestClusterWithoutQuorum(t *testing.T) {
 	if _, ok := s.Keys["no-quorum"]; ok {
 		t.Fatal("the write refused without quorum was applied")
 	}
+}
+
+// A replica added after the log was compacted catches up from the leader's
+// snapshot, with raft-wal's default 64 MiB segments (which keep serving
+// compacted entries of a segment still in use: walStore.GetLog refuses
+// them), and Status shows it.
+func TestClusterNewServerInstallsSnapshot(t *testing.T) {
+	c := newTestCluster(t, 3, newTestFSMAsStore, func(cfg *Config) { cfg.TrailingLogs = 16 })
+	leader := c.waitLeader(15 * time.Second)
+	for i := range 100 {
+		propose(t, c.nodes[i%3].node, "before-"+strconv.Itoa(i))
+	}
+	for _, i := range c.live() {
+		if err := c.nodes[i].node.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := c.nodes[leader].node.Status()
+	if st.State != "Leader" || st.FirstLogIndex <= 1 || st.LastSnapshotIndex < 100 || st.NumPeers != 2 || st.LastContact != 0 {
+		t.Fatalf("leader status after compaction: %+v", st)
+	}
+	var entry raft.Log
+	if err := c.nodes[leader].node.wal.GetLog(1, &entry); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("GetLog(1) after compaction: %v, want raft.ErrLogNotFound", err)
+	}
+
+	c.add("n3", 3)
+	last := c.waitConverged(20 * time.Second)
+	// Raft records the installed snapshot and the leader's contact just
+	// after the FSM has restored it.
+	var got Status
+	eventually(t, 10*time.Second, "n3's status after installing the snapshot", func() bool {
+		got = c.nodes[3].node.Status()
+		return got.LastSnapshotIndex > 0 && got.LastContact >= 0 && got.NumPeers == 3
+	})
+	if got.SnapshotsRestored == 0 || got.Revision < last || got.State != "Follower" {
+		t.Fatalf("new replica status %+v: want a snapshot restored, revision >= %d", got, last)
+	}
+	propose(t, c.nodes[3].node, "from-n3")
+	c.checkSameState()
 }

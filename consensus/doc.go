@@ -14,7 +14,11 @@
 //   - Snapshots: raft.FileSnapshotStore in Dir/snapshots, two kept. Raft takes
 //     one when SnapshotThreshold entries have accumulated (checked every
 //     SnapshotInterval) and then drops all but TrailingLogs entries of the log.
-//     A follower too far behind gets the leader's latest snapshot.
+//     A follower too far behind gets the leader's latest snapshot: the log
+//     answers raft.ErrLogNotFound below its first index (walStore.GetLog),
+//     though raft-wal still holds those entries until their segment goes.
+//   - Status: raft's Stats parsed, with the log's first index and the
+//     snapshots restored, for the root's metrics and `relay members`.
 //   - The FSM adapter (fsm.go), which drives a store.FSM from raft: committed
 //     commands go to store.FSM.Apply with their log index, in index order,
 //     exactly once per Node; snapshots are store.FSM.Snapshot written out by

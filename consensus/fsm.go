@@ -41,6 +41,8 @@ type fsmAdapter struct {
 	applied atomic.Uint64
 	// recording counts forwarded proposals waiting for their result.
 	recording atomic.Int64
+	// restores counts snapshots restored into fsm (Status).
+	restores atomic.Uint64
 
 	mu sync.Mutex // guards ring and changed
 	// ring[i % resultRingSize] holds the result of command i, if recorded
@@ -174,6 +176,7 @@ func (a *fsmAdapter) Restore(r io.ReadCloser) error {
 		return fmt.Errorf("consensus: restoring snapshot: %w", err)
 	}
 	a.setApplied(binary.BigEndian.Uint64(hdr[1:]))
+	a.restores.Add(1)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,11 +57,18 @@ type outcomeUnknownError string
 func (e outcomeUnknownError) Error() string        { return string(e) }
 func (e outcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
 
+// Defaults of the snapshot settings of Config (the root's
+// --snapshot-threshold, --snapshot-interval and --trailing-logs).
 const (
-	defaultSnapshotThreshold = 8192
-	defaultSnapshotInterval  = 30 * time.Second
-	defaultTrailingLogs      = 10240
-	defaultReadyTimeout      = 10 * time.Second
+	DefaultSnapshotThreshold = 8192
+	DefaultSnapshotInterval  = 30 * time.Second
+	DefaultTrailingLogs      = 10240
+	// MinSnapshotInterval is the shortest SnapshotInterval raft accepts.
+	MinSnapshotInterval = 5 * time.Millisecond
+)
+
+const (
+	defaultReadyTimeout = 10 * time.Second
 	// defaultProposeTimeout bounds how long Propose waits to queue a command
 	// when ctx has no deadline.
 	defaultProposeTimeout = 10 * time.Second
@@ -186,13 +194,13 @@ func (cfg Config) complete() (Config, error) {
 		return cfg, err
 	}
 	if cfg.SnapshotThreshold == 0 {
-		cfg.SnapshotThreshold = defaultSnapshotThreshold
+		cfg.SnapshotThreshold = DefaultSnapshotThreshold
 	}
 	if cfg.SnapshotInterval == 0 {
-		cfg.SnapshotInterval = defaultSnapshotInterval
+		cfg.SnapshotInterval = DefaultSnapshotInterval
 	}
 	if cfg.TrailingLogs == 0 {
-		cfg.TrailingLogs = defaultTrailingLogs
+		cfg.TrailingLogs = DefaultTrailingLogs
 	}
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = defaultReadyTimeout
@@ -359,6 +367,18 @@ func openWAL(dir string, logger hclog.Logger, segmentSize int) (*walStore, error
 		return nil, errors.Join(err, meta.Close())
 	}
 	return &walStore{WAL: wal, meta: meta}, nil
+}
+
+// GetLog reads the entry at index, or answers raft.ErrLogNotFound for an
+// index below the first one kept. raft-wal drops a compacted range only
+// when its whole segment is deleted and serves the rest of the segment
+// until then; without this check a leader would send a new follower the
+// compacted entries rather than its snapshot (docs/ha.md).
+func (w *walStore) GetLog(index uint64, log *raft.Log) error {
+	if first, err := w.WAL.FirstIndex(); err == nil && index < first {
+		return raft.ErrLogNotFound
+	}
+	return w.WAL.GetLog(index, log)
 }
 
 // Close closes the log, then its metadata database.
@@ -703,6 +723,73 @@ func (n *Node) AppliedIndex() uint64 {
 // raft.Raft.Stats reports them.
 func (n *Node) Stats() map[string]string {
 	return n.raft.Stats()
+}
+
+// Status is this node's Raft state at one instant: raft's Stats, parsed,
+// and what this package adds. The root exports it as metrics and serves
+// it with its members (docs/ha.md).
+type Status struct {
+	// State is raft's state: Leader, Follower, Candidate or Shutdown.
+	State string
+	// Term is the current term.
+	Term uint64
+	// FirstLogIndex is the first entry the log still holds (0 for an
+	// empty log): past 1 once a snapshot has compacted the log, so a new
+	// replica can only catch up from a snapshot.
+	FirstLogIndex uint64
+	// LastLogIndex, CommitIndex and AppliedIndex are raft's: the last
+	// entry in the log, the last one known committed and the last one
+	// applied (configuration entries included).
+	LastLogIndex, CommitIndex, AppliedIndex uint64
+	// Revision is the index of the last command the FSM applied
+	// (Node.AppliedIndex): the store's revision.
+	Revision uint64
+	// LastSnapshotIndex is the last entry of the latest snapshot, taken
+	// here or installed from the leader (0: none).
+	LastSnapshotIndex uint64
+	// SnapshotsRestored counts the snapshots restored into the FSM since
+	// Open: from disk at start, or sent by the leader to a replica that
+	// was too far behind.
+	SnapshotsRestored uint64
+	// LastContact is how long ago the leader was last heard from: 0 on
+	// the leader, -1 if never.
+	LastContact time.Duration
+	// NumPeers is the number of other voters in the configuration.
+	NumPeers int
+}
+
+// Status returns this node's Raft state (see Status).
+func (n *Node) Status() Status {
+	stats := n.raft.Stats()
+	num := func(key string) uint64 {
+		v, _ := strconv.ParseUint(stats[key], 10, 64)
+		return v
+	}
+	st := Status{
+		State:             stats["state"],
+		Term:              num("term"),
+		LastLogIndex:      num("last_log_index"),
+		CommitIndex:       num("commit_index"),
+		AppliedIndex:      num("applied_index"),
+		Revision:          n.fsm.applied.Load(),
+		LastSnapshotIndex: num("last_snapshot_index"),
+		SnapshotsRestored: n.fsm.restores.Load(),
+		NumPeers:          int(num("num_peers")),
+		LastContact:       -1,
+	}
+	if first, err := n.wal.FirstIndex(); err == nil {
+		st.FirstLogIndex = first
+	}
+	switch c := stats["last_contact"]; c {
+	case "never":
+	case "0":
+		st.LastContact = 0
+	default:
+		if d, err := time.ParseDuration(c); err == nil {
+			st.LastContact = d
+		}
+	}
+	return st
 }
 
 // Snapshot takes a snapshot now and compacts the log behind it (keeping

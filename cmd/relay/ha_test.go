@@ -29,6 +29,16 @@ func TestReplicaFlagErrors(t *testing.T) {
 		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--bootstrap-expect=x"}, "--bootstrap-expect: invalid value \"x\""},
 		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--cluster-id=Not_A_Label"}, "--cluster-id: \"Not_A_Label\" is not a DNS label"},
 		{[]string{"--role=edge", "--name=e", "--parent=127.0.0.1:7443", "--virtual-cluster", "--raft-addr=127.0.0.1:7001"}, "--raft-addr: not used with --role=edge"},
+		{[]string{"--snapshot-threshold=100"}, "--snapshot-threshold: only for a replicated root"},
+		{[]string{"--snapshot-interval=1s"}, "--snapshot-interval: only for a replicated root"},
+		{[]string{"--trailing-logs=100"}, "--trailing-logs: only for a replicated root"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=0"}, "--snapshot-threshold: must be at least 1, not 0"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=-5"}, "--snapshot-threshold: invalid value \"-5\""},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=many"}, "--snapshot-threshold: invalid value \"many\""},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-interval=1ms"}, "--snapshot-interval: must be at least 5ms, not 1ms"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-interval=soon"}, "--snapshot-interval: invalid value \"soon\""},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--trailing-logs=0"}, "--trailing-logs: must be at least 1, not 0"},
+		{[]string{"--role=region", "--name=r", "--parent=127.0.0.1:7443", "--link-addr=127.0.0.1:7444", "--snapshot-threshold=10"}, "--snapshot-threshold: not used with --role=region"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, code := runRelay(t, tc.args...)

@@ -14,10 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 )
@@ -72,6 +74,10 @@ type options struct {
 	join            []string
 	bootstrapExpect int
 	clusterID       string
+	// Snapshots of a replica's log.
+	snapshotThreshold uint64
+	snapshotInterval  time.Duration
+	trailingLogs      uint64
 
 	// Region and edge.
 	parents        []string
@@ -106,6 +112,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "bootstrap-expect", roleRoot)
 	fs.StringVar(&o.clusterID, "cluster-id", "", "name of the replicated root's cluster (default: derived from the CA certificate)")
 	forRoles(fs, "cluster-id", roleRoot)
+	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", consensus.DefaultSnapshotThreshold, "how many Raft log entries since the last snapshot make a root replica take a new one")
+	forRoles(fs, "snapshot-threshold", roleRoot)
+	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", consensus.DefaultSnapshotInterval, "how often a root replica checks --snapshot-threshold (after a random time between it and twice it)")
+	forRoles(fs, "snapshot-interval", roleRoot)
+	fs.Uint64Var(&o.trailingLogs, "trailing-logs", consensus.DefaultTrailingLogs, "how many Raft log entries a snapshot leaves for replicas a little behind; one further behind installs the snapshot")
+	forRoles(fs, "trailing-logs", roleRoot)
 
 	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required)")
 	forRoles(fs, "parent", roleRegion, roleEdge)
@@ -187,7 +199,7 @@ func (o *options) validateRoot(fs *pflag.FlagSet) []error {
 func (o *options) validateReplica(fs *pflag.FlagSet) []error {
 	var errs []error
 	if o.raftAddr == "" {
-		for _, name := range []string{"peer-addr", "join", "bootstrap-expect", "cluster-id"} {
+		for _, name := range []string{"peer-addr", "join", "bootstrap-expect", "cluster-id", "snapshot-threshold", "snapshot-interval", "trailing-logs"} {
 			if fs.Changed(name) {
 				errs = append(errs, flagErrorf(name, "only for a replicated root: give --raft-addr too"))
 			}
@@ -225,6 +237,15 @@ func (o *options) validateReplica(fs *pflag.FlagSet) []error {
 	}
 	if o.clusterID != "" && len(validation.IsDNS1123Label(o.clusterID)) > 0 {
 		errs = append(errs, flagErrorf("cluster-id", "%q is not a DNS label", o.clusterID))
+	}
+	if o.snapshotThreshold < 1 {
+		errs = append(errs, flagErrorf("snapshot-threshold", "must be at least 1, not %d", o.snapshotThreshold))
+	}
+	if o.snapshotInterval < consensus.MinSnapshotInterval {
+		errs = append(errs, flagErrorf("snapshot-interval", "must be at least %s, not %s", consensus.MinSnapshotInterval, o.snapshotInterval))
+	}
+	if o.trailingLogs < 1 {
+		errs = append(errs, flagErrorf("trailing-logs", "must be at least 1, not %d", o.trailingLogs))
 	}
 	return errs
 }
@@ -304,6 +325,7 @@ func (o *options) rootConfig() server.Config {
 		cfg.HA = server.Replication{
 			RaftAddr: o.raftAddr, PeerAddr: o.peerAddr, Join: slices.Clone(o.join),
 			BootstrapExpect: o.bootstrapExpect, ClusterID: o.clusterID,
+			SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs,
 		}
 	}
 	return cfg

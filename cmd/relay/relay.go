@@ -84,6 +84,6 @@ func newRelayCommand() *cobra.Command {
 	}
 	o.addFlags(cmd.Flags())
 	cmd.SetFlagErrorFunc(flagParseError)
-	cmd.AddCommand(newKubeconfigCommand(), newTokenCommand(), newVersionCommand(), newSimulateCommand(), newRenderCommand(), newPKICommand())
+	cmd.AddCommand(newKubeconfigCommand(), newTokenCommand(), newVersionCommand(), newSimulateCommand(), newRenderCommand(), newPKICommand(), newMembersCommand())
 	return cmd
 }

@@ -38,6 +38,19 @@ type Replication struct {
 	// replica (default "root"); Config.Name is then this replica's own
 	// name, its Raft node id.
 	TreeName string
+	// SnapshotThreshold (--snapshot-threshold) is how many log entries
+	// since the last snapshot make the replica take a new one (0: the
+	// default, consensus.DefaultSnapshotThreshold).
+	SnapshotThreshold uint64
+	// SnapshotInterval (--snapshot-interval) is how often the threshold
+	// is checked: each check comes after a random time between it and
+	// twice it (0: consensus.DefaultSnapshotInterval).
+	SnapshotInterval time.Duration
+	// TrailingLogs (--trailing-logs) is how many entries a snapshot leaves
+	// in the log for followers that lag a little; one further behind, or
+	// a new replica, installs the snapshot (0:
+	// consensus.DefaultTrailingLogs).
+	TrailingLogs uint64
 }
 
 // Enabled reports whether the root is a replica of a cluster.
@@ -62,6 +75,7 @@ func consensusConfig(cfg Config, ca *pki.CA, apiURL string, log *slog.Logger) (c
 	}
 	cc.RaftAddr, cc.PeerAddr, cc.Join = h.RaftAddr, h.PeerAddr, h.Join
 	cc.BootstrapExpect, cc.ClusterID = h.BootstrapExpect, clusterID
+	cc.SnapshotThreshold, cc.SnapshotInterval, cc.TrailingLogs = h.SnapshotThreshold, h.SnapshotInterval, h.TrailingLogs
 	cc.TLS = consensus.PeerTLSConfig(cert, ca.Pool(), pki.PeerName(clusterID))
 	cc.Meta = []byte(apiURL)
 	return cc, clusterID, nil
@@ -131,8 +145,9 @@ func (r *Root) leaderWork(ctx context.Context) error {
 	return first
 }
 
-// startupCRDsReady is /readyz's CRD check. The leader installs the CRDs
-// (r.crds); a follower is ready once it has replicated them.
+// startupCRDsReady is /readyz's CRD check (part of replicaReady). The
+// leader installs the CRDs (r.crds); a follower is ready once it has
+// replicated them.
 func (r *Root) startupCRDsReady() error {
 	err := r.crds.ready()
 	if err == nil || !r.cfg.HA.Enabled() {

@@ -42,6 +42,7 @@ type Root struct {
 	store  *store.Store
 	node   *consensus.Node
 	api    *kubeapi.Server
+	authn  *auth.Authenticator
 	authz  *auth.Authorizer
 	tls    *tls.Config
 	ca     *pki.CA
@@ -172,7 +173,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	}
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
-		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down},
+		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}},
 		Validate: validateEdgeKinds, ReadIndex: readIndex,
 		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
 			child, ok := strings.CutPrefix(space, "mailbox-")
@@ -186,7 +187,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 			if !authz.Synced() {
 				return errors.New("authorizer not synced")
 			}
-			return r.startupCRDsReady()
+			return r.replicaReady()
 		},
 	})
 	authz.Inert = auth.InertInWDS(func(space string) bool {
@@ -194,7 +195,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		return kind == kubeapi.SpaceKindWDS
 	})
 	r = &Root{
-		down: down, cfg: cfg, log: log, store: st, node: node, api: api, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
+		down: down, cfg: cfg, log: log, store: st, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}),
 		tls: &tls.Config{
 			Certificates: []tls.Certificate{cert},
@@ -305,7 +306,7 @@ func (r *Root) Serve(ctx context.Context) error {
 	}
 
 	hs := &http.Server{
-		Handler:           r.api,
+		Handler:           r.handler(),
 		TLSConfig:         r.tls,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),

@@ -38,6 +38,7 @@ type haNode struct {
 	api, link, raft, peer string
 	join                  []string // gossip addresses of other replicas
 	expect                int      // --bootstrap-expect, 0 for none
+	extra                 []string // more flags (--snapshot-threshold, ...)
 
 	cmd  *exec.Cmd
 	out  *syncBuffer
@@ -55,6 +56,7 @@ func (n *haNode) start(t *testing.T) {
 	if n.expect > 0 {
 		args = append(args, fmt.Sprintf("--bootstrap-expect=%d", n.expect))
 	}
+	args = append(args, n.extra...)
 	cmd := exec.Command(relayBin(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, done := &syncBuffer{}, make(chan struct{})
@@ -105,9 +107,9 @@ var (
 )
 
 // leaderTerm is the term this replica leads according to its log ("leading"
-// without a later "lost leadership" for that term), or 0. The relay
-// exposes leadership nowhere else to another process (docs/ha.md, "Not
-// done yet": no `relay members`, no Raft metrics).
+// without a later "lost leadership" for that term), or 0. The log gives
+// the term with the leadership, which the kill loops need; `relay
+// members` shows the leader too (haCluster.members).
 func (n *haNode) leaderTerm() int {
 	if n.out == nil || !n.running() {
 		return 0
@@ -136,10 +138,11 @@ type haCluster struct {
 	token  string
 	caPEM  []byte
 	nodes  []*haNode
+	extra  []string // flags every replica gets
 }
 
 func (c *haCluster) newNode(name string) *haNode {
-	return &haNode{name: name, dir: filepath.Join(c.base, name),
+	return &haNode{name: name, dir: filepath.Join(c.base, name), extra: c.extra,
 		api: freeAddr(c.t), link: freeAddr(c.t), raft: freeAddr(c.t), peer: freeAddr(c.t)}
 }
 
@@ -147,10 +150,10 @@ func (c *haCluster) newNode(name string) *haNode {
 // (--bootstrap-expect=n, each joining the others). As docs/ha.md says, the
 // first replica creates the PKI, `relay pki export` prints it and `relay
 // pki import` installs it in the others' data directories before their
-// first start.
-func startHACluster(t *testing.T, n int) *haCluster {
+// first start. extra flags are given to every replica.
+func startHACluster(t *testing.T, n int, extra ...string) *haCluster {
 	t.Helper()
-	c := &haCluster{t: t, base: t.TempDir()}
+	c := &haCluster{t: t, base: t.TempDir(), extra: extra}
 	for i := range n {
 		c.nodes = append(c.nodes, c.newNode(fmt.Sprintf("root-%d", i)))
 	}
