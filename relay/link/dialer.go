@@ -2,6 +2,7 @@ package link
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -67,7 +68,8 @@ type Dialer struct {
 	// DialContext dials TCP (default a net.Dialer with keep-alive).
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// QUICTimeout bounds the QUIC handshake; in ModeAuto it is how long
-	// QUIC may take before falling back to TCP. Default 3 s.
+	// QUIC may take before falling back to TCP. Default 3 s in ModeAuto,
+	// Config.HandshakeTimeout in ModeQUICOnly.
 	QUICTimeout time.Duration
 	// QUICRetryAfter is how long, after QUIC failed and TCP worked at an
 	// address, ModeAuto goes straight to TCP there. Default 5 min.
@@ -138,7 +140,10 @@ func (d *Dialer) dialAddr(ctx context.Context, addr string) (Conn, error) {
 	cfg := d.Config.complete()
 	switch d.Mode {
 	case ModeQUICOnly:
-		return d.dialQUIC(ctx, addr, cfg)
+		// No fallback to hurry to: the handshake gets as long as a TLS
+		// handshake on TCP would (a parent busy with a crowd of
+		// reconnecting children answers late, not never).
+		return d.dialQUIC(ctx, addr, cfg, cmp.Or(d.QUICTimeout, cfg.HandshakeTimeout))
 	case ModeTCPOnly:
 		proxy, err := d.proxyFor(addr)
 		if err != nil {
@@ -166,7 +171,7 @@ func (d *Dialer) dialAddr(ctx context.Context, addr string) (Conn, error) {
 	if w.transport == TransportTCP && time.Since(w.at) < retry {
 		return d.dialTCP(ctx, addr, nil, cfg)
 	}
-	c, qerr := d.dialQUIC(ctx, addr, cfg)
+	c, qerr := d.dialQUIC(ctx, addr, cfg, cmp.Or(d.QUICTimeout, 3*time.Second))
 	if qerr == nil {
 		return c, nil
 	}
@@ -226,11 +231,7 @@ func (d *Dialer) quicTransport() *quic.Transport {
 	return d.ownTr
 }
 
-func (d *Dialer) dialQUIC(ctx context.Context, addr string, cfg Config) (Conn, error) {
-	timeout := d.QUICTimeout
-	if timeout <= 0 {
-		timeout = 3 * time.Second
-	}
+func (d *Dialer) dialQUIC(ctx context.Context, addr string, cfg Config, timeout time.Duration) (Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	udpAddr, err := net.ResolveUDPAddr("udp", addr)
