@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 )
@@ -87,6 +88,7 @@ type options struct {
 	virtualCluster bool
 	labels         map[string]string
 	statusAddr     string
+	parentTimeout  time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -104,10 +106,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port where this root replica listens for Raft and forwarded writes (TLS); makes the root one replica of a cluster (docs/ha.md)")
 	forRoles(fs, "raft-addr", roleRoot)
-	fs.StringVar(&o.peerAddr, "peer-addr", "", "host:port where this root replica gossips with the others (UDP and TCP); required with --raft-addr")
-	forRoles(fs, "peer-addr", roleRoot)
-	fs.StringSliceVar(&o.join, "join", nil, "gossip addresses (--peer-addr) of other root replicas, host:port,...; any one suffices")
-	forRoles(fs, "join", roleRoot)
+	fs.StringVar(&o.peerAddr, "peer-addr", "", "host:port where this root replica gossips with the others, or this region with its sibling regions (UDP and TCP); required with --raft-addr")
+	forRoles(fs, "peer-addr", roleRoot, roleRegion)
+	fs.StringSliceVar(&o.join, "join", nil, "gossip addresses (--peer-addr) of other root replicas or sibling regions, host:port,...; any one suffices")
+	forRoles(fs, "join", roleRoot, roleRegion)
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "how many root replicas form a new cluster; they bootstrap once that many see each other")
 	forRoles(fs, "bootstrap-expect", roleRoot)
 	fs.StringVar(&o.clusterID, "cluster-id", "", "name of the replicated root's cluster (default: derived from the CA certificate)")
@@ -119,7 +121,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", consensus.DefaultTrailingLogs, "how many Raft log entries a snapshot leaves for replicas a little behind; one further behind installs the snapshot")
 	forRoles(fs, "trailing-logs", roleRoot)
 
-	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required)")
+	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required); the siblings the parent announces are dialed after them")
 	forRoles(fs, "parent", roleRegion, roleEdge)
 	fs.StringVar(&o.joinToken, "join-token", "", "join token from 'relay token create' at the root; needed only until the relay has joined")
 	forRoles(fs, "join-token", roleRegion, roleEdge)
@@ -133,6 +135,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "labels", roleEdge)
 	fs.StringVar(&o.statusAddr, "status-addr", "", "host:port serving /metrics, /healthz and /debug/inbox (off when empty)")
 	forRoles(fs, "status-addr", roleRegion, roleEdge)
+	fs.DurationVar(&o.parentTimeout, "parent-timeout", link.DefaultConfig().MaxIdleTimeout, "how long the link to the parent may stay silent before the parent, or one of its siblings, is dialed again")
+	forRoles(fs, "parent-timeout", roleRegion, roleEdge)
 }
 
 // forRoles records that flag name is read only by roles and says so in its
@@ -277,6 +281,9 @@ func (o *options) validateChild(fs *pflag.FlagSet) []error {
 			errs = append(errs, flagErrorf("proxy", "%v", err))
 		}
 	}
+	if o.parentTimeout < time.Second {
+		errs = append(errs, flagErrorf("parent-timeout", "must be at least 1s, not %s", o.parentTimeout))
+	}
 	switch o.role {
 	case roleRegion:
 		if err := checkListenAddr(o.linkAddr); err != nil {
@@ -289,6 +296,7 @@ func (o *options) validateChild(fs *pflag.FlagSet) []error {
 				}
 			}
 		}
+		errs = append(errs, o.validateSiblings()...)
 	case roleEdge:
 		switch {
 		case o.kubeconfig == "" && !o.virtualCluster:
@@ -307,6 +315,29 @@ func (o *options) validateChild(fs *pflag.FlagSet) []error {
 			if msgs := validation.IsValidLabelValue(o.labels[k]); len(msgs) > 0 {
 				errs = append(errs, flagErrorf("labels", "value %q of %s is not a valid label value: %s", o.labels[k], k, strings.Join(msgs, "; ")))
 			}
+		}
+	}
+	return errs
+}
+
+// validateSiblings checks a region's gossip with its siblings: --join
+// needs --peer-addr, which needs its own port.
+func (o *options) validateSiblings() []error {
+	var errs []error
+	switch {
+	case o.peerAddr == "":
+		if len(o.join) > 0 {
+			errs = append(errs, flagErrorf("join", "a region joins its siblings from its own gossip address: give --peer-addr too"))
+		}
+		return errs
+	case checkListenAddr(o.peerAddr) != nil:
+		errs = append(errs, flagErrorf("peer-addr", "%v", checkListenAddr(o.peerAddr)))
+	case checkListenAddr(o.linkAddr) == nil && sameListener(o.peerAddr, o.linkAddr):
+		errs = append(errs, flagErrorf("peer-addr", "%s collides with --link-addr=%s", o.peerAddr, o.linkAddr))
+	}
+	for _, j := range o.join {
+		if err := checkDialAddr(j); err != nil {
+			errs = append(errs, flagErrorf("join", "%v", err))
 		}
 	}
 	return errs
@@ -342,12 +373,16 @@ func (o *options) childConfig() server.ChildConfig {
 		JoinToken:  o.joinToken,
 		StatusAddr: o.statusAddr,
 	}
+	if o.parentTimeout != link.DefaultConfig().MaxIdleTimeout {
+		cfg.ParentTimeout = o.parentTimeout // zero: the link's default
+	}
 	if o.proxy != "" {
 		cfg.Proxy, _ = url.Parse(o.proxy) // checked by validateChild
 	}
 	switch o.role {
 	case roleRegion:
 		cfg.LinkAddr = o.linkAddr
+		cfg.PeerAddr, cfg.Join = o.peerAddr, slices.Clone(o.join)
 	case roleEdge:
 		cfg.Role = pki.RoleEdge
 		cfg.VirtualCluster = o.virtualCluster

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,19 @@ type ChildConfig struct {
 	JoinToken string
 	// LinkAddr is where a region's own children dial in.
 	LinkAddr string
+	// PeerAddr, for a region, is where it gossips with its siblings
+	// (regions of the same tree under the same parent, found with
+	// memberlist; UDP and TCP), and Join names other siblings' PeerAddr
+	// (any one suffices). The region tells its children its siblings'
+	// link addresses, so that they re-home to one when it dies. Empty: no
+	// siblings. The gossip runs on the host's network even with Network.
+	PeerAddr string
+	Join     []string
+	// ParentTimeout is how long the link to the parent may stay silent
+	// before it is given up and the parent, or a sibling, dialed again
+	// (link.Config.MaxIdleTimeout; keep-alives every third of it). Zero:
+	// the link's default (45 s).
+	ParentTimeout time.Duration
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.
 	Proxy *url.URL
 	// VirtualCluster gives an edge an in-memory cluster; Kubeconfig
@@ -124,7 +138,7 @@ type Child struct {
 	node   *consensus.Node
 	uplink *session.Uplink
 
-	mu       sync.Mutex // guards ln and downlink, set once the region has its identity
+	mu       sync.Mutex // guards ln, downlink and siblings, set once the region has its identity
 	ln       *link.Listener
 	downlink *session.Downlink
 	// moved is the parent's last wire.Moved, for a downlink started after it.
@@ -138,6 +152,9 @@ type Child struct {
 	// dialTransport is the QUIC transport of an in-memory network, closed
 	// with the relay.
 	dialTransport *quic.Transport
+	// siblings finds a region's siblings (nil without PeerAddr, or until
+	// the region serves).
+	siblings *Siblings
 }
 
 // OpenChild prepares a child relay: its data directory, its store on a
@@ -176,6 +193,9 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		}
 		c.dialTransport = tr
 		ucfg.Mode, ucfg.Transport, ucfg.Link = link.ModeQUICOnly, tr, cfg.Network.Link
+	}
+	if cfg.ParentTimeout > 0 {
+		ucfg.Link.MaxIdleTimeout, ucfg.Link.KeepAlivePeriod = cfg.ParentTimeout, cfg.ParentTimeout/3
 	}
 	c.uplink = session.NewUplink(ucfg)
 	if cfg.Role == pki.RoleEdge && cfg.VirtualCluster {
@@ -217,6 +237,14 @@ func (c *Child) LinkAddr() string {
 		return ""
 	}
 	return c.ln.Addr().String()
+}
+
+// Siblings is a region's sibling discovery (nil without PeerAddr, or
+// until it serves).
+func (c *Child) Siblings() *Siblings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.siblings
 }
 
 // Downlink is a region's server for its children (nil until it serves).
@@ -301,11 +329,32 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		return fmt.Errorf("server: --link-addr: %w", err)
 	}
 	defer ln.Close()
+	var siblings func() ([]string, <-chan struct{})
+	if c.cfg.PeerAddr != "" {
+		sib, err := OpenSiblings(SiblingsConfig{Name: c.cfg.Name, PeerAddr: c.cfg.PeerAddr, Join: c.cfg.Join,
+			LinkAddr: ln.Addr().String(), Tree: TreeID(root), Parent: strings.Join(id.Path[:len(id.Path)-1], "/"), Logger: c.log})
+		if err != nil {
+			return err
+		}
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = sib.Start(sctx) }()
+		defer func() { stop(); <-done }() // its ports are free when Serve returns
+		siblings = sib.Addrs
+		c.mu.Lock()
+		c.siblings = sib
+		c.mu.Unlock()
+		c.log.Info("gossiping with siblings", "peer", sib.PeerAddr(), "join", c.cfg.Join)
+	}
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: c.cfg.Name, Path: id.Path, Store: c.store, Listener: ln, Logger: c.log,
 		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path},
 		Space:     InboxSpace, Targets: targetsOf, Trim: trimDestinations,
-		Reports: func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
+		Reports:  func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
+		Siblings: siblings,
+		// A child that re-homed here is resynced once this region has
+		// fetched its mailbox from above.
+		Ready: c.uplink.WaitRouted,
 	})
 	c.mu.Lock()
 	c.ln, c.downlink = ln, down

@@ -154,8 +154,8 @@ func (d *Downlink) Summarized(gen uint64) {
 
 // tellMoved sends the child its superseded claims (wire.Moved) after
 // Welcome when there are any, and whenever they change, until ctx ends.
-// The control stream's writer belongs to it once the link runs.
-func (d *Downlink) tellMoved(ctx context.Context, c *childState, w *wire.Writer) error {
+// It shares the control stream's writer with tellSiblings (send).
+func (d *Downlink) tellMoved(ctx context.Context, c *childState, send func(wire.Message) error) error {
 	var sent map[string]int64
 	for first := true; ; first = false {
 		d.mu.Lock()
@@ -166,7 +166,7 @@ func (d *Downlink) tellMoved(ctx context.Context, c *childState, w *wire.Writer)
 			for _, name := range slices.Sorted(maps.Keys(cur)) {
 				m.Destinations = append(m.Destinations, wire.MovedDestination{Name: name, Since: cur[name]})
 			}
-			if err := w.Send(m); err != nil {
+			if err := send(m); err != nil {
 				return err
 			}
 			sent = cur

@@ -66,7 +66,17 @@ type DownlinkConfig struct {
 	// needed) the space where the child's reports are kept.
 	Mailbox func(ctx context.Context, child pki.Identity) error
 	Reports func(ctx context.Context, child pki.Identity) (string, error)
-	Logger  *slog.Logger
+	// Siblings, when set, returns the link addresses of this relay's
+	// siblings (Siblings.Addrs, without this relay's own) and a channel
+	// closed when they change; each child is told them (wire.Siblings).
+	// Nil: no siblings.
+	Siblings func() ([]string, <-chan struct{})
+	// Ready, when set, returns once this relay holds, from its own parent,
+	// everything routed to the destinations named (Uplink.WaitRouted): a
+	// child that re-homed here is resynced only then. Nil: this relay's
+	// space is the source (the root).
+	Ready  func(ctx context.Context, dests []string) error
+	Logger *slog.Logger
 }
 
 // Downlink serves the children of one relay. Its methods are safe for
@@ -360,8 +370,9 @@ func (d *Downlink) Routing(child string) tree.Routing {
 }
 
 // saveRoute writes the child's route record if its destinations (names,
-// labels, paths) differ from the stored ones.
-func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Destination) error {
+// labels, paths) differ from the stored ones, and returns the revision of
+// the record that holds them.
+func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Destination) (uint64, error) {
 	rd := make([]tree.RouteDestination, len(dests))
 	for i, dest := range dests {
 		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path, Since: dest.Since,
@@ -370,20 +381,23 @@ func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Des
 	k := tree.RouteKey(d.cfg.Space, child)
 	data, err := tree.EncodeRoute(k.Name, rd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	d.routeMu.Lock()
 	defer d.routeMu.Unlock()
 	_, cur, err := tree.ReadRoute(d.cfg.Store, k)
 	switch {
 	case err != nil:
-		return err
+		return 0, err
 	case cur == nil:
-		_, err = d.cfg.Store.Create(ctx, k, data)
+		cur, err = d.cfg.Store.Create(ctx, k, data)
 	case !bytes.Equal(withoutResourceVersion(cur.Data), data):
-		_, err = d.cfg.Store.Update(ctx, k, data, cur.Revision)
+		cur, err = d.cfg.Store.Update(ctx, k, data, cur.Revision)
 	}
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return uint64(cur.Revision), nil
 }
 
 // withoutResourceVersion re-encodes a route record as EncodeRoute would.
@@ -407,23 +421,25 @@ func (d *Downlink) notifyLocked() {
 
 // announced records a child's announcement: first its route record (so
 // that the mailbox follows it, across restarts too), then what Subtree
-// reports.
-func (d *Downlink) announced(ctx context.Context, c *childState, a *wire.Announce) error {
+// reports. It returns the revision of the route record, 0 when it ignored
+// the announcement.
+func (d *Downlink) announced(ctx context.Context, c *childState, a *wire.Announce) (uint64, error) {
 	d.mu.Lock()
 	stale := a.Generation <= c.announcedGen && c.announcedGen != 0
 	d.mu.Unlock()
 	if stale {
-		return nil
+		return 0, nil
 	}
 	// Paths start with the child's name (wire.Destination.Path).
 	for _, dest := range a.Destinations {
 		if len(dest.Path) == 0 || dest.Path[0] != c.id.Name {
 			d.log.Warn("ignoring an announcement with a path outside the child", "child", c.id.Name, "destination", dest.Name)
-			return nil
+			return 0, nil
 		}
 	}
-	if err := d.saveRoute(ctx, c.id.Name, a.Destinations); err != nil {
-		return fmt.Errorf("session: saving the route of %s: %w", c.id.Name, err)
+	rev, err := d.saveRoute(ctx, c.id.Name, a.Destinations)
+	if err != nil {
+		return 0, fmt.Errorf("session: saving the route of %s: %w", c.id.Name, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -431,7 +447,7 @@ func (d *Downlink) announced(ctx context.Context, c *childState, a *wire.Announc
 		c.announced, c.announcedGen = a.Destinations, a.Generation
 		d.notifyLocked()
 	}
-	return nil
+	return rev, nil
 }
 
 func (d *Downlink) serve(ctx context.Context, conn link.Conn) {
@@ -558,9 +574,10 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		defer linger(conn, control)
 		return sendError(w, wire.CodePermissionDenied, fmt.Sprintf("certificate names %q, Hello says %q", id.Name, hello.Name))
 	}
-	if !slices.Contains(hello.Versions, wire.ProtocolVersion) {
+	version := wire.Negotiate(hello.Versions)
+	if version == 0 {
 		defer linger(conn, control)
-		return sendError(w, wire.CodeUnsupportedVersion, fmt.Sprintf("this parent speaks protocol version %d", wire.ProtocolVersion))
+		return sendError(w, wire.CodeUnsupportedVersion, fmt.Sprintf("this parent speaks protocol versions %d to %d", wire.MinProtocolVersion, wire.ProtocolVersion))
 	}
 	c, err := d.state(ctx, id, conn)
 	if err != nil {
@@ -588,7 +605,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	if hello.Cursor.Epoch != d.epoch {
 		cursor = 0 // a revision of another parent (re-homed) or of an older store
 	}
-	welcome := &wire.Welcome{Name: d.cfg.Name, Version: wire.ProtocolVersion,
+	welcome := &wire.Welcome{Name: d.cfg.Name, Version: version,
 		Resync: c.sender.Resync(cursor), ReportAcked: acked, Epoch: d.epoch}
 	if err := w.Send(welcome); err != nil {
 		return err
@@ -612,13 +629,30 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 			return fmt.Errorf("%w: unexpected %s stream", errProtocol, kind)
 		}
 	}
-	errc := make(chan error, 4)
-	go func() { errc <- c.sender.Serve(ctx, down, cursor) }()
+	errc := make(chan error, 5)
+	send := lockedSend(w) // Moved, Siblings and AnnounceAck share the control stream
+	// A child that comes from another parent (re-homed) holds that
+	// parent's share: it is resynced only once its route is recorded and
+	// this relay holds its mailbox (rehome.go).
+	routed := make(chan []string, 1)
+	rehomed := hello.Cursor.Epoch != "" && hello.Cursor.Epoch != d.epoch
+	go func() {
+		if rehomed {
+			if err := d.awaitMailbox(ctx, id, routed, log); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- c.sender.Serve(ctx, down, cursor)
+	}()
 	go func() { errc <- c.collector.Serve(ctx, up) }()
 	go func() {
-		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.announced(ctx, c, a) }, nil)
+		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.onAnnounce(ctx, c, a, version, send, routed) }, nil, nil)
 	}()
-	go func() { errc <- d.tellMoved(ctx, c, w) }()
+	go func() { errc <- d.tellMoved(ctx, c, send) }()
+	if version >= 2 {
+		go func() { errc <- d.tellSiblings(ctx, send) }()
+	}
 	err = <-errc
 	cancel()
 	return err
@@ -649,10 +683,12 @@ func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link
 }
 
 // serveControl reads the control stream until it ends, handing
-// announcements to onAnnounce (nil: a child, which receives none) and
-// Moved to onMoved (nil: a parent, which receives none; or an edge, which
-// has no claims to drop). Liveness is the transport's keep-alive.
-func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce) error, onMoved func(*wire.Moved)) error {
+// announcements to onAnnounce (nil: a child, which receives none), Moved
+// to onMoved (nil: a parent, which receives none; or an edge, which has no
+// claims to drop) and Siblings and AnnounceAck to onParent (nil:
+// ignored). Liveness is the transport's keep-alive.
+func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce) error, onMoved func(*wire.Moved),
+	onParent func(wire.Message) error) error {
 	for ctx.Err() == nil {
 		m, err := r.Read()
 		if err != nil {
@@ -672,6 +708,15 @@ func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Ann
 			}
 			if onMoved != nil {
 				onMoved(m)
+			}
+		case *wire.Siblings, *wire.AnnounceAck:
+			if onAnnounce != nil {
+				return fmt.Errorf("%w: a child sent %s", errProtocol, m.Type())
+			}
+			if onParent != nil {
+				if err := onParent(m); err != nil {
+					return err
+				}
 			}
 		case *wire.Error:
 			return fmt.Errorf("%w: %s", errRemote, m.Message)

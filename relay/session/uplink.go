@@ -30,7 +30,9 @@ type UplinkConfig struct {
 	Name    string
 	Role    pki.ChildRole
 	DataDir string
-	// Parents are the parent's addresses, tried in order.
+	// Parents are the parent's addresses, tried in order (after the
+	// address that last worked, before the parent's siblings that it
+	// told this relay about: Uplink.DialOrder).
 	Parents []string
 	// JoinToken is needed only until the first successful join.
 	JoinToken string
@@ -64,6 +66,11 @@ type Uplink struct {
 	reporter  *tree.Reporter
 	connected atomic.Bool
 	redial    atomic.Pointer[link.Redialer]
+	// homes are the parent's siblings learned from it, and the address
+	// that last worked (siblings.go); routes what the parent has recorded
+	// of this relay's announcements (rehome.go).
+	homes  homes
+	routes routes
 }
 
 // NewUplink returns an Uplink for cfg.
@@ -72,6 +79,7 @@ func NewUplink(cfg UplinkConfig) *Uplink {
 		cfg.Logger = slog.Default()
 	}
 	return &Uplink{
+		routes:   routes{changed: make(chan struct{})},
 		cfg:      cfg,
 		log:      cfg.Logger.With("parent", cfg.Parents),
 		receiver: tree.NewReceiver(cfg.Store, cfg.Inbox, tree.ReceiverOptions{}),
@@ -106,11 +114,14 @@ func (u *Uplink) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := u.loadSiblings(); err != nil {
+		return err
+	}
 	d := u.dialer(pki.LinkClientTLS(&cert, root, join.ServerNameOf(u.cfg.Parents[0])))
 	defer d.Close()
 	redial := &link.Redialer{
 		Dial: func(ctx context.Context) (link.Conn, error) {
-			return d.Dial(ctx, u.cfg.Parents)
+			return u.dial(ctx, d)
 		},
 		Serve:   u.session,
 		Backoff: u.cfg.Backoff,
@@ -196,7 +207,7 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	if u.cfg.Role == pki.RoleRegion {
 		role = wire.RoleRegion
 	}
-	if err := w.Send(&wire.Hello{Name: u.cfg.Name, Role: role, Versions: []uint32{wire.ProtocolVersion},
+	if err := w.Send(&wire.Hello{Name: u.cfg.Name, Role: role, Versions: wire.SupportedVersions(),
 		Cursor: wire.Cursor{Revision: cursor, ReportSeq: u.reporter.Acked(), Epoch: epoch}}); err != nil {
 		return err
 	}
@@ -218,6 +229,7 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	u.log.Info("connected to parent", "transport", conn.Transport(), "cursor", cursor, "resync", welcome.Resync)
 	errc := make(chan error, 5)
 	u.receiver.SetEpoch(welcome.Epoch)
+	u.routes.reset(welcome.Version)
 	since, err := homed(ctx, u.cfg.Store, welcome.Epoch)
 	if err != nil {
 		down.Close()
@@ -226,7 +238,9 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	}
 	go func() { errc <- u.receiver.Serve(ctx, down) }()
 	go func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) }()
-	go func() { errc <- serveControl(ctx, r, nil, u.cfg.Moved) }()
+	go func() {
+		errc <- serveControl(ctx, r, nil, u.cfg.Moved, func(m wire.Message) error { return u.fromParent(ctx, m) })
+	}()
 	go func() { errc <- u.announce(ctx, w, since) }()
 	go func() {
 		<-conn.Done()
@@ -257,6 +271,7 @@ func (u *Uplink) announce(ctx context.Context, w *wire.Writer, since int64) erro
 			}
 			out[i] = d
 		}
+		u.routes.announcing(gen, out) // before an ack can come
 		if err := w.Send(&wire.Announce{Generation: gen, Destinations: out}); err != nil {
 			return err
 		}

@@ -13,8 +13,41 @@ const Version = 1
 
 // ProtocolVersion is the highest protocol version this package implements
 // (see "Versioning" in the package doc). A child lists the versions it
-// speaks in Hello.Versions; the parent picks one in Welcome.Version.
-const ProtocolVersion uint32 = 1
+// speaks in Hello.Versions (SupportedVersions); the parent picks the
+// highest one both speak (Negotiate) in Welcome.Version.
+//
+//   - 1: Hello, Welcome, JoinRequest, JoinResponse, Announce, Moved,
+//     Error; the downsync and upsync messages.
+//   - 2: adds Siblings and AnnounceAck (parent → child, control stream).
+//     A parent sends them only on a link whose Welcome.Version is at
+//     least 2.
+const ProtocolVersion uint32 = 2
+
+// MinProtocolVersion is the lowest protocol version this package still
+// speaks: a child or parent of that version interoperates with this one.
+const MinProtocolVersion uint32 = 1
+
+// SupportedVersions returns the protocol versions this package speaks,
+// highest first: what a child puts in Hello.Versions.
+func SupportedVersions() []uint32 {
+	out := make([]uint32, 0, ProtocolVersion-MinProtocolVersion+1)
+	for v := ProtocolVersion; v >= MinProtocolVersion; v-- {
+		out = append(out, v)
+	}
+	return out
+}
+
+// Negotiate returns the highest protocol version among offered (a child's
+// Hello.Versions) that this package speaks, or 0 if there is none.
+func Negotiate(offered []uint32) uint32 {
+	var best uint32
+	for _, v := range offered {
+		if v >= MinProtocolVersion && v <= ProtocolVersion && v > best {
+			best = v
+		}
+	}
+	return best
+}
 
 const (
 	// DefaultMaxFrameSize is the default Config.MaxFrameSize: 16 MiB.

@@ -380,6 +380,72 @@ func (m *Moved) decodePayload(d *decoder) {
 	}
 }
 
+// Siblings tells a child the link addresses of its parent's siblings:
+// the relays that serve the same level of the same tree under the same
+// parent (found by gossip, docs/ha.md), where the child may re-home when
+// its parent is unreachable. The parent's own address is not listed.
+// Each Siblings replaces the previous one; a parent sends it after
+// Welcome (also when empty, so that a child forgets the siblings of a
+// previous parent) and whenever the set changes. Protocol version 2: a
+// parent never sends it on a link of version 1.
+//
+// Payload: Addrs (count, strings), host:port each, sorted.
+type Siblings struct {
+	Addrs []string
+}
+
+func (*Siblings) Type() Type { return TypeSiblings }
+
+func (m *Siblings) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, uint64(len(m.Addrs)))
+	for _, a := range m.Addrs {
+		b = appendString(b, a)
+	}
+	return b, nil
+}
+
+func (m *Siblings) decodePayload(d *decoder) {
+	n := d.count("siblings", 1)
+	if n == 0 {
+		return
+	}
+	m.Addrs = make([]string, 0, capHint(n))
+	for range n {
+		a := d.string("siblings.addr")
+		if d.err != nil {
+			return
+		}
+		m.Addrs = append(m.Addrs, a)
+	}
+}
+
+// AnnounceAck tells a child that its Announce of Generation is recorded
+// (the parent's route record for it) as of the parent's store Revision:
+// once the child's downsync cursor reaches Revision, it holds everything
+// its parent routes to the destinations of that announcement. A region
+// that a re-homed child dials waits for this before resyncing the child,
+// so the child is never told to delete what its new parent has not
+// fetched yet. Sent for every Announce that changed nothing or was
+// recorded. Protocol version 2.
+//
+// Payload: Generation (uvarint), Revision (uvarint).
+type AnnounceAck struct {
+	Generation uint64
+	Revision   uint64
+}
+
+func (*AnnounceAck) Type() Type { return TypeAnnounceAck }
+
+func (m *AnnounceAck) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.Generation)
+	return appendUvarint(b, m.Revision), nil
+}
+
+func (m *AnnounceAck) decodePayload(d *decoder) {
+	m.Generation = d.uvarint("generation")
+	m.Revision = d.uvarint("revision")
+}
+
 // Error reports a failure to the peer on the control stream; the sender
 // then usually closes the link.
 //

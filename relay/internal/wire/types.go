@@ -20,6 +20,8 @@ const (
 	TypeJoinResponse Type = 0x05
 	TypeAnnounce     Type = 0x06
 	TypeMoved        Type = 0x0a
+	TypeSiblings     Type = 0x0b // protocol version 2
+	TypeAnnounceAck  Type = 0x0c // protocol version 2
 	// 0x07 and 0x08 are reserved (round-trip probes of an earlier draft:
 	// the transport's keep-alive covers liveness).
 	TypeError Type = 0x09
@@ -44,6 +46,8 @@ var typeNames = map[Type]string{
 	TypeJoinResponse: "JoinResponse",
 	TypeAnnounce:     "Announce",
 	TypeMoved:        "Moved",
+	TypeSiblings:     "Siblings",
+	TypeAnnounceAck:  "AnnounceAck",
 	TypeError:        "Error",
 	TypePut:          "Put",
 	TypeDelete:       "Delete",
@@ -83,6 +87,10 @@ func newMessage(t Type) Message {
 		return new(Announce)
 	case TypeMoved:
 		return new(Moved)
+	case TypeSiblings:
+		return new(Siblings)
+	case TypeAnnounceAck:
+		return new(AnnounceAck)
 	case TypeError:
 		return new(Error)
 	case TypePut:

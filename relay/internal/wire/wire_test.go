@@ -463,3 +463,25 @@ func TestTypeStrings(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+func TestNegotiate(t *testing.T) {
+	for _, tc := range []struct {
+		offered []uint32
+		want    uint32
+	}{
+		{nil, 0},
+		{[]uint32{1}, 1},
+		{[]uint32{2}, 2},
+		{[]uint32{1, 2}, 2},
+		{[]uint32{2, 1}, 2},
+		{[]uint32{7, 1}, 1},
+		{[]uint32{0, 99}, 0},
+	} {
+		if got := Negotiate(tc.offered); got != tc.want {
+			t.Errorf("Negotiate(%v) = %d, want %d", tc.offered, got, tc.want)
+		}
+	}
+	if got := SupportedVersions(); got[0] != ProtocolVersion || got[len(got)-1] != MinProtocolVersion {
+		t.Errorf("SupportedVersions() = %v", got)
+	}
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
+)
+
+// Gossip admits only siblings: relays of the same tree under the same
+// parent. One of another parent is refused (its join fails and it is
+// never listed); one of another tree cannot even talk (memberlist's
+// label). A sibling is listed with its link address, and forgotten when
+// it leaves.
+func TestSiblingGossipRefusesStrangers(t *testing.T) {
+	open := func(name, tree, parent, link string, join ...string) *Siblings {
+		t.Helper()
+		s, err := OpenSiblings(SiblingsConfig{Name: name, PeerAddr: "127.0.0.1:0", Join: join, LinkAddr: link,
+			Tree: tree, Parent: parent, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	run := func(s *Siblings) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = s.Start(ctx) }()
+		stop = func() { cancel(); <-done }
+		t.Cleanup(stop)
+		return stop
+	}
+	a := open("r1", "tree-1", "root", "127.0.0.1:7001")
+	run(a)
+	// Another parent's region: the join is refused.
+	other := open("sub", "tree-1", "root/r1", "127.0.0.1:7002")
+	t.Cleanup(func() { _ = other.ml.Shutdown() })
+	if n, err := other.ml.Join([]string{a.PeerAddr()}); n > 0 || err == nil {
+		t.Errorf("a region of another parent joined (%d, %v)", n, err)
+	}
+	// Another tree's region: not even heard.
+	foreign := open("r9", "tree-2", "root", "127.0.0.1:7003")
+	t.Cleanup(func() { _ = foreign.ml.Shutdown() })
+	if n, err := foreign.ml.Join([]string{a.PeerAddr()}); n > 0 || err == nil {
+		t.Errorf("a region of another tree joined (%d, %v)", n, err)
+	}
+	// A sibling listening on every interface is listed at its gossip host.
+	b := open("r2", "tree-1", "root", "0.0.0.0:7004", a.PeerAddr())
+	stopB := run(b)
+	waitFor(t, "r1 to list r2", func() bool { got, _ := a.Addrs(); return slices.Equal(got, []string{"127.0.0.1:7004"}) })
+	waitFor(t, "r2 to list r1", func() bool { got, _ := b.Addrs(); return slices.Equal(got, []string{"127.0.0.1:7001"}) })
+	_, changed := a.Addrs()
+	stopB()
+	<-changed
+	if got, _ := a.Addrs(); len(got) != 0 {
+		t.Errorf("r1 lists %v after r2 left", got)
+	}
+	for _, s := range []*Siblings{other, foreign} {
+		if got, _ := s.Addrs(); len(got) != 0 {
+			t.Errorf("%s lists %v", s.cfg.Name, got)
+		}
+	}
+	if got, _ := a.Addrs(); slices.Contains(got, "127.0.0.1:7002") || slices.Contains(got, "127.0.0.1:7003") {
+		t.Errorf("r1 lists a stranger: %v", got)
+	}
+}
+
+// Two sibling regions found by gossip, four edges configured with the
+// first only: the edges learn the second from their parent; when the
+// first stops, they re-home to it, the root shows root/r2/<edge>, every
+// inbox converges to what r2 routes, later changes arrive there, and no
+// edge's syncer applies again what it had applied.
+func TestSiblingRegionsTakeOverEdges(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	startRegion := func(name string, join ...string) (*Child, func()) {
+		c, err := OpenChild(ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+			JoinToken: token, LinkAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Join: join, InMemory: true}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := serveInBackground(t, name, c.Serve)
+		waitFor(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
+		return c, stop
+	}
+	r1, stopR1 := startRegion("r1")
+	r2, _ := startRegion("r2", r1.Siblings().PeerAddr())
+	waitFor(t, "r1 and r2 to find each other", func() bool {
+		a, _ := r1.Siblings().Addrs()
+		b, _ := r2.Siblings().Addrs()
+		return slices.Equal(a, []string{r2.LinkAddr()}) && slices.Equal(b, []string{r1.LinkAddr()})
+	})
+
+	names := []string{"e1", "e2", "e3", "e4"}
+	edges := map[string]*Child{}
+	for _, name := range names {
+		edges[name] = startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(),
+			Parents: []string{r1.LinkAddr()}, JoinToken: token, VirtualCluster: true, InMemory: true})
+	}
+	put := func(name, dest string) {
+		t.Helper()
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"k":"v"}}`,
+			name, DestinationsAnnotation, dest)
+		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		put("cm-"+name, name)
+	}
+	inv := inventoryClient(t, root)
+	pathOf := func(name string) string {
+		st, err := inv.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		path, _, _ := unstructured.NestedString(st.Object, "status", "path")
+		if connected, _, _ := unstructured.NestedBool(st.Object, "status", "connected"); !connected {
+			return ""
+		}
+		return path
+	}
+	converged := func(region *Child, n int) func() bool {
+		return func() bool {
+			for _, name := range names {
+				e := edges[name]
+				want, err1 := tree.RoutedContentHash(region.Store(), InboxSpace, region.Downlink().Routing(name))
+				got, err2 := tree.ContentHash(e.Store(), InboxSpace)
+				lr, err3 := e.Store().List(store.ListOptions{Space: InboxSpace})
+				if err1 != nil || err2 != nil || err3 != nil || want != got || len(lr.Items) != n ||
+					e.syncer.Stats().Managed != n || e.syncer.Stats().InSync != n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	for _, name := range names {
+		waitFor(t, name+" under r1", func() bool { return pathOf(name) == "root/r1/"+name })
+		waitFor(t, name+" to learn r2", func() bool { return slices.Equal(edges[name].Uplink().Siblings(), []string{r2.LinkAddr()}) })
+	}
+	waitFor(t, "edges converged under r1", converged(r1, 1))
+	applies := map[string]int64{}
+	for _, name := range names {
+		applies[name] = edges[name].syncer.Stats().Applies
+	}
+
+	stopR1()
+	for _, name := range names {
+		waitFor(t, name+" under r2", func() bool { return pathOf(name) == "root/r2/"+name })
+	}
+	waitFor(t, "edges converged under r2", converged(r2, 1))
+	for _, name := range names {
+		if st := edges[name].syncer.Stats(); st.Applies != applies[name] || st.Deletes != 0 {
+			t.Errorf("%s: %d applies and %d deletes after re-homing, want none (%d applies before)", name, st.Applies-applies[name], st.Deletes, applies[name])
+		}
+		if got := edges[name].Uplink().Siblings(); len(got) != 0 {
+			t.Errorf("%s still knows siblings %v; r2 has none left", name, got)
+		}
+	}
+	for _, name := range names {
+		put("after-"+name, name)
+	}
+	waitFor(t, "changes after the move", converged(r2, 2))
+}
