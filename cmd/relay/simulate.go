@@ -33,6 +33,9 @@ ConfigMaps and a Deployment), runs --scenario for --duration:
                   --failing of the edges refusing it; one change each time
                   (a status wave): bytes arriving at the root and regions,
                   and whether the CombinedStatus counts are exact
+  root-failover   the root as 3 Raft replicas; kill the leader and keep
+                  rolling out: the failover gap (kill → next acknowledged
+                  write), propagation after it; the killed replica restarts
 
 and measures root write → arrival per destination (p50, p90, p99, max),
 bytes and messages per tier, CPU, memory, reconnects and convergence. A
@@ -122,7 +125,7 @@ func newSimulateCommand() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Topology, "topology", sim.DefaultTopology, "fan-out per tier, from the root: 1x10x50, 1x100, 1x100x100")
-	fs.StringVar(&o.Scenario, "scenario", sim.DefaultScenario, "one of "+strings.Join(sim.Scenarios, ", ")+" (not yet root-failover)")
+	fs.StringVar(&o.Scenario, "scenario", sim.DefaultScenario, "one of "+strings.Join(sim.Scenarios, ", "))
 	fs.DurationVar(&o.Duration, "duration", sim.DefaultDuration, "length of the measured phase")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the network's loss and of the scenario's choices")
 	fs.StringVar(&o.ReportDir, "report", "", "write report.md, PNG plots, summary.json and a CPU profile into this directory")

@@ -21,7 +21,6 @@ func TestSimulateBadFlags(t *testing.T) {
 		{[]string{"--topology=banana"}, "relay: --topology: "},
 		{[]string{"--topology=1x200x200"}, "relay: --topology: 1x200x200 has 40200 relays"},
 		{[]string{"--scenario=meteor"}, `relay: --scenario: invalid value "meteor": must be one of rollout, churn`},
-		{[]string{"--scenario=root-failover"}, "relay: --scenario: root-failover is not supported yet: the simulator runs a single root replica"},
 		{[]string{"--scenario=partition", "--topology=1x10"}, "relay: --scenario: partition needs regions"},
 		{[]string{"--duration=soon"}, `relay: --duration: invalid value "soon"`},
 		{[]string{"--duration=-1s"}, "relay: --duration: must not be negative"},

@@ -6,7 +6,9 @@
 //
 // Run builds a fleet of the given topology ("1x10x50": a root, 10 regions,
 // 50 edges under each): the root with server.Open (kube API on loopback
-// HTTPS, Raft log on disk), every region and edge with server.OpenChild
+// HTTPS, Raft log on disk; for root-failover, 3 replicas with Raft and
+// gossip over loopback TCP, sharing one PKI, each of the root's children
+// given all three link addresses), every region and edge with server.OpenChild
 // (in-memory stores), each edge with a virtual cluster
 // (simulations/vcluster). Links are QUIC over one in-memory packet
 // network (relay/link/memnet: latency, loss, partitions, no sockets: the
@@ -17,13 +19,16 @@
 // per group of edges, a namespace with ConfigMaps and a Deployment, and an
 // EdgePlacement that puts them on every Location; the placement
 // controller routes them down the tree. A scenario (rollout, churn,
-// region-failure, partition, flaky-links, flat-vs-tree, status) changes
-// objects and breaks things; every write carries a version
+// region-failure, partition, flaky-links, flat-vs-tree, status,
+// root-failover) changes objects and breaks things; every write carries a version
 // (VersionAnnotation). The status scenario places on a subset of the
 // edges first, makes some virtual clusters refuse the workload
 // (vcluster.Options.Reject through server.ChildConfig.RejectApply), and
 // checks the root's CombinedStatuses count exactly after each status
-// wave.
+// wave. Root-failover kills the leader replica (server.Root.Crash) while
+// the user, whose requests go to one replica and move on to the next when
+// it fails, keeps writing: the failover gap is kill → the next
+// acknowledged write; the killed replica then restarts and must catch up.
 //
 // It measures, per destination and change, root write → arrival, where
 // arrival is the version (or a later one) in the edge's inbox, or, once
@@ -45,8 +50,8 @@
 // # What it must not do
 //
 // It does not change any relay's behaviour: it starts relays with their
-// public configuration and reads their public counters. It does not run
-// root failover (it starts one root replica).
+// public configuration and reads their public counters (root-failover
+// crashes a root replica through server.Root.Crash).
 //
 // # Concurrency
 //

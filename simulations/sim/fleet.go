@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -39,7 +40,10 @@ type relay struct {
 	depth  int    // 1: a child of the root
 	group  string // the root's child it is under in the tree ("all" in a flat topology)
 	parent *relay // nil: under the root
-	cfg    server.ChildConfig
+	// slot is its index among the root's children: a replicated root's
+	// children list the replicas starting at a different one.
+	slot int
+	cfg  server.ChildConfig
 	// status scenario: subset is placed in the first wave (labelled
 	// subsetLabel); failing refuses the workload (cfg.RejectApply).
 	subset, failing bool
@@ -75,10 +79,22 @@ type fleet struct {
 	nextTr  int        // transports handed out by net
 	linkCfg link.Config
 
+	// rootMu guards root: the replica the simulator reads the root's
+	// routing from (root-failover moves it to the new leader).
+	rootMu   sync.Mutex
 	root     *server.Root
 	rootStop func() error
 	rootAddr string
 	token    string
+	// replicas are a replicated root's replicas (root-failover); empty:
+	// one root, root.
+	replicas []*rootReplica
+	nextLink int // link addresses given to restarted replicas
+	// leaderChanges counts the replicas' leader changes (countLeaders).
+	leaderChanges atomic.Int64
+	// pastLinkAddrs are replicas' link addresses before their restart
+	// (their packets still count).
+	pastLinkAddrs []string
 
 	regions []*relay // every relay that is neither root nor edge
 	edges   []*relay
@@ -121,6 +137,13 @@ func newFleet(ctx context.Context, o Options, shape fleetShape, dir string, rela
 	// busiest moments (initial placement), so big fleets get timeouts
 	// closer to the defaults (15 s and 45 s).
 	switch n := regions + edges; {
+	case n > 1000:
+		// Thousands of relays on 2 cores: a burst (the initial
+		// placement) queues minutes of work, and a link's goroutine may
+		// wait a minute for a core, which is no sign of a dead peer
+		// (with 45 s, 2 000 edges reconnected 1 600 times and took
+		// minutes to recover; with 3 min, none did).
+		f.linkCfg.KeepAlivePeriod, f.linkCfg.MaxIdleTimeout = 15*time.Second, 3*time.Minute
 	case n > 100:
 		f.linkCfg.KeepAlivePeriod, f.linkCfg.MaxIdleTimeout = 3*time.Second, 15*time.Second
 	default:
@@ -134,15 +157,21 @@ func newFleet(ctx context.Context, o Options, shape fleetShape, dir string, rela
 		rootCfg.LinkAddr, rootCfg.Network = "127.0.2.1:7443", f.net
 	}
 	var err error
-	labelled(ctx, "root", func() { f.root, err = server.Open(rootCfg, relayLog.With("relay", "root")) })
+	if o.Scenario == ScenarioRootFailover && !shape.flat {
+		err = f.openReplicas(ctx, rootReplicas)
+	} else {
+		labelled(ctx, "root", func() { f.root, err = server.Open(rootCfg, relayLog.With("relay", "root")) })
+		if err == nil {
+			f.rootStop = serve(ctx, "root", f.root.Serve)
+			<-f.root.Ready()
+		}
+	}
 	if err != nil {
-		f.closeNet()
+		f.close()
 		return nil, fmt.Errorf("sim: root: %w", err)
 	}
-	f.rootStop = serve(ctx, "root", f.root.Serve)
-	<-f.root.Ready()
 	f.rootAddr = f.root.LinkAddr()
-	ca, err := pki.LoadCA(pki.Dir(rootCfg.DataDir))
+	ca, err := pki.LoadCA(pki.Dir(f.rootDataDir(rootCfg)))
 	if err == nil {
 		f.token, err = pki.IssueJoinToken(ca, 6*time.Hour, time.Now())
 	}
@@ -215,7 +244,7 @@ func (f *fleet) layout(shape fleetShape, _, _ int) {
 			if depth == 1 && !last {
 				g = name
 			}
-			r := &relay{name: name, depth: depth, group: g, parent: parent}
+			r := &relay{name: name, depth: depth, group: g, parent: parent, slot: i}
 			if last {
 				r.cfg = server.ChildConfig{Role: pki.RoleEdge, VirtualCluster: true,
 					Labels: map[string]string{groupLabel: g, fleetLabel: "sim"}}
@@ -236,8 +265,8 @@ func (f *fleet) layout(shape fleetShape, _, _ int) {
 	}
 	grow(nil, "", 1, "all")
 	if shape.flat {
-		for _, e := range f.edges {
-			e.parent, e.depth = nil, 1
+		for i, e := range f.edges {
+			e.parent, e.depth, e.slot = nil, 1, i
 		}
 		for _, r := range f.regions {
 			delete(f.byName, r.name)
@@ -264,6 +293,12 @@ func (f *fleet) grow(ctx context.Context, joins int, progress func(int)) error {
 		up++
 		progress(up)
 	}
+	// Joining is a TLS handshake and a certificate; on 2 cores busy with
+	// thousands of relays one may wait minutes for its turn.
+	wait := 120 * time.Second
+	if len(f.edges) > 1000 {
+		wait = 5 * time.Minute
+	}
 	sem := make(chan struct{}, joins)
 	g, gctx := errgroup.WithContext(ctx)
 	var mu sync.Mutex
@@ -278,7 +313,7 @@ func (f *fleet) grow(ctx context.Context, joins int, progress func(int)) error {
 		}
 		g.Go(func() error {
 			defer func() { <-sem }()
-			err := waitUntil(gctx, 120*time.Second, e.name+" connected", func() bool { return e.current().Uplink().Connected() })
+			err := waitUntil(gctx, wait, e.name+" connected", func() bool { return e.current().Uplink().Connected() })
 			mu.Lock()
 			up++
 			progress(up)
@@ -289,12 +324,21 @@ func (f *fleet) grow(ctx context.Context, joins int, progress func(int)) error {
 	return g.Wait()
 }
 
-// parentAddr is where r dials: its parent's link address, or the root's.
-func (f *fleet) parentAddr(r *relay) string {
-	if r.parent == nil {
-		return f.rootAddr
+// parentAddrs is where r dials: its parent's link address, or the
+// root's: every replica's of a replicated root, from the one of r's slot
+// on (so that the root's children spread over the replicas).
+func (f *fleet) parentAddrs(r *relay) []string {
+	if r.parent != nil {
+		return []string{r.parent.current().LinkAddr()}
 	}
-	return r.parent.current().LinkAddr()
+	if len(f.replicas) == 0 {
+		return []string{f.rootAddr}
+	}
+	out := make([]string, len(f.replicas))
+	for i := range out {
+		out[i] = f.replicas[(r.slot+i)%len(f.replicas)].linkAddr
+	}
+	return out
 }
 
 // start opens and serves r (again), under newParent when not nil.
@@ -310,7 +354,7 @@ func (f *fleet) start(ctx context.Context, r *relay, newParent *relay) error {
 		r.depth = newParent.depth + 1
 	}
 	cfg := r.cfg
-	cfg.Parents = []string{f.parentAddr(r)}
+	cfg.Parents = f.parentAddrs(r)
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "pki")); err != nil {
 		cfg.JoinToken = f.token // first start: join
 	}
@@ -368,7 +412,9 @@ func (f *fleet) kill(r *relay) error {
 
 // halt stops r's current incarnation.
 func (f *fleet) halt(r *relay) error {
-	f.recordLinks() // keep its counters as a parent
+	if !r.isEdge() {
+		f.recordLinks() // keep its counters as a parent
+	}
 	r.mu.Lock()
 	stop, c := r.stop, r.child
 	r.stop = nil
@@ -426,6 +472,7 @@ func (f *fleet) close() error {
 			errs = append(errs, fmt.Errorf("root: %w", err))
 		}
 	}
+	errs = append(errs, f.stopReplicas())
 	f.closeNet()
 	return errors.Join(errs...)
 }
@@ -440,7 +487,20 @@ func (f *fleet) closeNet() {
 func (f *fleet) recordLinks() {
 	f.linksMu.Lock()
 	defer f.linksMu.Unlock()
-	f.lastLinks["root"] = parentLinks{depth: 0, children: f.root.Children()}
+	if len(f.replicas) == 0 {
+		f.lastLinks["root"] = parentLinks{depth: 0, children: f.root.Children()}
+	}
+	for _, rr := range f.replicas {
+		rr.mu.Lock()
+		r, key := rr.root, fmt.Sprintf("%s#%d", rr.name, rr.incarnation)
+		if !rr.up {
+			r = nil
+		}
+		rr.mu.Unlock()
+		if r != nil { // each incarnation's counters start at zero
+			f.lastLinks[key] = parentLinks{depth: 0, children: r.Children()}
+		}
+	}
 	for _, r := range f.regions {
 		c := r.current()
 		if c == nil {
@@ -462,7 +522,8 @@ func (f *fleet) recordLinks() {
 // a region's inbox, indexed by the child's route record.
 func (f *fleet) routing(parent *relay, child string) (store.Reader, string, tree.Routing, error) {
 	if parent == nil {
-		return f.root.Store(), server.DownsyncSpace, f.root.Routing(child), nil
+		root := f.currentRoot()
+		return root.Store(), server.DownsyncSpace, root.Routing(child), nil
 	}
 	c := parent.current()
 	d := c.Downlink()

@@ -89,14 +89,17 @@ func (f *fleet) snap() snapshot {
 		}
 		s.reconnects[i] += n
 		if f.mn != nil && dial != "" && c != nil {
-			to := f.rootAddr
+			to := f.rootLinkAddrs()
 			if r.parent != nil {
+				to = nil
 				if pc := r.parent.current(); pc != nil {
-					to = pc.LinkAddr()
+					to = []string{pc.LinkAddr()}
 				}
 			}
-			if to != "" {
-				s.tiers[i].PacketBytes += f.mn.Stats(to, dial).Bytes + f.mn.Stats(dial, to).Bytes
+			for _, to := range to {
+				if to != "" {
+					s.tiers[i].PacketBytes += f.mn.Stats(to, dial).Bytes + f.mn.Stats(dial, to).Bytes
+				}
 			}
 		}
 	}

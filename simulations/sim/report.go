@@ -182,6 +182,26 @@ func markdown(o Options, s *Summary) []byte {
 		w("## Region failure\n\n%s was stopped, and a change made. The root saw it disconnected after %.1f s (a stopped relay closes its links; a crashed one would be noticed after the links' idle timeout); its %d children were then restarted under %s (%d destinations), and held the latest versions %.1f s later: **%.1f s** from the kill to every destination converged. The root's inventory shows %d of %d of them under %s.\n\n",
 			r.Region, r.DetectedS, r.Moved, r.Sibling, r.Edges, r.RehomedS, r.ConvergedS, r.PathsUpdated, r.Edges, r.Sibling)
 	}
+	if r := s.Failover; r != nil {
+		w("## Root failover\n\nThe root ran as %d Raft replicas; the root's children were spread over them (each lists all three). The leader %s was killed (server.Root.Crash: its Raft node, store and kube API stop at once; on the in-memory network its links, to %d of the root's children, go silent, as a dead process's would). ", r.Replicas, r.Killed, r.Linked)
+		w("%s led %.2f s later (leader changes seen besides the kill: %d before it, %d after; replicas of one busy process miss heartbeats); the user's next write, retried on the next replica (a follower forwards it to the leader), was acknowledged **%.2f s after the kill** (the failover gap; failed attempts before it: %d). ", r.NewLeader, r.ElectedS, r.LeaderChangesBefore, r.LeaderChangesAfter, r.GapS, r.FailedAttempts)
+		relinked := "were not all seen re-linked"
+		if r.RelinkedS >= 0 {
+			relinked = fmt.Sprintf("re-linked to a survivor after %.2f s (the links' idle timeout, then a dial)", r.RelinkedS)
+		}
+		w("The children linked to it %s; every destination held that write %.2f s after the kill. See the phases *failover* (the write made during the election) and *after* (writes through the two survivors) above.\n\n", relinked, r.ConvergedS)
+		if r.RestartS > 0 {
+			caught := "**did not catch up** within a minute"
+			if r.CaughtUpS >= 0 {
+				caught = fmt.Sprintf("caught up (its downsync space hashes as the leader's) %.2f s after the restart", r.CaughtUpS)
+			}
+			rejoined := "**not** seen matching the leader as a voter after it"
+			if r.Rejoined {
+				rejoined = "after it, it matched the leader again and was a voter of its configuration"
+			}
+			w("%s restarted on its data directory in %.2f s and %s; phase *rejoined* is a rollout through the three; %s.\n\n", r.Killed, r.RestartS, caught, rejoined)
+		}
+	}
 	if r := s.Partition; r != nil {
 		dropped := "stayed open (QUIC retransmitted)"
 		if r.LinkDown {

@@ -95,10 +95,13 @@ type Summary struct {
 	// keys differ between the inbox and what the parent routes.
 	Unconverged []string `json:"unconverged,omitempty"`
 
-	Events     []Event          `json:"events,omitempty"`
-	Rehome     *RehomeResult    `json:"rehome,omitempty"`
-	Partition  *PartitionResult `json:"partition,omitempty"`
-	FlatVsTree *FlatVsTree      `json:"flat_vs_tree,omitempty"`
+	Events    []Event          `json:"events,omitempty"`
+	Rehome    *RehomeResult    `json:"rehome,omitempty"`
+	Partition *PartitionResult `json:"partition,omitempty"`
+	// Failover is the root-failover scenario's outcome; its gap_s is the
+	// failover gap (leader kill → next acknowledged write).
+	Failover   *FailoverResult `json:"failover,omitempty"`
+	FlatVsTree *FlatVsTree     `json:"flat_vs_tree,omitempty"`
 	// StatusWaves is the status scenario's outcome.
 	StatusWaves *StatusWaves `json:"status_waves,omitempty"`
 	Report      string       `json:"report,omitempty"`
@@ -356,7 +359,7 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	if err := f.grow(ctx, 48, p.set); err != nil {
 		return s, err
 	}
-	u, err := newUser(f.root.KubeconfigPath(), append(trackers, regions))
+	u, err := newUser(f.root.KubeconfigPath(), f.apiAddrs(), append(trackers, regions))
 	if err != nil {
 		return s, err
 	}

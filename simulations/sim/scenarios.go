@@ -25,6 +25,7 @@ var scenarios = map[string]scenario{
 	ScenarioFlakyLinks:    flakyLinks,
 	ScenarioFlatVsTree:    rollout,
 	ScenarioStatus:        statusWaves,
+	ScenarioRootFailover:  rootFailover,
 }
 
 // minRounds is the fewest rollout rounds a scenario makes.

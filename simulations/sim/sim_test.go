@@ -87,9 +87,30 @@ func TestScenariosConverge(t *testing.T) {
 				if c := s.FlatVsTree; c == nil || c.RootBytesRatio <= 1 || c.Flat == nil || !c.Flat.OK {
 					t.Fatalf("flat vs tree: %+v", c)
 				}
+			case ScenarioRootFailover:
+				// The leader changed, a write was acknowledged after the
+				// kill, writes after it reached every destination, and
+				// the killed replica came back.
+				r := s.Failover
+				if r == nil || r.Replicas != 3 || r.Killed == "" || r.NewLeader == "" || r.NewLeader == r.Killed || r.GapS <= 0 || !r.Rejoined {
+					t.Fatalf("failover: %+v", r)
+				}
+				if p := phase(s, "after"); p == nil || p.Samples == 0 {
+					t.Fatalf("no propagation measured after the failover: %+v", s.Phases)
+				}
 			}
 		})
 	}
+}
+
+// phase returns the propagation of one phase of s, or nil.
+func phase(s *Summary, name string) *PhaseLatency {
+	for i := range s.Phases {
+		if s.Phases[i].Phase == name {
+			return &s.Phases[i]
+		}
+	}
+	return nil
 }
 
 func TestBadOptions(t *testing.T) {
@@ -103,7 +124,6 @@ func TestBadOptions(t *testing.T) {
 		{Options{Topology: "1x0"}, "topology", "not a positive number"},
 		{Options{Topology: "1x200x200"}, "topology", "at most"},
 		{Options{Scenario: "nope"}, "scenario", "must be one of"},
-		{Options{Scenario: ScenarioRootFailover}, "scenario", "not supported yet: the simulator runs a single root replica"},
 		{Options{Scenario: ScenarioPartition, Topology: "1x5"}, "scenario", "needs regions"},
 		{Options{Scenario: ScenarioRegionFailure, Topology: "1x1x5"}, "scenario", "sibling region"},
 		{Options{Network: "tcp"}, "network", "must be memnet or udp"},
@@ -126,9 +146,6 @@ func TestBadOptions(t *testing.T) {
 		var oe *OptionError
 		if !errors.As(errs[0], &oe) || oe.Flag != tc.flag || !strings.Contains(errs[0].Error(), tc.want) {
 			t.Errorf("%+v: %v, want --%s: ...%s...", tc.o, errs, tc.flag, tc.want)
-		}
-		if tc.o.Scenario == ScenarioRootFailover && !errors.Is(errs[0], ErrNotSupported) {
-			t.Errorf("root-failover: %v is not ErrNotSupported", errs[0])
 		}
 	}
 	if errs := (Options{}).Complete().Validate(20000); len(errs) != 0 {

@@ -613,7 +613,7 @@ func (e *env) wave(res *StatusWaves, name string, all bool, of objRef) error {
 func (u *user) widen(ctx context.Context) error {
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{
 		"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{fleetLabel: "sim"}}}}})
-	if err := u.timed(func() error {
+	if err := u.timed(ctx, func() error {
 		_, err := u.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Patch(ctx, PlacementName, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	}); err != nil {

@@ -45,18 +45,45 @@ type user struct {
 	// edges labelled subsetLabel (the status scenario; widen selects all).
 	subset bool
 
-	mu  sync.Mutex
-	api histogram // how long each write of the measured phase took at the root's API
+	// fo spreads requests over a replicated root's replicas (nil: one
+	// root); a write that fails is then tried again, on the next replica,
+	// for up to writeRetryFor.
+	fo *failover
+
+	mu      sync.Mutex
+	api     histogram // how long each write of the measured phase took at the root's API
+	retries int       // failed attempts of writes that were tried again
 }
 
-// timed runs one write against the root's API and records its latency.
-func (u *user) timed(fn func() error) error {
+// writeRetryFor bounds how long a write is tried again on a replicated
+// root (a leader election takes a few seconds).
+const writeRetryFor = 60 * time.Second
+
+// timed runs one write against the root's API and records its latency,
+// from the first attempt to the answer of the last one.
+func (u *user) timed(ctx context.Context, fn func() error) error {
 	t0 := time.Now()
 	err := fn()
+	for u.fo != nil && retryable(ctx, err) && time.Since(t0) < writeRetryFor {
+		u.mu.Lock()
+		u.retries++
+		u.mu.Unlock()
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			break
+		}
+		err = fn()
+	}
 	u.mu.Lock()
 	u.api.add(time.Since(t0))
 	u.mu.Unlock()
 	return err
+}
+
+// failedAttempts is how many write attempts failed and were tried again.
+func (u *user) failedAttempts() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.retries
 }
 
 func restConfig(kubeconfig, space string) (*rest.Config, error) {
@@ -72,7 +99,10 @@ func restConfig(kubeconfig, space string) (*rest.Config, error) {
 	return rc, nil
 }
 
-func newUser(kubeconfig string, trackers []*tracker) (*user, error) {
+// newUser acts with the kubeconfig of a root. replicas, when not empty,
+// are the API addresses (host:port) of a replicated root's replicas, the
+// kubeconfig's first: requests go to one at a time, the next when it fails.
+func newUser(kubeconfig string, replicas []string, trackers []*tracker) (*user, error) {
 	rc, err := restConfig(kubeconfig, kubeapi.DefaultSpace)
 	if err != nil {
 		return nil, err
@@ -82,6 +112,11 @@ func newUser(kubeconfig string, trackers []*tracker) (*user, error) {
 		return nil, err
 	}
 	u := &user{t: trackers[0], also: trackers[1:]}
+	if len(replicas) > 0 {
+		u.fo = &failover{addrs: replicas}
+		rc.Wrap(u.fo.wrap)
+		ic.Wrap(u.fo.wrap)
+	}
 	if u.kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, err
 	}
@@ -311,7 +346,7 @@ func (u *user) rolloutDeployment(ctx context.Context) error {
 			"containers": []any{map[string]any{"name": "web", "image": image(v)}}}}},
 	}
 	data, _ := json.Marshal(patch)
-	if err := u.timed(func() error {
+	if err := u.timed(ctx, func() error {
 		_, err := u.kube.AppsV1().Deployments(Namespace).Patch(ctx, "web", types.MergePatchType, data, metav1.PatchOptions{})
 		return err
 	}); err != nil {
@@ -330,7 +365,7 @@ func (u *user) change(ctx context.Context, i int) error {
 	}
 	data, _ := json.Marshal(patch)
 	name := fmt.Sprintf("cm-%d", i)
-	if err := u.timed(func() error {
+	if err := u.timed(ctx, func() error {
 		_, err := u.kube.CoreV1().ConfigMaps(Namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
 		return err
 	}); err != nil {
