@@ -2,7 +2,7 @@
 #
 #   make run    build and start a local root relay, write an admin kubeconfig
 #   make test   all tests (unit, race, end-to-end with real kubectl)
-#   make bench  Go benchmarks (store, API)
+#   make bench  benchmarks side by side with kube-apiserver; docs/benchmarks.md
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
@@ -74,9 +74,16 @@ SIM_ARGS ?= --topology=1x10x50 --scenario=rollout --duration=30s
 simulate: build
 	$(BIN)/relay simulate $(SIM_ARGS) --report=$(DATA)/sim
 
-bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./relay/store/ ./consensus/ ./relay/internal/wire/ ./relay/tree/ ./test/...
-	$(GO) test -run '^$$' -bench Fanout -benchtime 100x ./relay/server/
+# Issue 10's benchmarks side by side, on this machine, in one run
+# (test/bench/cmd/benchreport): the kube API load generator against
+# kube-apiserver + etcd and Canopy roots of 1 and 3 replicas, root failover,
+# Go micro-benchmarks, flat vs tree and partition catch-up in the simulator.
+# Writes docs/benchmarks.md's generated region and raw outputs in docs/bench/ (about
+# 20 minutes on 2 cores). BENCH_QUICK=1: a smaller run in under 5 minutes,
+# into .data/bench/quick/ (docs/ untouched).
+BENCH_QUICK ?=
+bench: $(BIN)/kube-apiserver $(BIN)/etcd
+	$(GO) run ./test/bench/cmd/benchreport -go=$(GO) -quick=$(if $(filter-out 0,$(BENCH_QUICK)),true,false)
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,342 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Benchmark is one result line of `go test -bench` output.
+type Benchmark struct {
+	Pkg     string             // from the preceding "pkg:" line
+	Name    string             // without "Benchmark" and the -GOMAXPROCS suffix
+	N       int                // iterations
+	Metrics map[string]float64 // by unit: "ns/op", "B/op", "ops/s", …
+	Units   []string           // in the order printed
+}
+
+var (
+	benchLine = regexp.MustCompile(`^Benchmark(\S+)\s+(\d+)\s+(.+)$`)
+	procs     = regexp.MustCompile(`-\d+$`)
+)
+
+// ParseBench reads `go test -bench` output (benchstat's input format) and
+// returns its result lines in order; other lines are skipped.
+func ParseBench(r io.Reader) ([]Benchmark, error) {
+	var out []Benchmark
+	pkg := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimSpace(p)
+			continue
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n, err := strconv.Atoi(m[2])
+		if err != nil {
+			return nil, fmt.Errorf("bench: %q: %w", line, err)
+		}
+		f := strings.Fields(m[3])
+		if len(f)%2 != 0 {
+			return nil, fmt.Errorf("bench: %q: values and units do not pair", line)
+		}
+		b := Benchmark{Pkg: pkg, Name: procs.ReplaceAllString(m[1], ""), N: n, Metrics: map[string]float64{}}
+		for i := 0; i < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("bench: %q: %w", line, err)
+			}
+			b.Metrics[f[i+1]] = v
+			b.Units = append(b.Units, f[i+1])
+		}
+		out = append(out, b)
+	}
+	return out, sc.Err()
+}
+
+// Targets of BenchmarkAPI, in table order, and their column titles.
+var (
+	Targets      = []string{"kube", "canopy-1", "canopy-3"}
+	TargetTitles = map[string]string{"kube": "kube-apiserver + etcd", "canopy-1": "Canopy, 1 replica", "canopy-3": "Canopy, 3 replicas"}
+)
+
+// Goal is the factor by which the root should beat kube-apiserver on every
+// operation (issue 10).
+const Goal = 1.5
+
+// Comparison is one row of the side-by-side table: an operation's figure
+// on each target.
+type Comparison struct {
+	Op           string
+	Unit         string // "ops/s", "p50-ms", …
+	HigherBetter bool
+	Values       map[string]float64 // by target; missing when not measured
+}
+
+// Advantage is how many times better target is than kube-apiserver on this
+// row (throughput: target / kube; latency: kube / target), and whether
+// both were measured.
+func (c Comparison) Advantage(target string) (float64, bool) {
+	k, ok1 := c.Values["kube"]
+	v, ok2 := c.Values[target]
+	if !ok1 || !ok2 || k <= 0 || v <= 0 {
+		return 0, false
+	}
+	if c.HigherBetter {
+		return v / k, true
+	}
+	return k / v, true
+}
+
+// Misses is the rows where target is measured and less than Goal times
+// better than kube-apiserver.
+func Misses(rows []Comparison, target string) []Comparison {
+	var out []Comparison
+	for _, r := range rows {
+		if a, ok := r.Advantage(target); ok && a < Goal {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Compare builds the side-by-side rows from BenchmarkAPI's results
+// (names API/target=<t>/op=<op>): throughput for writes, reads and the
+// mixed load, p50 and p99 latency for all, and for watch fan-out the
+// delivery latency.
+func Compare(bs []Benchmark) []Comparison {
+	var ops []string
+	vals := map[string]map[string]map[string]float64{} // op → unit → target → value
+	for _, b := range bs {
+		parts := strings.Split(b.Name, "/")
+		if len(parts) != 3 || parts[0] != "API" {
+			continue
+		}
+		target, _ := strings.CutPrefix(parts[1], "target=")
+		op, _ := strings.CutPrefix(parts[2], "op=")
+		if vals[op] == nil {
+			vals[op] = map[string]map[string]float64{}
+			ops = append(ops, op)
+		}
+		for unit, v := range b.Metrics {
+			if vals[op][unit] == nil {
+				vals[op][unit] = map[string]float64{}
+			}
+			vals[op][unit][target] = v
+		}
+	}
+	var rows []Comparison
+	add := func(op, unit string, higher bool) {
+		if v := vals[op][unit]; len(v) > 0 {
+			rows = append(rows, Comparison{Op: op, Unit: unit, HigherBetter: higher, Values: v})
+		}
+	}
+	for _, op := range ops {
+		switch {
+		case strings.HasPrefix(op, "watch"):
+			add(op, "p50-ms", false)
+			add(op, "p99-ms", false)
+			add(op, "last-p99-ms", false)
+		case strings.HasPrefix(op, "list"):
+			add(op, "p50-ms", false)
+			add(op, "p99-ms", false)
+		default:
+			add(op, "ops/s", true)
+			add(op, "p99-ms", false)
+		}
+	}
+	return rows
+}
+
+// unitTitles says what each BenchmarkAPI metric is, for the tables.
+var unitTitles = map[string]string{
+	"ops/s":       "ops/s",
+	"p50-ms":      "p50 latency (ms)",
+	"p99-ms":      "p99 latency (ms)",
+	"last-p99-ms": "p99 until the last watcher (ms)",
+}
+
+// CompareTable renders rows as a Markdown table: each target's figure and,
+// for each Canopy target, its advantage over kube-apiserver, in bold with
+// "below 1.5×" where it misses Goal.
+func CompareTable(rows []Comparison) string {
+	var sb strings.Builder
+	sb.WriteString("| operation | figure |")
+	for _, t := range Targets {
+		sb.WriteString(" " + TargetTitles[t] + " |")
+	}
+	for _, t := range Targets[1:] {
+		sb.WriteString(" " + TargetTitles[t] + " vs kube |")
+	}
+	sb.WriteString("\n|---|---|" + strings.Repeat("---:|", 2*len(Targets)-1) + "\n")
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "| %s | %s |", r.Op, unitTitles[r.Unit])
+		for _, t := range Targets {
+			if v, ok := r.Values[t]; ok {
+				sb.WriteString(" " + Num(v) + " |")
+			} else {
+				sb.WriteString(" – |")
+			}
+		}
+		for _, t := range Targets[1:] {
+			a, ok := r.Advantage(t)
+			switch {
+			case !ok:
+				sb.WriteString(" – |")
+			case a < Goal:
+				fmt.Fprintf(&sb, " **%s× (below %.1f×)** |", Ratio(a), Goal)
+			default:
+				fmt.Fprintf(&sb, " %s× |", Ratio(a))
+			}
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+// Ratio formats a factor: two decimals below 10, one above.
+func Ratio(v float64) string {
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// Num formats a figure with three significant digits (thin thousands
+// separators from 10 000), as the hand-written tables do.
+func Num(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	a := math.Abs(v)
+	var s string
+	switch {
+	case a >= 1000 || (v == math.Trunc(v) && a < 1e15):
+		s = strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	case a >= 100:
+		s = strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		s = strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		s = strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		s = strconv.FormatFloat(v, 'g', 3, 64)
+	}
+	if a >= 10000 {
+		neg := strings.HasPrefix(s, "-")
+		s = strings.TrimPrefix(s, "-")
+		var parts []string
+		for len(s) > 3 {
+			parts = append([]string{s[len(s)-3:]}, parts...)
+			s = s[:len(s)-3]
+		}
+		s = strings.Join(append([]string{s}, parts...), " ")
+		if neg {
+			s = "-" + s
+		}
+	}
+	return s
+}
+
+// Sim is the part of `relay simulate`'s JSON line the report uses.
+type Sim struct {
+	Scenario           string  `json:"scenario"`
+	Topology           string  `json:"topology"`
+	Regions            int     `json:"regions"`
+	Edges              int     `json:"edges"`
+	StartS             float64 `json:"start_s"`
+	PlacementS         float64 `json:"placement_s"`
+	Changes            int     `json:"changes"`
+	RootBytesPerChange float64 `json:"root_bytes_per_change"`
+	RootCPUPerChangeMs float64 `json:"root_cpu_per_change_ms"`
+	Propagation        struct {
+		Samples uint64  `json:"samples"`
+		P50     float64 `json:"p50_ms"`
+		P99     float64 `json:"p99_ms"`
+	} `json:"propagation"`
+	Destinations int    `json:"destinations"`
+	Converged    int    `json:"converged"`
+	OK           bool   `json:"ok"`
+	Error        string `json:"error"`
+	Partition    *struct {
+		CutS       float64 `json:"cut_s"`
+		Writes     int     `json:"writes"`
+		Keys       int     `json:"keys"`
+		LinkDown   bool    `json:"link_dropped"`
+		CatchUpS   float64 `json:"catch_up_s"`
+		Objects    uint64  `json:"catch_up_objects"`
+		CutObjects uint64  `json:"cut_objects"`
+		Bytes      uint64  `json:"catch_up_bytes"`
+		Resyncs    uint64  `json:"resyncs"`
+		LatestSize int     `json:"latest_bytes"`
+	} `json:"partition"`
+	FlatVsTree *struct {
+		Rounds         int     `json:"rounds"`
+		TreeRootBytes  float64 `json:"tree_root_bytes_per_change"`
+		FlatRootBytes  float64 `json:"flat_root_bytes_per_change"`
+		RootBytesRatio float64 `json:"root_bytes_ratio"`
+		TreeRootCPUMs  float64 `json:"tree_root_cpu_per_change_ms"`
+		FlatRootCPUMs  float64 `json:"flat_root_cpu_per_change_ms"`
+		RootCPURatio   float64 `json:"root_cpu_ratio"`
+		TreeP50        float64 `json:"tree_p50_ms"`
+		FlatP50        float64 `json:"flat_p50_ms"`
+		TreeP99        float64 `json:"tree_p99_ms"`
+		FlatP99        float64 `json:"flat_p99_ms"`
+	} `json:"flat_vs_tree"`
+}
+
+// ErrNoJSON is returned by ParseSim for output without a JSON line.
+var ErrNoJSON = errors.New("bench: no JSON line in the simulator's output")
+
+// ParseSim reads the simulator's stdout: the last line that is a JSON
+// object.
+func ParseSim(out []byte) (Sim, error) {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, l := range slices.Backward(lines) {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "{") {
+			continue
+		}
+		var s Sim
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			return Sim{}, fmt.Errorf("bench: simulator JSON: %w", err)
+		}
+		return s, nil
+	}
+	return Sim{}, ErrNoJSON
+}
+
+// Region markers of the generated part of docs/benchmarks.md.
+const (
+	BeginMarker = "<!-- generated by make bench: begin -->"
+	EndMarker   = "<!-- generated by make bench: end -->"
+)
+
+// ReplaceGenerated returns doc with the text between the markers replaced
+// by gen (markers kept); without markers, it appends them with gen. One
+// marker without the other, or in the wrong order, is an error: the
+// hand-written text around them must not be lost.
+func ReplaceGenerated(doc, gen string) (string, error) {
+	b, e := strings.Index(doc, BeginMarker), strings.Index(doc, EndMarker)
+	switch {
+	case b < 0 && e < 0:
+		return strings.TrimRight(doc, "\n") + "\n\n" + BeginMarker + "\n" + gen + EndMarker + "\n", nil
+	case b < 0 || e < 0 || e < b:
+		return "", errors.New("bench: the generated-region markers are unbalanced")
+	case strings.Count(doc, BeginMarker) > 1 || strings.Count(doc, EndMarker) > 1:
+		return "", errors.New("bench: more than one generated region")
+	}
+	return doc[:b+len(BeginMarker)] + "\n" + gen + doc[e:], nil
+}
