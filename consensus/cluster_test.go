@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"reflect"
 	"slices"
@@ -483,6 +484,8 @@ func TestClusterConfigValidation(t *testing.T) {
 		{"unspecified host", func(c *Config) { c.RaftAddr = "0.0.0.0:0" }, "AdvertiseHost"},
 		{"advertise with a random gossip port", func(c *Config) { c.AdvertiseHost = "127.0.0.1" }, "fixed port"},
 		{"huge meta", func(c *Config) { c.Meta = bytes.Repeat([]byte("m"), 600) }, "exceeds"},
+		{"raft multiplier too high", func(c *Config) { c.RaftMultiplier = 11 }, "RaftMultiplier 11 is not from 1 to 10"},
+		{"negative raft multiplier", func(c *Config) { c.RaftMultiplier = -1 }, "RaftMultiplier -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()
@@ -496,6 +499,31 @@ func TestClusterConfigValidation(t *testing.T) {
 				t.Fatalf("error %q does not mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRaftMultiplier: a replica's raft timers are raft's defaults times
+// RaftMultiplier; a single node keeps its short timers whatever it says.
+func TestRaftMultiplier(t *testing.T) {
+	ca := newTestCA(t)
+	def := raft.DefaultConfig()
+	for _, m := range []int{0, 1, 5} {
+		cfg, err := Config{Dir: t.TempDir(), NodeID: "n", RaftAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", TLS: ca.tls(t, "n"), RaftMultiplier: m}.complete()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := cfg.raftConfig(slog.Default())
+		want := time.Duration(max(m, 1))
+		if rc.HeartbeatTimeout != want*def.HeartbeatTimeout || rc.ElectionTimeout != want*def.ElectionTimeout || rc.LeaderLeaseTimeout != want*def.LeaderLeaseTimeout {
+			t.Errorf("multiplier %d: heartbeat %v, election %v, lease %v", m, rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout)
+		}
+	}
+	single, err := Config{Dir: t.TempDir(), NodeID: "n", RaftMultiplier: 5}.complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := single.raftConfig(slog.Default()); rc.HeartbeatTimeout != 100*time.Millisecond {
+		t.Errorf("single node heartbeat %v", rc.HeartbeatTimeout)
 	}
 }
 

@@ -63,6 +63,7 @@ const (
 	DefaultSnapshotThreshold = 8192
 	DefaultSnapshotInterval  = 30 * time.Second
 	DefaultTrailingLogs      = 10240
+	maxRaftMultiplier        = 10
 	// MinSnapshotInterval is the shortest SnapshotInterval raft accepts.
 	MinSnapshotInterval = 5 * time.Millisecond
 )
@@ -108,6 +109,12 @@ type Config struct {
 	// snapshot, so a briefly lagging follower can catch up without a full
 	// snapshot (default 10240).
 	TrailingLogs uint64
+	// RaftMultiplier scales raft's timers of a cluster replica (heartbeat,
+	// election and leader lease timeouts, 1 s each by default), as
+	// Consul's raft_multiplier does: 1 (the default) suits replicas with
+	// cores of their own; a higher value rides out replicas starved of CPU
+	// (a busy shared host) at the cost of a slower failover. At most 10.
+	RaftMultiplier int
 	// ReadyTimeout bounds how long Open of a single node waits for
 	// leadership and for the FSM to apply the log found on disk (default
 	// 10s). Open of a cluster replica does not wait: see WaitReady.
@@ -202,6 +209,12 @@ func (cfg Config) complete() (Config, error) {
 	if cfg.TrailingLogs == 0 {
 		cfg.TrailingLogs = DefaultTrailingLogs
 	}
+	if cfg.RaftMultiplier == 0 {
+		cfg.RaftMultiplier = 1
+	}
+	if cfg.RaftMultiplier < 1 || cfg.RaftMultiplier > maxRaftMultiplier {
+		errs = append(errs, fmt.Errorf("consensus: RaftMultiplier %d is not from 1 to %d", cfg.RaftMultiplier, maxRaftMultiplier))
+	}
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = defaultReadyTimeout
 	}
@@ -281,6 +294,10 @@ func (cfg Config) raftConfig(logger *slog.Logger) *raft.Config {
 		rc.HeartbeatTimeout = 100 * time.Millisecond
 		rc.ElectionTimeout = 100 * time.Millisecond
 		rc.LeaderLeaseTimeout = 100 * time.Millisecond
+	} else if m := time.Duration(max(cfg.RaftMultiplier, 1)); m > 1 {
+		rc.HeartbeatTimeout *= m
+		rc.ElectionTimeout *= m
+		rc.LeaderLeaseTimeout *= m
 	}
 
 	// Group commit: commands queued while the log is busy (up to

@@ -32,6 +32,8 @@ func TestReplicaFlagErrors(t *testing.T) {
 		{[]string{"--snapshot-threshold=100"}, "--snapshot-threshold: only for a replicated root"},
 		{[]string{"--snapshot-interval=1s"}, "--snapshot-interval: only for a replicated root"},
 		{[]string{"--trailing-logs=100"}, "--trailing-logs: only for a replicated root"},
+		{[]string{"--raft-multiplier=5"}, "--raft-multiplier: only for a replicated root"},
+		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--raft-multiplier=11"}, "--raft-multiplier: must be from 1 to 10, not 11"},
 		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=0"}, "--snapshot-threshold: must be at least 1, not 0"},
 		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=-5"}, "--snapshot-threshold: invalid value \"-5\""},
 		{[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=many"}, "--snapshot-threshold: invalid value \"many\""},

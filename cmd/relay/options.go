@@ -79,6 +79,7 @@ type options struct {
 	snapshotThreshold uint64
 	snapshotInterval  time.Duration
 	trailingLogs      uint64
+	raftMultiplier    int
 
 	// Region and edge.
 	parents        []string
@@ -120,6 +121,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "snapshot-interval", roleRoot)
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", consensus.DefaultTrailingLogs, "how many Raft log entries a snapshot leaves for replicas a little behind; one further behind installs the snapshot")
 	forRoles(fs, "trailing-logs", roleRoot)
+	fs.IntVar(&o.raftMultiplier, "raft-multiplier", 1, "scale of Raft's timers (1 s heartbeat and election timeouts at 1), 1 to 10: higher rides out replicas short of CPU, with a slower failover")
+	forRoles(fs, "raft-multiplier", roleRoot)
 
 	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required); the siblings the parent announces are dialed after them")
 	forRoles(fs, "parent", roleRegion, roleEdge)
@@ -203,7 +206,7 @@ func (o *options) validateRoot(fs *pflag.FlagSet) []error {
 func (o *options) validateReplica(fs *pflag.FlagSet) []error {
 	var errs []error
 	if o.raftAddr == "" {
-		for _, name := range []string{"peer-addr", "join", "bootstrap-expect", "cluster-id", "snapshot-threshold", "snapshot-interval", "trailing-logs"} {
+		for _, name := range []string{"peer-addr", "join", "bootstrap-expect", "cluster-id", "snapshot-threshold", "snapshot-interval", "trailing-logs", "raft-multiplier"} {
 			if fs.Changed(name) {
 				errs = append(errs, flagErrorf(name, "only for a replicated root: give --raft-addr too"))
 			}
@@ -247,6 +250,9 @@ func (o *options) validateReplica(fs *pflag.FlagSet) []error {
 	}
 	if o.snapshotInterval < consensus.MinSnapshotInterval {
 		errs = append(errs, flagErrorf("snapshot-interval", "must be at least %s, not %s", consensus.MinSnapshotInterval, o.snapshotInterval))
+	}
+	if o.raftMultiplier < 1 || o.raftMultiplier > 10 {
+		errs = append(errs, flagErrorf("raft-multiplier", "must be from 1 to 10, not %d", o.raftMultiplier))
 	}
 	if o.trailingLogs < 1 {
 		errs = append(errs, flagErrorf("trailing-logs", "must be at least 1, not %d", o.trailingLogs))
@@ -357,6 +363,7 @@ func (o *options) rootConfig() server.Config {
 			RaftAddr: o.raftAddr, PeerAddr: o.peerAddr, Join: slices.Clone(o.join),
 			BootstrapExpect: o.bootstrapExpect, ClusterID: o.clusterID,
 			SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs,
+			RaftMultiplier: o.raftMultiplier,
 		}
 	}
 	return cfg

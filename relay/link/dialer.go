@@ -68,8 +68,9 @@ type Dialer struct {
 	// DialContext dials TCP (default a net.Dialer with keep-alive).
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// QUICTimeout bounds the QUIC handshake; in ModeAuto it is how long
-	// QUIC may take before falling back to TCP. Default 3 s in ModeAuto,
-	// Config.HandshakeTimeout in ModeQUICOnly.
+	// QUIC may take before falling back to TCP. Default 3 s in ModeAuto;
+	// in ModeQUICOnly, Config.HandshakeTimeout (with several addresses, a
+	// first pass gives each 3 s).
 	QUICTimeout time.Duration
 	// QUICRetryAfter is how long, after QUIC failed and TCP worked at an
 	// address, ModeAuto goes straight to TCP there. Default 5 min.
@@ -94,15 +95,25 @@ func (d *Dialer) Dial(ctx context.Context, addrs []string) (Conn, error) {
 	if len(addrs) == 0 {
 		return nil, ErrNoAddress
 	}
+	// QUIC alone, with several addresses: a first pass gives each the
+	// short QUIC timeout, so that a dead address costs little; a second
+	// gives each the full handshake timeout, for a parent that is alive
+	// but slow to answer (busy with a crowd of reconnecting children).
+	passes := 1
+	if d.Mode == ModeQUICOnly && d.QUICTimeout == 0 && len(addrs) > 1 {
+		passes = 2
+	}
 	var errs []error
-	for _, a := range addrs {
-		c, err := d.dialAddr(ctx, a)
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", a, err))
-		if ctx.Err() != nil {
-			break
+	for pass := range passes {
+		for _, a := range addrs {
+			c, err := d.dialAddr(ctx, a, passes == 2 && pass == 0)
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("link: dial: %w", errors.Join(errs...))
+			}
 		}
 	}
 	return nil, fmt.Errorf("link: dial: %w", errors.Join(errs...))
@@ -136,14 +147,20 @@ func (d *Dialer) remember(addr, transport string) {
 	d.worked[addr] = worked{transport, time.Now()}
 }
 
-func (d *Dialer) dialAddr(ctx context.Context, addr string) (Conn, error) {
+// dialAddr dials one address; quick (QUIC only) gives the handshake the
+// short QUIC timeout rather than the full handshake timeout.
+func (d *Dialer) dialAddr(ctx context.Context, addr string, quick bool) (Conn, error) {
 	cfg := d.Config.complete()
 	switch d.Mode {
 	case ModeQUICOnly:
-		// No fallback to hurry to: the handshake gets as long as a TLS
-		// handshake on TCP would (a parent busy with a crowd of
-		// reconnecting children answers late, not never).
-		return d.dialQUIC(ctx, addr, cfg, cmp.Or(d.QUICTimeout, cfg.HandshakeTimeout))
+		// No fallback to hurry to: unless quick, the handshake gets as
+		// long as a TLS handshake on TCP would (a parent busy with a
+		// crowd of reconnecting children answers late, not never).
+		timeout := cmp.Or(d.QUICTimeout, cfg.HandshakeTimeout)
+		if quick {
+			timeout = defaultQUICTimeout
+		}
+		return d.dialQUIC(ctx, addr, cfg, timeout)
 	case ModeTCPOnly:
 		proxy, err := d.proxyFor(addr)
 		if err != nil {
@@ -171,7 +188,7 @@ func (d *Dialer) dialAddr(ctx context.Context, addr string) (Conn, error) {
 	if w.transport == TransportTCP && time.Since(w.at) < retry {
 		return d.dialTCP(ctx, addr, nil, cfg)
 	}
-	c, qerr := d.dialQUIC(ctx, addr, cfg, cmp.Or(d.QUICTimeout, 3*time.Second))
+	c, qerr := d.dialQUIC(ctx, addr, cfg, cmp.Or(d.QUICTimeout, defaultQUICTimeout))
 	if qerr == nil {
 		return c, nil
 	}
@@ -230,6 +247,9 @@ func (d *Dialer) quicTransport() *quic.Transport {
 	})
 	return d.ownTr
 }
+
+// defaultQUICTimeout is how long ModeAuto gives QUIC before TCP.
+const defaultQUICTimeout = 3 * time.Second
 
 func (d *Dialer) dialQUIC(ctx context.Context, addr string, cfg Config, timeout time.Duration) (Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -51,6 +51,10 @@ type Replication struct {
 	// a new replica, installs the snapshot (0:
 	// consensus.DefaultTrailingLogs).
 	TrailingLogs uint64
+	// RaftMultiplier (--raft-multiplier) scales Raft's timers (1 s each
+	// by default): higher rides out replicas starved of CPU at the cost
+	// of a slower failover (0: 1).
+	RaftMultiplier int
 }
 
 // Enabled reports whether the root is a replica of a cluster.
@@ -76,6 +80,7 @@ func consensusConfig(cfg Config, ca *pki.CA, apiURL string, log *slog.Logger) (c
 	cc.RaftAddr, cc.PeerAddr, cc.Join = h.RaftAddr, h.PeerAddr, h.Join
 	cc.BootstrapExpect, cc.ClusterID = h.BootstrapExpect, clusterID
 	cc.SnapshotThreshold, cc.SnapshotInterval, cc.TrailingLogs = h.SnapshotThreshold, h.SnapshotInterval, h.TrailingLogs
+	cc.RaftMultiplier = h.RaftMultiplier
 	cc.TLS = consensus.PeerTLSConfig(cert, ca.Pool(), pki.PeerName(clusterID))
 	cc.Meta = []byte(apiURL)
 	return cc, clusterID, nil

@@ -127,6 +127,10 @@ type childState struct {
 	// moved is signalled when the child's superseded claims change, so
 	// that its link tells it (wire.Moved).
 	moved chan struct{}
+	// served is closed once every goroutine serving the child's last link
+	// has returned: the next link starts its streams after that, since
+	// the Sender and Collector serve one stream at a time (tree.ErrBusy).
+	served chan struct{}
 }
 
 // ChildStatus describes one child for status pages and metrics.
@@ -629,6 +633,29 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 			return fmt.Errorf("%w: unexpected %s stream", errProtocol, kind)
 		}
 	}
+	// The link this one replaced may still be winding down (its
+	// Sender blocked on a slow write, its Collector on a store write):
+	// wait for it, or a busy Sender would refuse this link and every
+	// reconnect after it until the old one ends.
+	var wg sync.WaitGroup
+	served := make(chan struct{})
+	d.mu.Lock()
+	prev := c.served
+	c.served = served
+	d.mu.Unlock()
+	defer func() {
+		go func() {
+			wg.Wait()
+			close(served)
+		}()
+	}()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	errc := make(chan error, 5)
 	send := lockedSend(w) // Moved, Siblings and AnnounceAck share the control stream
 	// A child that comes from another parent (re-homed) holds that
@@ -636,7 +663,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	// this relay holds its mailbox (rehome.go).
 	routed := make(chan []string, 1)
 	rehomed := hello.Cursor.Epoch != "" && hello.Cursor.Epoch != d.epoch
-	go func() {
+	wg.Go(func() {
 		if rehomed {
 			if err := d.awaitMailbox(ctx, id, routed, log); err != nil {
 				errc <- err
@@ -644,14 +671,14 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 			}
 		}
 		errc <- c.sender.Serve(ctx, down, cursor)
-	}()
-	go func() { errc <- c.collector.Serve(ctx, up) }()
-	go func() {
+	})
+	wg.Go(func() { errc <- c.collector.Serve(ctx, up) })
+	wg.Go(func() {
 		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.onAnnounce(ctx, c, a, version, send, routed) }, nil, nil)
-	}()
-	go func() { errc <- d.tellMoved(ctx, c, send) }()
+	})
+	wg.Go(func() { errc <- d.tellMoved(ctx, c, send) })
 	if version >= 2 {
-		go func() { errc <- d.tellSiblings(ctx, send) }()
+		wg.Go(func() { errc <- d.tellSiblings(ctx, send) })
 	}
 	err = <-errc
 	cancel()

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -236,8 +237,12 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 		up.Close()
 		return err
 	}
-	go func() { errc <- u.receiver.Serve(ctx, down) }()
-	go func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) }()
+	// The Receiver and Reporter serve one stream at a time: the session
+	// returns once they have let go of this link's streams, so that the
+	// next link does not find them busy (tree.ErrBusy).
+	var streams sync.WaitGroup
+	streams.Go(func() { errc <- u.receiver.Serve(ctx, down) })
+	streams.Go(func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) })
 	go func() {
 		errc <- serveControl(ctx, r, nil, u.cfg.Moved, func(m wire.Message) error { return u.fromParent(ctx, m) })
 	}()
@@ -248,6 +253,7 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	}()
 	err = <-errc
 	cancel()
+	streams.Wait()
 	return err
 }
 

@@ -1,10 +1,14 @@
 package tree
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -92,6 +96,51 @@ func routedRandomized(t *testing.T, seed uint64) {
 		want := routedHash(t, parent, c.routes...)
 		// The cursor may stay below the parent's last revision (another
 		// child's route record): the content is what counts.
-		eventually(t, c.name+" to converge", func() bool { return hash(t, c.store, inbox) == want })
+		converge := func() bool { return hash(t, c.store, inbox) == want }
+		deadline := time.Now().Add(waitFor)
+		for !converge() {
+			if time.Now().After(deadline) {
+				cursor, _ := c.rcv.Cursor()
+				t.Fatalf("timed out waiting for %s to converge (routes %v, cursor %d, parent at %d): %s",
+					c.name, c.routes, cursor, parent.Revision(), routedDiff(t, parent, c.store, c.routes))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
+}
+
+// routedDiff says how the child's inbox differs from what the parent
+// routes to dests: keys missing, extra, or held at another revision.
+func routedDiff(t *testing.T, parent, child *store.Store, dests []string) string {
+	lr, err := parent.List(store.ListOptions{Space: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := child.List(store.ListOptions{Space: inbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]*store.Object{}
+	for _, o := range cr.Items {
+		have[o.Key.Namespace+"/"+o.Key.Name] = o
+	}
+	var out []string
+	for _, o := range lr.Items {
+		if !slices.ContainsFunc(targetsOf(o), func(d string) bool { return slices.Contains(dests, d) }) {
+			continue
+		}
+		n := o.Key.Namespace + "/" + o.Key.Name
+		h, ok := have[n]
+		delete(have, n)
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("missing %s (rev %d)", n, o.Revision))
+		case !bytes.Equal(h.Data, o.Data):
+			out = append(out, fmt.Sprintf("%s differs: has %s, want %s (rev %d)", n, h.Data, o.Data, o.Revision))
+		}
+	}
+	for n, o := range have {
+		out = append(out, fmt.Sprintf("extra %s: %s", n, o.Data))
+	}
+	return strings.Join(out, "; ")
 }
