@@ -34,24 +34,71 @@ type Claims map[string][]RouteDestination
 // Routes reads the route records of every child of space, decoding each
 // once.
 func Routes(r store.Reader, space string) (Claims, error) {
+	return (*RouteCache)(nil).Routes(r, space)
+}
+
+// RouteCache keeps the route records it decoded, by stored version (a
+// stored object never changes), for a caller that reads them again and
+// again: the root's placement controller reads every child's record for
+// each report it merges, and at 10 000 destinations decoding them was a
+// sixth of the root's CPU. The Claims it returns share their slices with
+// the cache: read them, do not change them. Not safe for concurrent use.
+type RouteCache struct {
+	decoded map[*store.Object][]RouteDestination
+}
+
+// Routes is the package's Routes, reusing what c decoded before; a nil c
+// decodes everything.
+func (c *RouteCache) Routes(r store.Reader, space string) (Claims, error) {
 	lr, err := r.List(store.ListOptions{Resource: RouteResource})
 	if err != nil {
 		return nil, err
 	}
 	prefix := space + "."
 	claims := Claims{}
+	var next map[*store.Object][]RouteDestination
+	if c != nil {
+		next = make(map[*store.Object][]RouteDestination, len(lr.Items))
+	}
 	for _, o := range lr.Items {
 		child, ok := strings.CutPrefix(o.Key.Name, prefix)
 		if !ok {
 			continue
 		}
-		rt, err := decodeRoute(o)
-		if err != nil {
-			return nil, err
+		dests, ok := c.lookup(o)
+		if !ok {
+			rt, err := decodeRoute(o)
+			if err != nil {
+				return nil, err
+			}
+			dests = rt.Destinations
 		}
-		claims[child] = rt.Destinations
+		if next != nil {
+			next[o] = dests
+		}
+		claims[child] = dests
+	}
+	if c != nil {
+		c.decoded = next // the versions listed now: older ones go
 	}
 	return claims, nil
+}
+
+func (c *RouteCache) lookup(o *store.Object) ([]RouteDestination, bool) {
+	if c == nil {
+		return nil, false
+	}
+	d, ok := c.decoded[o]
+	return d, ok
+}
+
+// Superseded is the package's Superseded, through c.
+func (c *RouteCache) Superseded(r store.Reader, space string, above map[string]int64) (map[string]map[string]int64, error) {
+	routes, err := c.Routes(r, space)
+	if err != nil {
+		return nil, err
+	}
+	return routes.Superseded(above), nil
 }
 
 // Superseded is Superseded over claims already read.

@@ -3,6 +3,7 @@ package tree
 import (
 	"context"
 	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/canopy-dev/canopy/relay/store"
@@ -45,5 +46,39 @@ func TestSuperseded(t *testing.T) {
 	want = map[string]map[string]int64{"r1": {"e1": 20}, "r3": {"e5": 8}}
 	if !maps.EqualFunc(got, want, maps.Equal) {
 		t.Fatalf("Superseded with above = %v, want %v", got, want)
+	}
+}
+
+// A RouteCache gives what Routes gives, decoding a record only when its
+// stored version is new to it.
+func TestRouteCache(t *testing.T) {
+	st := newStore(t, store.Options{})
+	setRoute(t, st, "c1", "d1", "d2")
+	setRoute(t, st, "c2", "d3")
+	var c RouteCache
+	first, err := c.Routes(st, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Routes(st, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(first, want) {
+		t.Fatalf("cached %v, Routes %v", first, want)
+	}
+	setRoute(t, st, "c2", "d3", "d4")
+	second, err := c.Routes(st, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &second["c1"][0] != &first["c1"][0] {
+		t.Error("c1's unchanged record was decoded again")
+	}
+	if got := len(second["c2"]); got != 2 || second["c2"][1].Name != "d4" {
+		t.Errorf("c2 after its change: %v", second["c2"])
+	}
+	if len(c.decoded) != 2 {
+		t.Errorf("cache holds %d versions, want the 2 listed last", len(c.decoded))
 	}
 }

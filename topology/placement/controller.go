@@ -78,7 +78,13 @@ type Controller struct {
 	// dirty says that placement inputs changed since last computed (last);
 	// reports that reports from below did.
 	dirty, reportsDirty bool
-	last                *outcome
+	// redo is set by a write of the flush that lost a race with another
+	// writer and was dropped: the flush is done again.
+	redo bool
+	last *outcome
+	// routes keeps the children's route records decoded between report
+	// flushes (reported).
+	routes tree.RouteCache
 	// pagers keep each placement's slices stable across recomputations.
 	pagers map[scheduler.PlacementRef]*scheduler.Pager
 }
@@ -89,6 +95,91 @@ type wds struct {
 	placements map[string]*placementState
 	// objects are the space's workload objects by key (Space empty).
 	objects map[store.Key]*store.Object
+	// selected holds, in compareKeys order, the keys of the objects that
+	// the clauses of some placement of the space select (whatever its
+	// destinations): desired looks at no other object. It is kept up to
+	// date object by object (track), and rebuilt (selectedKeys) when
+	// selectedStale: after a change of a placement or a Namespace, which
+	// can change what is selected.
+	selected      []store.Key
+	selectedStale bool
+}
+
+func newWDS(name string) *wds {
+	return &wds{name: name, placements: map[string]*placementState{}, objects: map[store.Key]*store.Object{}, selectedStale: true}
+}
+
+// nsLabels returns the labels of the space's Namespace ns (nil when there
+// is none), for selection.Selector.Matches.
+func (s *wds) nsLabels(ns string) map[string]string {
+	if o := s.objects[store.Key{Resource: namespacesRes, Name: ns}]; o != nil {
+		return o.Labels
+	}
+	return nil
+}
+
+// selects reports whether the clauses of some placement of s select
+// object o at k.
+func (s *wds) selects(k store.Key, o *store.Object) bool {
+	obj := selection.Object{Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name, Labels: o.Labels}
+	for _, ps := range s.placements {
+		if _, ok := ps.selector.Matches(obj, s.nsLabels); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// selectedKeys returns s.selected, rebuilt first if it is stale. The
+// slice is valid until the next change of the space.
+func (s *wds) selectedKeys() []store.Key {
+	if s.selectedStale {
+		s.selected = s.selected[:0]
+		if len(s.placements) > 0 {
+			for k, o := range s.objects {
+				if s.selects(k, o) {
+					s.selected = append(s.selected, k)
+				}
+			}
+			slices.SortFunc(s.selected, compareKeys)
+		}
+		s.selectedStale = false
+	}
+	return s.selected
+}
+
+// track brings s.selected up to date with the change of the workload
+// object at k (already applied to s.objects) and reports whether the
+// change can alter what the controller computes: not when the space has
+// no placement, nor when no placement selects the object, before or
+// after.
+func (s *wds) track(k store.Key) bool {
+	if len(s.placements) == 0 {
+		// Nothing is selected; the next placement makes selected stale.
+		return false
+	}
+	switch k.Resource {
+	case namespacesRes:
+		// Its labels may change what namespace selectors select, and
+		// it travels with the selected objects it holds.
+		s.selectedStale = true
+		return true
+	case customizersRes, collectorsRes:
+		return true // they travel with what uses them, never selected
+	}
+	if s.selectedStale {
+		return true
+	}
+	i, was := slices.BinarySearchFunc(s.selected, k, compareKeys)
+	o := s.objects[k]
+	now := o != nil && s.selects(k, o)
+	switch {
+	case now && !was:
+		s.selected = slices.Insert(s.selected, i, k)
+	case was && !now:
+		s.selected = slices.Delete(s.selected, i, i+1)
+	}
+	return now || was
 }
 
 type placementState struct {
@@ -192,6 +283,15 @@ func (c *Controller) run(ctx context.Context) error {
 				return err
 			}
 		}
+		// A flush that lost a write to another writer left itself dirty.
+		if c.dirty && !pending {
+			pending = true
+			timer.Reset(c.cfg.Settle)
+		}
+		if c.reportsDirty && !reportPending {
+			reportPending = true
+			reportTimer.Reset(c.cfg.ReportWindow)
+		}
 	}
 }
 
@@ -224,7 +324,7 @@ func (c *Controller) loadSpace(name string) error {
 	if err != nil {
 		return err
 	}
-	s := &wds{name: name, placements: map[string]*placementState{}, objects: map[store.Key]*store.Object{}}
+	s := newWDS(name)
 	c.spaces[name] = s
 	for _, o := range lr.Items {
 		c.observeWDS(s, store.Event{Type: store.Added, Object: o})
@@ -335,6 +435,7 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 		ref := scheduler.PlacementRef{Space: s.name, Name: key.Name}
 		if ev.Type == store.Deleted {
 			delete(s.placements, key.Name)
+			s.selectedStale = true
 			c.markPlacements(c.eng.DeletePlacement(ref))
 			c.dirtyPlacements[ref] = true
 			return true
@@ -354,6 +455,7 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 		}
 		ps.obj, ps.src = &p, o
 		ps.selector, ps.err = selection.Compile(p.Spec.Downsync)
+		s.selectedStale = true
 		c.markPlacements(c.eng.SetPlacement(ref, &p))
 		c.dirtyPlacements[ref] = true
 		return true
@@ -365,7 +467,7 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 	} else {
 		s.objects[key] = o
 	}
-	return true
+	return s.track(key)
 }
 
 func deleting(o *store.Object) bool {
@@ -381,12 +483,16 @@ func deleting(o *store.Object) bool {
 // flush recomputes and writes the differences: the dirty placements'
 // slices, the downsync space and placement statuses.
 //
-// The downsync content is recomputed whole (objects × placements, plus
-// the destinations of each match); only what differs from the store is
+// The downsync content is recomputed whole (the objects some placement
+// selects × placements, plus the destinations of each match: wds.selected
+// keeps those objects, so a space's other objects cost nothing here, and
+// their changes no flush at all); only what differs from the store is
 // written, so the tree sees only real changes. Scheduling itself is
 // incremental (topology/scheduler).
 func (c *Controller) flush(ctx context.Context) error {
+	c.redo = false
 	if c.dirty || c.last == nil {
+		placements := maps.Clone(c.dirtyPlacements)
 		if err := c.writeSlices(ctx); err != nil {
 			return err
 		}
@@ -396,11 +502,20 @@ func (c *Controller) flush(ctx context.Context) error {
 			return err
 		}
 		c.last, c.dirty = d, false
+		if c.redo {
+			// Redone from the store at the next flush.
+			c.dirty = true
+			maps.Copy(c.dirtyPlacements, placements)
+			c.redo = false
+		}
 	}
 	c.reportsDirty = false
 	syncs, err := c.reported(ctx, c.last)
 	if err != nil {
 		return err
+	}
+	if c.redo {
+		c.reportsDirty = true
 	}
 	return c.writeStatuses(ctx, c.last, syncs)
 }

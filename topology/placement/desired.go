@@ -108,13 +108,11 @@ func (c *Controller) desired() *outcome {
 	}
 	for _, sname := range sortedKeys(c.spaces) {
 		s := c.spaces[sname]
-		nsLabels := func(ns string) map[string]string {
-			if o := s.objects[store.Key{Resource: namespacesRes, Name: ns}]; o != nil {
-				return o.Labels
-			}
-			return nil
+		if len(s.placements) == 0 {
+			continue // nothing of it is placed
 		}
-		keys := slices.SortedFunc(maps.Keys(s.objects), compareKeys)
+		// Only the objects some placement selects, in key order.
+		keys := s.selectedKeys()
 		for _, pname := range sortedKeys(s.placements) {
 			ps := s.placements[pname]
 			ref := scheduler.PlacementRef{Space: sname, Name: pname}
@@ -130,7 +128,7 @@ func (c *Controller) desired() *outcome {
 				o := s.objects[k]
 				clause, ok := ps.selector.Matches(selection.Object{
 					Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name, Labels: o.Labels,
-				}, nsLabels)
+				}, s.nsLabels)
 				if !ok || !placeable(k, o) {
 					continue
 				}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
@@ -42,7 +41,7 @@ func (c *Controller) reported(ctx context.Context, out *outcome) (map[scheduler.
 	// A child that still claims a destination which re-homed below
 	// another child is left out until it drops the claim: its reports may
 	// count the destination, which the other child's reports count too.
-	superseded, err := tree.Superseded(c.st, c.cfg.Downsync, nil)
+	superseded, err := c.routes.Superseded(c.st, c.cfg.Downsync, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +128,7 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged) error 
 		}
 		want[store.Key{Space: k.placement.Space, Resource: combinedRes, Namespace: ns, Name: cs.Name}] = data
 	}
-	b := &batch{st: c.st}
+	b := &batch{st: c.st, redo: &c.redo}
 	for sname := range c.spaces {
 		lr, err := c.st.List(store.ListOptions{Space: sname, Resource: combinedRes,
 			Label: labels.SelectorFromSet(labels.Set{combinedByLabel: "true"})})

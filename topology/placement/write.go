@@ -29,6 +29,9 @@ const maxOps = 256
 type batch struct {
 	st  *store.Store
 	ops []store.Op
+	// redo is set when a Txn lost a race with another writer and was
+	// dropped: the controller flushes again (Controller.redo).
+	redo *bool
 }
 
 func (b *batch) add(ctx context.Context, op store.Op) error {
@@ -46,8 +49,11 @@ func (b *batch) flush(ctx context.Context) error {
 	_, err := b.st.Txn(ctx, b.ops...)
 	b.ops = b.ops[:0]
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
-		// Someone wrote meanwhile (an admin by hand): the next flush,
-		// which their write triggers, redoes it.
+		// Someone wrote meanwhile (an admin by hand): the next flush
+		// redoes it from what is stored then.
+		if b.redo != nil {
+			*b.redo = true
+		}
 		return nil
 	}
 	return err
@@ -171,7 +177,7 @@ func (c *Controller) writeDownsync(ctx context.Context, out *outcome) error {
 		k.Space = ""
 		cur[k] = o
 	}
-	b := &batch{st: c.st}
+	b := &batch{st: c.st, redo: &c.redo}
 	out.sourceRev = map[store.Key]int64{}
 	for _, k := range slicesSorted(out.entries) {
 		e := out.entries[k]
@@ -234,7 +240,7 @@ func slicesSorted(m map[store.Key]*entry) []store.Key {
 // writeSlices rewrites the SinglePlacementSlices of the dirty placements,
 // slice by slice, only where their destinations changed.
 func (c *Controller) writeSlices(ctx context.Context) error {
-	b := &batch{st: c.st}
+	b := &batch{st: c.st, redo: &c.redo}
 	for ref := range c.dirtyPlacements {
 		s := c.spaces[ref.Space]
 		var ps *placementState
