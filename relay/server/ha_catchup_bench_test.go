@@ -99,8 +99,10 @@ func benchCatchUp(b *testing.B, objects int, snapshot bool) {
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/catchup")
 }
 
-// startReplicasHA is startReplicas with ha's snapshot settings; it also
-// returns the data directories and gossip addresses.
+// startReplicasHA starts n roots on loopback that form one cluster, with
+// ha's settings (RaftAddr, PeerAddr, Join and BootstrapExpect are set
+// here), and waits until all serve. It also returns the data directories
+// and gossip addresses.
 func startReplicasHA(t testing.TB, n int, ha Replication) ([]*replica, []string, []string) {
 	t.Helper()
 	dirs, gossip := make([]string, n), make([]string, n)

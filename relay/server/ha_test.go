@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,50 +67,8 @@ func sharePKI(t testing.TB, dirs []string) {
 // serve.
 func startReplicas(t testing.TB, n int) []*replica {
 	t.Helper()
-	dirs, gossip := make([]string, n), make([]string, n)
-	for i := range n {
-		dirs[i], gossip[i] = t.TempDir(), freeTCPPort(t)
-	}
-	sharePKI(t, dirs)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out := make([]*replica, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		var join []string
-		for j := range n {
-			if j != i {
-				join = append(join, gossip[j])
-			}
-		}
-		cfg := Config{Name: fmt.Sprintf("root-%d", i), DataDir: dirs[i], APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0",
-			HA: Replication{RaftAddr: "127.0.0.1:0", PeerAddr: gossip[i], Join: join, BootstrapExpect: n}}
-		wg.Go(func() {
-			r, err := OpenContext(ctx, cfg, quiet)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = &replica{Root: r}
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			for _, r := range out {
-				if r != nil {
-					r.close()
-				}
-			}
-			t.Fatalf("replica %d: %v", i, err)
-		}
-	}
-	for i, r := range out {
-		r.stop = serveInBackground(t, fmt.Sprintf("root-%d", i), r.Serve)
-		<-r.Ready()
-	}
-	return out
+	rs, _, _ := startReplicasHA(t, n, Replication{})
+	return rs
 }
 
 // leaderOf waits for one of rs to lead and returns its index.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -111,14 +110,7 @@ func (p *childProcess) syncerCounters() (applies, deletes, managed int, err erro
 func TestSiblingsProcessRehome(t *testing.T) {
 	const edges = 20
 	base := t.TempDir()
-	rootDir := filepath.Join(base, "root")
-	rootLink := freeAddr(t)
-	startRelayProcess(t, rootDir, freeAddr(t), rootLink)
-	tok, err := exec.Command(relayBin(t), "token", "create", "--data-dir="+rootDir).Output()
-	if err != nil {
-		t.Fatalf("relay token create: %v", err)
-	}
-	token := strings.TrimSpace(string(tok))
+	rootDir, rootLink, token := startRootWithToken(t, base)
 	kubeconfig, home := filepath.Join(rootDir, "admin.kubeconfig"), t.TempDir()
 	kubectl := func(stdin string, args ...string) string {
 		t.Helper()

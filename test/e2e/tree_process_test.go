@@ -90,17 +90,23 @@ func (p *childProcess) inbox() (inboxStatus, error) {
 // into the region's mailbox, the region and then the edge are killed with
 // SIGKILL and restarted (no token the second time): every write reaches
 // the edge's inbox, and the region's and edge's inboxes end equal.
-func TestTreeProcessesSurviveKill9(t *testing.T) {
-	t.Parallel()
-	base := t.TempDir()
-	rootDir := filepath.Join(base, "root")
-	rootLink := freeAddr(t)
-	startRelayProcess(t, rootDir, freeAddr(t), rootLink)
-	tok, err := exec.Command(relayBin(t), "token", "create", "--data-dir="+rootDir).Output()
+// startRootWithToken starts a root relay process in base/root and
+// creates a join token: its data directory, link address and the token.
+func startRootWithToken(t *testing.T, base string) (dir, link, token string) {
+	t.Helper()
+	dir, link = filepath.Join(base, "root"), freeAddr(t)
+	startRelayProcess(t, dir, freeAddr(t), link)
+	tok, err := exec.Command(relayBin(t), "token", "create", "--data-dir="+dir).Output()
 	if err != nil {
 		t.Fatalf("relay token create: %v", err)
 	}
-	token := strings.TrimSpace(string(tok))
+	return dir, link, strings.TrimSpace(string(tok))
+}
+
+func TestTreeProcessesSurviveKill9(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	rootDir, rootLink, token := startRootWithToken(t, base)
 	regionLink := freeAddr(t)
 	region := startChildProcess(t, "--role=region", "--name=region-a", "--data-dir="+filepath.Join(base, "region-a"),
 		"--parent="+rootLink, "--link-addr="+regionLink, "--join-token="+token)
