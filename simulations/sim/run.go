@@ -708,7 +708,11 @@ func (f *fleet) divergence(e *relay) string {
 		diffs = append(diffs, "extra "+n)
 	}
 	slices.Sort(diffs)
-	return fmt.Sprintf("%s under %s: %s", e.name, e.parent.name, strings.Join(diffs, ", "))
+	parent := "root"
+	if e.parent != nil {
+		parent = e.parent.name
+	}
+	return fmt.Sprintf("%s under %s: %s", e.name, parent, strings.Join(diffs, ", "))
 }
 
 // flatVsTree runs the rollout on the tree, then the same number of
