@@ -118,6 +118,9 @@ func newSimulateCommand() *cobra.Command {
 				return err
 			}
 			if !s.OK {
+				if s.Error != "" {
+					return fmt.Errorf("simulate: %s", s.Error)
+				}
 				return fmt.Errorf("simulate: %d of %d destinations converged", s.Converged, s.Destinations)
 			}
 			return nil

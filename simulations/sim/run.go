@@ -742,7 +742,13 @@ func flatVsTree(ctx context.Context, o Options, fan []int, work string, relayLog
 	}
 	tree.FlatVsTree = c
 	tree.flat = flat
-	tree.OK = tree.OK && flat.OK
+	if !flat.OK {
+		tree.OK = false
+		tree.Error = fmt.Sprintf("flat phase: %d of %d destinations converged", flat.Converged, flat.Destinations)
+		for _, u := range flat.Unconverged {
+			tree.Unconverged = append(tree.Unconverged, "flat: "+u)
+		}
+	}
 	tree.MeasuredS += flat.MeasuredS
 	return tree, nil
 }
