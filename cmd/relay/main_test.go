@@ -339,19 +339,25 @@ func TestRootConfig(t *testing.T) {
 			[]string{"--name=root-a", "--raft-addr=10.0.0.1:7001", "--peer-addr=10.0.0.1:7002", "--join=10.0.0.2:7002,10.0.0.3:7002", "--bootstrap-expect=3", "--cluster-id=prod"},
 			server.Config{Name: "root-a", DataDir: filepath.Join("data", "root-a"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
 				HA: server.Replication{RaftAddr: "10.0.0.1:7001", PeerAddr: "10.0.0.1:7002", Join: []string{"10.0.0.2:7002", "10.0.0.3:7002"}, BootstrapExpect: 3, ClusterID: "prod",
-					SnapshotThreshold: 8192, SnapshotInterval: 30 * time.Second, TrailingLogs: 10240}},
+					SnapshotThreshold: 8192, SnapshotInterval: 30 * time.Second, TrailingLogs: 10240, RaftMultiplier: 1}},
 		},
 		{
 			[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002"},
 			server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
 				HA: server.Replication{RaftAddr: "127.0.0.1:7001", PeerAddr: "127.0.0.1:7002", BootstrapExpect: 1,
-					SnapshotThreshold: 8192, SnapshotInterval: 30 * time.Second, TrailingLogs: 10240}},
+					SnapshotThreshold: 8192, SnapshotInterval: 30 * time.Second, TrailingLogs: 10240, RaftMultiplier: 1}},
 		},
 		{
 			[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=64", "--snapshot-interval=500ms", "--trailing-logs=16"},
 			server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
 				HA: server.Replication{RaftAddr: "127.0.0.1:7001", PeerAddr: "127.0.0.1:7002", BootstrapExpect: 1,
-					SnapshotThreshold: 64, SnapshotInterval: 500 * time.Millisecond, TrailingLogs: 16}},
+					SnapshotThreshold: 64, SnapshotInterval: 500 * time.Millisecond, TrailingLogs: 16, RaftMultiplier: 1}},
+		},
+		{
+			[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=64", "--snapshot-interval=500ms", "--trailing-logs=16", "--raft-multiplier=3"},
+			server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
+				HA: server.Replication{RaftAddr: "127.0.0.1:7001", PeerAddr: "127.0.0.1:7002", BootstrapExpect: 1,
+					SnapshotThreshold: 64, SnapshotInterval: 500 * time.Millisecond, TrailingLogs: 16, RaftMultiplier: 3}},
 		},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
