@@ -63,7 +63,8 @@ const (
 	DefaultSnapshotThreshold = 8192
 	DefaultSnapshotInterval  = 30 * time.Second
 	DefaultTrailingLogs      = 10240
-	maxRaftMultiplier        = 10
+	// MaxRaftMultiplier bounds Config.RaftMultiplier.
+	MaxRaftMultiplier = 10
 	// MinSnapshotInterval is the shortest SnapshotInterval raft accepts.
 	MinSnapshotInterval = 5 * time.Millisecond
 )
@@ -212,8 +213,8 @@ func (cfg Config) complete() (Config, error) {
 	if cfg.RaftMultiplier == 0 {
 		cfg.RaftMultiplier = 1
 	}
-	if cfg.RaftMultiplier < 1 || cfg.RaftMultiplier > maxRaftMultiplier {
-		errs = append(errs, fmt.Errorf("consensus: RaftMultiplier %d is not from 1 to %d", cfg.RaftMultiplier, maxRaftMultiplier))
+	if cfg.RaftMultiplier < 1 || cfg.RaftMultiplier > MaxRaftMultiplier {
+		errs = append(errs, fmt.Errorf("consensus: RaftMultiplier %d is not from 1 to %d", cfg.RaftMultiplier, MaxRaftMultiplier))
 	}
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = defaultReadyTimeout

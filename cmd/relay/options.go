@@ -251,8 +251,8 @@ func (o *options) validateReplica(fs *pflag.FlagSet) []error {
 	if o.snapshotInterval < consensus.MinSnapshotInterval {
 		errs = append(errs, flagErrorf("snapshot-interval", "must be at least %s, not %s", consensus.MinSnapshotInterval, o.snapshotInterval))
 	}
-	if o.raftMultiplier < 1 || o.raftMultiplier > 10 {
-		errs = append(errs, flagErrorf("raft-multiplier", "must be from 1 to 10, not %d", o.raftMultiplier))
+	if o.raftMultiplier < 1 || o.raftMultiplier > consensus.MaxRaftMultiplier {
+		errs = append(errs, flagErrorf("raft-multiplier", "must be from 1 to %d, not %d", consensus.MaxRaftMultiplier, o.raftMultiplier))
 	}
 	if o.trailingLogs < 1 {
 		errs = append(errs, flagErrorf("trailing-logs", "must be at least 1, not %d", o.trailingLogs))

@@ -599,7 +599,7 @@ func (f *fleet) linkedToSurvivors(old *rootReplica, names []string) bool {
 // busy a heartbeat waits more than raft's 1 s for a core (5 to 12 leader
 // changes per run at 500 edges with 1), which is no failure of a replica.
 func (f *fleet) raftMultiplier() int {
-	if f.size > 100 {
+	if regions, edges := Relays(f.fan); regions+edges > 100 {
 		return 3
 	}
 	return 1

@@ -69,7 +69,6 @@ func (r *relay) isEdge() bool { return r.cfg.Role == pki.RoleEdge }
 
 // fleet is a whole tree of real relays in this process.
 type fleet struct {
-	size    int // relays below the root, as the topology says
 	opts    Options
 	fan     []int
 	dir     string
@@ -131,7 +130,6 @@ func newFleet(ctx context.Context, o Options, shape fleetShape, dir string, rela
 	if shape.flat {
 		f.fan, regions = []int{1, edges}, 0
 	}
-	f.size = regions + edges
 	// Keep-alives bound how fast a cut link is noticed; at 10 000 links
 	// they are also a steady load.
 	f.linkCfg = link.DefaultConfig()
