@@ -354,6 +354,11 @@ func TestRootConfig(t *testing.T) {
 					SnapshotThreshold: 64, SnapshotInterval: 500 * time.Millisecond, TrailingLogs: 16, RaftMultiplier: 1}},
 		},
 		{
+			[]string{"--status-window=500ms"},
+			server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
+				StatusWindow: 500 * time.Millisecond},
+		},
+		{
 			[]string{"--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--snapshot-threshold=64", "--snapshot-interval=500ms", "--trailing-logs=16", "--raft-multiplier=3"},
 			server.Config{Name: "root", DataDir: filepath.Join("data", "root"), APIAddr: "127.0.0.1:6443", LinkAddr: "127.0.0.1:7443",
 				HA: server.Replication{RaftAddr: "127.0.0.1:7001", PeerAddr: "127.0.0.1:7002", BootstrapExpect: 1,

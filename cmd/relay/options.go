@@ -81,6 +81,9 @@ type options struct {
 	trailingLogs      uint64
 	raftMultiplier    int
 
+	// Root and region.
+	statusWindow time.Duration
+
 	// Region and edge.
 	parents        []string
 	joinToken      string
@@ -123,6 +126,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "trailing-logs", roleRoot)
 	fs.IntVar(&o.raftMultiplier, "raft-multiplier", 1, "scale of Raft's timers (1 s heartbeat and election timeouts at 1), 1 to 10: higher rides out replicas short of CPU, with a slower failover")
 	forRoles(fs, "raft-multiplier", roleRoot)
+
+	fs.DurationVar(&o.statusWindow, "status-window", server.DefaultStatusWindow, "how long reports from below are gathered: a region merges its children's once they are quiet this long (at most 5 windows), the root rewrites CombinedStatus and placement status at most once per window")
+	forRoles(fs, "status-window", roleRoot, roleRegion)
 
 	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required); the siblings the parent announces are dialed after them")
 	forRoles(fs, "parent", roleRegion, roleEdge)
@@ -173,6 +179,9 @@ func (o *options) validate(fs *pflag.FlagSet) []error {
 	}
 	if o.dataDir == "" {
 		errs = append(errs, flagErrorf("data-dir", "must not be empty"))
+	}
+	if o.statusWindow < server.MinStatusWindow || o.statusWindow > server.MaxStatusWindow {
+		errs = append(errs, flagErrorf("status-window", "must be from %s to %s, not %s", server.MinStatusWindow, server.MaxStatusWindow, o.statusWindow))
 	}
 	if o.role == roleRoot {
 		return append(errs, o.validateRoot(fs)...)
@@ -358,6 +367,9 @@ func (o *options) rootConfig() server.Config {
 		APIAddr:  o.apiAddr,
 		LinkAddr: o.linkAddr,
 	}
+	if o.statusWindow != server.DefaultStatusWindow {
+		cfg.StatusWindow = o.statusWindow // zero: the default
+	}
 	if o.raftAddr != "" {
 		cfg.HA = server.Replication{
 			RaftAddr: o.raftAddr, PeerAddr: o.peerAddr, Join: slices.Clone(o.join),
@@ -390,6 +402,9 @@ func (o *options) childConfig() server.ChildConfig {
 	case roleRegion:
 		cfg.LinkAddr = o.linkAddr
 		cfg.PeerAddr, cfg.Join = o.peerAddr, slices.Clone(o.join)
+		if o.statusWindow != server.DefaultStatusWindow {
+			cfg.StatusWindow = o.statusWindow // zero: the default
+		}
 	case roleEdge:
 		cfg.Role = pki.RoleEdge
 		cfg.VirtualCluster = o.virtualCluster

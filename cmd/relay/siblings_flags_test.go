@@ -34,6 +34,9 @@ func TestSiblingFlagErrors(t *testing.T) {
 		{with(edge, "--join=127.0.0.1:7946"), "relay: --join: not used with --role=edge, only with --role=root or --role=region"},
 		{with(edge, "--parent-timeout=soon"), `relay: --parent-timeout: invalid value "soon"`},
 		{[]string{"--parent-timeout=5s"}, "relay: --parent-timeout: not used with --role=root, only with --role=region or --role=edge"},
+		{with(region, "--status-window=1ms"), "relay: --status-window: must be from 10ms to 1m0s, not 1ms"},
+		{[]string{"--status-window=2m"}, "relay: --status-window: must be from 10ms to 1m0s, not 2m0s"},
+		{with(edge, "--status-window=1s"), "relay: --status-window: not used with --role=edge, only with --role=root or --role=region"},
 		// A root keeps its own rule: gossip is for replicas.
 		{[]string{"--peer-addr=127.0.0.1:7002"}, "--peer-addr: only for a replicated root: give --raft-addr too"},
 	} {
@@ -52,10 +55,10 @@ func TestSiblingChildConfig(t *testing.T) {
 	}{
 		{
 			[]string{"--role=region", "--name=r1", "--parent=root:7443", "--link-addr=127.0.0.1:7444",
-				"--peer-addr=127.0.0.1:7946", "--join=10.0.0.2:7946,10.0.0.3:7946", "--parent-timeout=6s"},
+				"--peer-addr=127.0.0.1:7946", "--join=10.0.0.2:7946,10.0.0.3:7946", "--parent-timeout=6s", "--status-window=1s"},
 			server.ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: "data/r1", Parents: []string{"root:7443"},
 				LinkAddr: "127.0.0.1:7444", PeerAddr: "127.0.0.1:7946", Join: []string{"10.0.0.2:7946", "10.0.0.3:7946"},
-				ParentTimeout: 6 * time.Second},
+				ParentTimeout: 6 * time.Second, StatusWindow: time.Second},
 		},
 		// The first region of a group has no one to join yet.
 		{

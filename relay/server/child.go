@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -61,6 +62,11 @@ type ChildConfig struct {
 	// (link.Config.MaxIdleTimeout; keep-alives every third of it). Zero:
 	// the link's default (45 s).
 	ParentTimeout time.Duration
+	// StatusWindow (--status-window), for a region, is how long its
+	// children's reports must stay quiet before it merges them into its
+	// own; a stream of reports waits at most SummaryMaxWaits windows.
+	// Zero: DefaultStatusWindow.
+	StatusWindow time.Duration
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.
 	Proxy *url.URL
 	// VirtualCluster gives an edge an in-memory cluster; Kubeconfig
@@ -365,7 +371,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	close(c.serving)
 	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
 	go func() {
-		if err := summarize(ctx, c.store, down, SummaryWindow, c.log); err != nil && ctx.Err() == nil {
+		if err := summarize(ctx, c.store, down, cmp.Or(c.cfg.StatusWindow, DefaultStatusWindow), c.log); err != nil && ctx.Err() == nil {
 			c.log.Error("summarizing reports stopped", "error", err)
 		}
 	}()

@@ -1,5 +1,7 @@
 package server
 
+import "time"
+
 // Config configures a root relay. cmd/relay fills it from flags.
 type Config struct {
 	// Name is this relay's name (--name).
@@ -16,4 +18,9 @@ type Config struct {
 	// HA, when its RaftAddr is set, makes this root one replica of a
 	// cluster (docs/ha.md); the zero value is a single root.
 	HA Replication
+	// StatusWindow (--status-window) is how long reports from below are
+	// gathered before the reported state they change (CombinedStatus,
+	// placement status, singleton status) is written again: the rate
+	// limit of those writes. Zero: DefaultStatusWindow.
+	StatusWindow time.Duration
 }

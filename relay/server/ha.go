@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,7 +131,7 @@ func (r *Root) leaderWork(ctx context.Context) error {
 		r.maintainInventory,
 		r.maintainWorkloadCRDs,
 		placement.New(placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
-			Logger: r.log.With("controller", "placement")}).Run,
+			ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement")}).Run,
 	}
 	errc := make(chan error, len(parts))
 	for _, p := range parts {

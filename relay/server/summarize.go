@@ -14,16 +14,23 @@ import (
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
-// SummaryWindow is how long a region waits for its children's reports to
-// fall quiet before merging them into its own (DESIGN.md section 5: a
-// short window; an isolated report waits this long). SummaryMaxWait
-// bounds the wait under a stream of reports: a wave of status from many
-// children spreads over seconds on a busy machine, and the region
-// forwards about one version of each summary per wave instead of one per
-// window.
+// DefaultStatusWindow is how long a region waits for its children's
+// reports to fall quiet before merging them into its own (DESIGN.md
+// section 5: a short window; an isolated report waits this long), and how
+// long the root gathers reports before rewriting reported state.
+// SummaryMaxWaits windows bound a region's wait under a stream of
+// reports: a wave of status from many children spreads over seconds on a
+// busy machine, and the region forwards about one version of each summary
+// per wave instead of one per window.
 const (
-	SummaryWindow  = 200 * time.Millisecond
-	SummaryMaxWait = time.Second
+	DefaultStatusWindow = 200 * time.Millisecond
+	SummaryMaxWaits     = 5
+)
+
+// Bounds of --status-window.
+const (
+	MinStatusWindow = 10 * time.Millisecond
+	MaxStatusWindow = time.Minute
 )
 
 // summaryGrace is how long the reports of a disconnected child still count
@@ -65,14 +72,14 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 	timer.Stop()
 	pending := false
 	var first time.Time // of the pending burst
-	// Reports wait until window passes without another, or SummaryMaxWait
-	// after the burst's first.
+	// Reports wait until window passes without another, or SummaryMaxWaits
+	// windows after the burst's first.
 	delay := func() {
 		now := time.Now()
 		if !pending {
 			pending, first = true, now
 		}
-		timer.Reset(max(0, min(window, first.Add(SummaryMaxWait).Sub(now))))
+		timer.Reset(max(0, min(window, first.Add(SummaryMaxWaits*window).Sub(now))))
 	}
 	// Children leave the summaries when their grace expires, which no
 	// report announces: look again now and then.
