@@ -158,7 +158,9 @@ func (u *Uplink) WaitRouted(ctx context.Context, names []string) error {
 		if version == 1 {
 			return nil
 		}
+		var moved <-chan struct{} // nil until the announcement is acknowledged
 		if version >= 2 && acked != nil && !slices.ContainsFunc(names, func(n string) bool { return !slices.Contains(acked, n) }) {
+			moved = u.receiver.CursorChanged() // before reading the cursor: no move is missed
 			cursor, err := u.receiver.Cursor()
 			if err != nil {
 				return err
@@ -167,12 +169,11 @@ func (u *Uplink) WaitRouted(ctx context.Context, names []string) error {
 				return nil
 			}
 		}
-		// The cursor moves without a signal: look again shortly.
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-changed:
-		case <-time.After(50 * time.Millisecond):
+		case <-moved:
 		}
 	}
 }

@@ -296,3 +296,36 @@ func TestReceiverProtocolError(t *testing.T) {
 		t.Fatalf("Serve = %v, want ErrProtocol", err)
 	}
 }
+
+// CursorChanged is closed once the cursor moves, and only then: a waiter
+// for a revision needs no polling.
+func TestCursorChanged(t *testing.T) {
+	parent, child := newStore(t, store.Options{}), newStore(t, store.Options{})
+	rev := put(t, parent, key(mailbox, "ns", "a"), body("o", "1", 10))
+	snd := NewSender(parent, mailbox, SenderOptions{})
+	rcv := NewReceiver(child, inbox, ReceiverOptions{})
+	before := rcv.CursorChanged()
+	if again := rcv.CursorChanged(); again != before {
+		t.Fatal("two calls before a move returned different channels")
+	}
+	down(t, snd, rcv, nil)
+	converged(t, parent, child, rcv, rev)
+	select {
+	case <-before:
+	case <-time.After(waitFor):
+		t.Fatal("CursorChanged not closed after the cursor moved")
+	}
+	next := rcv.CursorChanged()
+	select {
+	case <-next:
+		t.Fatal("CursorChanged closed without a move")
+	default:
+	}
+	rev = put(t, parent, key(mailbox, "ns", "b"), body("o", "2", 10))
+	select {
+	case <-next:
+	case <-time.After(waitFor):
+		t.Fatal("CursorChanged not closed after the second move")
+	}
+	converged(t, parent, child, rcv, rev)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
@@ -45,6 +46,9 @@ type sink struct {
 	// (Receiver.SetEpoch).
 	parentEpoch atomic.Pointer[string]
 	c           counters
+
+	movedMu sync.Mutex
+	moved   chan struct{} // closed when the cursor next moves
 }
 
 func newSink(st *store.Store, space, cursorName string, up bool, allow func(wire.Key) bool, cfg *wire.Config, maxBatch int) *sink {
@@ -54,6 +58,27 @@ func newSink(st *store.Store, space, cursorName string, up bool, allow func(wire
 	return &sink{
 		st: st, space: space, up: up, allow: allow, cfg: cfg, maxBatch: maxBatch,
 		cursorKey: store.Key{Resource: cursorResource, Name: cursorName},
+	}
+}
+
+// cursorChanged returns a channel closed once the cursor has moved after
+// the call.
+func (s *sink) cursorChanged() <-chan struct{} {
+	s.movedMu.Lock()
+	defer s.movedMu.Unlock()
+	if s.moved == nil {
+		s.moved = make(chan struct{})
+	}
+	return s.moved
+}
+
+// cursorMoved wakes the callers of cursorChanged.
+func (s *sink) cursorMoved() {
+	s.movedMu.Lock()
+	defer s.movedMu.Unlock()
+	if s.moved != nil {
+		close(s.moved)
+		s.moved = nil
 	}
 }
 
@@ -355,6 +380,9 @@ func (s *sink) commit(ctx context.Context, b *burst, snap **snapshot, cur uint64
 		if _, err := s.st.Txn(ctx, ops...); err != nil {
 			return fmt.Errorf("tree: applying %d ops to %s: %w", len(ops), s.space, err)
 		}
+	}
+	if b.cursor != cur {
+		s.cursorMoved()
 	}
 	clear(b.objs)
 	b.resyncEnd = false

@@ -95,6 +95,11 @@ func (r *Receiver) Cursor() (uint64, error) {
 	return rev, err
 }
 
+// CursorChanged returns a channel closed once the cursor has moved after
+// the call: take it, then read Cursor, to wait for a revision without
+// polling.
+func (r *Receiver) CursorChanged() <-chan struct{} { return r.snk.cursorChanged() }
+
 // Epoch returns the parent epoch the cursor belongs to (Hello.Cursor.Epoch):
 // the one set with SetEpoch when the cursor was last written; "" if none.
 func (r *Receiver) Epoch() (string, error) {
