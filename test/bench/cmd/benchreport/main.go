@@ -13,6 +13,11 @@
 //	go run ./test/bench/cmd/benchreport             # full: docs/benchmarks.md, docs/bench/*.txt
 //	go run ./test/bench/cmd/benchreport -quick      # or BENCH_QUICK=1: .data/bench/quick/
 //	go run ./test/bench/cmd/benchreport -only=sim   # some steps (api, failover, micro, sim)
+//	go run ./test/bench/cmd/benchreport -only=sim10k  # flat vs tree at 10 000 (about an hour)
+//
+// The flat-vs-tree run at 10 000 virtual clusters (step sim10k) takes longer
+// than a whole `make bench` may: it runs only when -only names it, and every
+// other run shows its last output again (with its date).
 //
 // A failed step is reported in the document and makes the exit status 1;
 // the other steps still run.
@@ -20,6 +25,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -94,7 +100,7 @@ func main() {
 	quick := flag.Bool("quick", q != "" && q != "0", "small run (under 5 minutes); default from BENCH_QUICK")
 	docPath := flag.String("doc", "", "document to write the generated region into (default docs/benchmarks.md, or .data/bench/quick/bench-results.md with -quick)")
 	rawDir := flag.String("raw", "", "directory for the raw outputs (default docs/bench, or .data/bench/quick with -quick)")
-	only := flag.String("only", "", "comma-separated steps to run: api, failover, micro, sim (default all)")
+	only := flag.String("only", "", "comma-separated steps to run: api, failover, micro, sim, sim10k (default all but sim10k)")
 	goBin := flag.String("go", "go", "go command")
 	flag.Parse()
 
@@ -113,8 +119,12 @@ func main() {
 	if err := os.MkdirAll(*rawDir, 0o755); err != nil {
 		fatal(err)
 	}
+	named := func(name string) bool { return slices.Contains(strings.Split(*only, ","), name) }
 	want := func(name string) bool {
-		return *only == "" || slices.Contains(strings.Split(*only, ","), name)
+		if name == "sim10k" {
+			return named(name) // never by default: longer than a whole run may take
+		}
+		return *only == "" || named(name)
 	}
 	began := time.Now()
 	load0 := loadavg()
@@ -174,25 +184,31 @@ func main() {
 	type simRun struct {
 		file, dur string
 		args      []string
+		name      string   // step: "" is sim
+		env       []string // extra environment
 	}
 	runs := []simRun{
-		{"sim-flat-vs-tree-100.json", "20s", []string{"--topology=1x10x10", "--scenario=flat-vs-tree"}},
-		{"sim-partition-10keys.json", "10s", []string{"--topology=1x2x5", "--scenario=partition", "--objects=10"}},
+		{file: "sim-flat-vs-tree-100.json", dur: "20s", args: []string{"--topology=1x10x10", "--scenario=flat-vs-tree"}},
+		{file: "sim-partition-10keys.json", dur: "10s", args: []string{"--topology=1x2x5", "--scenario=partition", "--objects=10"}},
 	}
 	if *quick {
 		runs[0].dur = "10s"
 	} else {
 		runs = append(runs,
-			simRun{"sim-flat-vs-tree-1000.json", "20s", []string{"--topology=1x10x100", "--scenario=flat-vs-tree"}},
-			simRun{"sim-partition-2keys.json", "10s", []string{"--topology=1x2x5", "--scenario=partition", "--objects=2"}},
-			simRun{"sim-partition-50keys.json", "10s", []string{"--topology=1x2x5", "--scenario=partition", "--objects=50"}},
-			simRun{"sim-partition-10keys-30s.json", "30s", []string{"--topology=1x2x5", "--scenario=partition", "--objects=10"}},
+			simRun{file: "sim-flat-vs-tree-1000.json", dur: "20s", args: []string{"--topology=1x10x100", "--scenario=flat-vs-tree"}},
+			simRun{file: "sim-partition-2keys.json", dur: "10s", args: []string{"--topology=1x2x5", "--scenario=partition", "--objects=2"}},
+			simRun{file: "sim-partition-50keys.json", dur: "10s", args: []string{"--topology=1x2x5", "--scenario=partition", "--objects=50"}},
+			simRun{file: "sim-partition-10keys-30s.json", dur: "30s", args: []string{"--topology=1x2x5", "--scenario=partition", "--objects=10"}},
+			// docs/simulations.md, "10 000 clusters": one object and no
+			// Deployment per cluster, GC tuned to fit 24 GiB.
+			simRun{file: "sim-flat-vs-tree-10000.json", dur: "30s", name: "sim10k", env: []string{"GOGC=150", "GOMEMLIMIT=19GiB"},
+				args: []string{"--topology=1x100x100", "--scenario=flat-vs-tree", "--objects=1", "--deployment=false"}},
 		)
 	}
 	// The simulator as built from this tree, not whatever bin/relay is.
 	relay := filepath.Join(".data", "bench", "relay")
 	built := false
-	if want("sim") {
+	if want("sim") || want("sim10k") {
 		b := run(&step{name: "build", title: "relay binary for the simulations",
 			args: []string{*goBin, "build", "-o", relay, "./cmd/relay"}, out: filepath.Join(".data", "bench", "build.txt")})
 		built = b.err == nil
@@ -200,11 +216,11 @@ func main() {
 	for _, r := range runs {
 		args := append([]string{relay, "simulate"}, r.args...)
 		args = append(args, "--duration="+r.dur, "--quiet")
-		s := &step{name: "sim", title: "simulator", args: args, out: raw(r.file)}
+		s := &step{name: cmp.Or(r.name, "sim"), title: "simulator", args: args, env: r.env, out: raw(r.file)}
 		switch {
-		case built:
+		case built && want(s.name):
 			run(s)
-		case !want("sim"):
+		case !want(s.name):
 			if s = reuse(s); s == nil {
 				continue
 			}
