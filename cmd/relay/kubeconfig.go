@@ -6,12 +6,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/server"
 )
 
 func newKubeconfigCommand() *cobra.Command {
@@ -48,6 +51,8 @@ The kubeconfig holds the admin token: keep it private.`,
 	return cmd
 }
 
+func isChildSpace(space string) bool { _, ok := server.ChildOfSpace(space); return ok }
+
 // kubeconfigFor returns the kubeconfig at path, reduced to the context of
 // space unless space is empty.
 func kubeconfigFor(path, space string) ([]byte, error) {
@@ -55,7 +60,11 @@ func kubeconfigFor(path, space string) ([]byte, error) {
 		return os.ReadFile(path)
 	}
 	cfg, err := pki.ReadKubeconfigForSpace(path, space)
-	if e, ok := errors.AsType[*pki.UnknownSpaceError](err); ok {
+	if e, ok := errors.AsType[*pki.UnknownSpaceError](err); ok && isChildSpace(space) && slices.Contains(e.Known, kubeapi.DefaultSpace) {
+		// The root lists only its first children's spaces
+		// (server.KubeconfigChildren); the others are at the same URLs.
+		cfg, err = pki.DeriveKubeconfigForSpace(path, kubeapi.DefaultSpace, space)
+	} else if ok {
 		known := "no spaces"
 		if len(e.Known) > 0 {
 			known = "spaces " + strings.Join(e.Known, ", ")

@@ -275,6 +275,26 @@ func TestKubeconfig(t *testing.T) {
 		wantUsageError(t, stdout, stderr, code, `relay: --space: no space "nope" in `+path+", which has spaces default, inventory")
 	})
 
+	// A child's space the root did not list (it lists its first hundred
+	// children) is at the same URL prefix.
+	t.Run("unlisted child space", func(t *testing.T) {
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+dataDir, "--space=mailbox-edge-7")
+		if code != 0 || stderr != "" {
+			t.Fatalf("exit code %d, stderr %q", code, stderr)
+		}
+		cfg, err := clientcmd.Load([]byte(stdout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "https://127.0.0.1:6443/spaces/mailbox-edge-7"; len(cfg.Contexts) != 1 || cfg.CurrentContext != "mailbox-edge-7" || rc.Host != want {
+			t.Errorf("contexts %v, current %q, host %q; want only mailbox-edge-7 at %s", cfg.Contexts, cfg.CurrentContext, rc.Host, want)
+		}
+	})
+
 	t.Run("never started", func(t *testing.T) {
 		empty := t.TempDir()
 		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+empty)

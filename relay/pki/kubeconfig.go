@@ -140,3 +140,34 @@ func ReadKubeconfigForSpace(path, space string) (*clientcmdapi.Config, error) {
 	cfg.CurrentContext = space
 	return cfg, nil
 }
+
+// DeriveKubeconfigForSpace returns, like [ReadKubeconfigForSpace], a
+// kubeconfig with the single context space, made from the context of
+// another space (from) of the kubeconfig at path: same user and CA, the
+// server URL's last path element /spaces/<from> replaced by
+// /spaces/<space>. It is for spaces a root does not list in its admin
+// kubeconfig (children beyond the first hundred); that the space exists is
+// not checked.
+func DeriveKubeconfigForSpace(path, from, space string) (*clientcmdapi.Config, error) {
+	if space == "" || url.PathEscape(space) != space {
+		return nil, fmt.Errorf("pki: space name %q cannot be used in a URL path", space)
+	}
+	cfg, err := ReadKubeconfigForSpace(path, from)
+	if err != nil {
+		return nil, err
+	}
+	ctx := cfg.Contexts[from]
+	cluster := cfg.Clusters[ctx.Cluster]
+	base, ok := strings.CutSuffix(cluster.Server, "/spaces/"+from)
+	if !ok {
+		return nil, fmt.Errorf("pki: %s: the server of context %q, %s, does not end in /spaces/%s", path, from, cluster.Server, from)
+	}
+	cluster.Server = base + "/spaces/" + space
+	delete(cfg.Clusters, ctx.Cluster)
+	delete(cfg.Contexts, from)
+	ctx.Cluster = ClusterName(space)
+	cfg.Clusters[ctx.Cluster] = cluster
+	cfg.Contexts[space] = ctx
+	cfg.CurrentContext = space
+	return cfg, nil
+}

@@ -147,4 +147,19 @@ func TestReadKubeconfigForSpace(t *testing.T) {
 	if _, err := ReadKubeconfigForSpace(filepath.Join(t.TempDir(), "missing"), "default"); err == nil {
 		t.Error("reading a missing kubeconfig succeeded")
 	}
+
+	derived, err := DeriveKubeconfigForSpace(path, "inventory", "reports-edge-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := clientcmd.NewDefaultClientConfig(*derived, nil).ClientConfig(); err != nil {
+		t.Fatal(err)
+	} else if want := "https://127.0.0.1:6443/spaces/reports-edge-9"; len(derived.Contexts) != 1 || len(derived.Clusters) != 1 ||
+		derived.CurrentContext != "reports-edge-9" || rc.Host != want || rc.BearerToken != o.Token || len(rc.CAData) == 0 {
+		t.Errorf("derived: contexts %v, current %q, host %q; want only reports-edge-9 at %s with the admin token and CA",
+			derived.Contexts, derived.CurrentContext, rc.Host, want)
+	}
+	if _, err := DeriveKubeconfigForSpace(path, "inventory", "a/b"); err == nil {
+		t.Error("derived a space whose name cannot be a URL path element")
+	}
 }

@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +56,21 @@ type Root struct {
 	ready  chan struct{}
 	server string
 	crds   startupCRDs // the edge.canopy.dev CRDs /readyz waits for
+	// kubeconfigStale is signalled when a child's space appears: the
+	// admin kubeconfig is rewritten soon after (maintainKubeconfig).
+	kubeconfigStale chan struct{}
 }
+
+// KubeconfigChildren is how many children's spaces (mailbox-<child> and
+// reports-<child>, children by name) the admin kubeconfig lists as
+// contexts. A root with thousands of children (a flat fleet) would
+// otherwise rewrite megabytes of YAML for each one that joins; `relay
+// kubeconfig --space` prints any child space's context.
+const KubeconfigChildren = 100
+
+// kubeconfigDelay gathers the spaces of children that join together into
+// one rewrite of the admin kubeconfig. A variable for tests.
+var kubeconfigDelay = time.Second
 
 // Run starts a root relay and blocks until ctx is done.
 func Run(ctx context.Context, cfg Config) error {
@@ -196,7 +212,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	})
 	r = &Root{
 		down: down, cfg: cfg, log: log, store: st, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
-		ready: make(chan struct{}),
+		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
 		tls: &tls.Config{
 			Certificates: []tls.Certificate{cert},
 			ClientAuth:   tls.VerifyClientCertIfGiven,
@@ -240,12 +256,36 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 }
 
 // childSpace makes sure a per-child space exists at the root (visible to
-// the admin as a kubeconfig context) and returns its name.
+// the admin as a kubeconfig context, soon) and returns its name.
 func (r *Root) childSpace(ctx context.Context, name string) (string, error) {
 	if err := r.api.EnsureSpace(ctx, name, kubeapi.SpaceKindMailbox); err != nil {
 		return "", err
 	}
-	return name, r.writeKubeconfig()
+	select {
+	case r.kubeconfigStale <- struct{}{}:
+	default: // a rewrite is pending already
+	}
+	return name, nil
+}
+
+// maintainKubeconfig rewrites the admin kubeconfig after children's spaces
+// appear, once per kubeconfigDelay at most, until ctx is done.
+func (r *Root) maintainKubeconfig(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kubeconfigStale:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(kubeconfigDelay):
+		}
+		if err := r.writeKubeconfig(); err != nil {
+			r.log.Warn("writing the admin kubeconfig", "error", err)
+		}
+	}
 }
 
 // LinkAddr is where children dial (useful with port 0).
@@ -274,10 +314,11 @@ func (r *Root) Store() *store.Store { return r.store }
 func (r *Root) Ready() <-chan struct{} { return r.ready }
 
 func (r *Root) writeKubeconfig() error {
-	spaces, err := r.api.Spaces()
+	all, err := r.api.Spaces()
 	if err != nil {
 		return err
 	}
+	spaces := kubeconfigSpaces(all, KubeconfigChildren)
 	kc, err := pki.BuildKubeconfig(pki.KubeconfigOptions{
 		Server: r.server, CAPEM: r.ca.CertPEM, Token: r.token, Spaces: spaces, Current: kubeapi.DefaultSpace,
 	})
@@ -285,6 +326,38 @@ func (r *Root) writeKubeconfig() error {
 		return err
 	}
 	return pki.WriteKubeconfig(r.KubeconfigPath(), kc)
+}
+
+// kubeconfigSpaces returns the spaces of all that the admin kubeconfig
+// lists: every space that is not a child's, and the mailbox and reports
+// spaces of the first children by name, at most children of them.
+func kubeconfigSpaces(all []string, children int) []string {
+	names := map[string]bool{}
+	for _, sp := range all {
+		if c, ok := ChildOfSpace(sp); ok {
+			names[c] = true
+		}
+	}
+	listed := slices.Sorted(maps.Keys(names))
+	listed = listed[:min(len(listed), children)]
+	out := make([]string, 0, len(all))
+	for _, sp := range all {
+		if c, ok := ChildOfSpace(sp); !ok || slices.Contains(listed, c) {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// ChildOfSpace returns the child whose mailbox or reports space (at the
+// root) sp is named as.
+func ChildOfSpace(sp string) (string, bool) {
+	for _, prefix := range []string{MailboxSpace(""), ReportsSpace("")} {
+		if c, ok := strings.CutPrefix(sp, prefix); ok && c != "" {
+			return c, true
+		}
+	}
+	return "", false
 }
 
 // Serve runs the API and the controllers until ctx is done, then shuts
@@ -299,6 +372,7 @@ func (r *Root) Serve(ctx context.Context) error {
 	// work (controllers, inventory, CRDs, placement) runs on the leader.
 	go func() { errc <- r.authz.Start(ctx) }()
 	go func() { errc <- r.down.Start(ctx) }()
+	go r.maintainKubeconfig(ctx)
 	if r.cfg.HA.Enabled() {
 		go func() { errc <- r.node.RunAsLeader(ctx, r.leaderWork) }()
 	} else {

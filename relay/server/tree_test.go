@@ -153,6 +153,10 @@ func TestTreeDepthTwo(t *testing.T) {
 		n, _ := region.Store().List(store.ListOptions{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
 		return err1 == nil && err2 == nil && want == got && len(n.Items) == 10
 	})
+	waitFor(t, "the admin kubeconfig to list the region's mailbox", func() bool {
+		cfg, err := clientcmd.LoadFromFile(root.KubeconfigPath())
+		return err == nil && cfg.Contexts[MailboxSpace("region-a")] != nil
+	})
 	mb := adminClient(t, root, MailboxSpace("region-a"))
 	list, err := mb.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != 10 {
