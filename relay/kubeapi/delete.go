@@ -99,7 +99,7 @@ func (s *Server) serveDelete(rq *request, sv *served) {
 	if u != nil {
 		st.Details.UID = types.UID(u.GetUID())
 	}
-	writeJSON(rq, http.StatusOK, &st)
+	rq.writeTyped(http.StatusOK, &st)
 }
 
 // deleteObject deletes one object with kube's semantics: preconditions,
@@ -240,6 +240,15 @@ func (s *Server) serveDeleteCollection(rq *request, sv *served) {
 			return
 		}
 		items = append(items, data)
+	}
+	if form, proto := rq.negotiate(sv); proto && form == formObject {
+		b, err := protoListOf(sv, list.Revision, items)
+		if err != nil {
+			rq.writeError(err)
+			return
+		}
+		writeRaw(rq.w, http.StatusOK, contentTypeProtobuf, b)
+		return
 	}
 	writeRaw(rq.w, http.StatusOK, "application/json", encodeList(sv, list.Revision, "", nil, items))
 }

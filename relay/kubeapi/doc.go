@@ -8,9 +8,12 @@
 // semantics for uid, generation, finalizers, deletionTimestamp,
 // subresources (status, scale, token), validation of the built-in kinds
 // written most (validation.go), strict field validation, Table output,
-// metav1.Status errors and metrics. It also runs the small controllers that
-// make those semantics whole: namespace deletion, garbage collection through
-// ownerReferences and custom resource cleanup.
+// metav1.Status errors and metrics. Objects are answered in JSON, or in
+// protobuf for the kinds of client-go's scheme when the client prefers it
+// (protobuf.go, with a cache of encodings by store key and revision). It
+// also runs the small controllers that make those semantics whole:
+// namespace deletion, garbage collection through ownerReferences and custom
+// resource cleanup.
 //
 // It must not keep state of its own beyond caches: every object lives in the
 // store (package relay/store), and every write goes through store.Txn so that

@@ -114,14 +114,15 @@ func (s *Server) serveGet(rq *request, sv *served) {
 		rq.writeError(storeError(err, sv.gr(), rq.info.Name))
 		return
 	}
-	rq.writeObject(sv, http.StatusOK, obj.Data)
+	rq.writeStored(sv, obj)
 }
 
-// writeObject answers with one object, as JSON, Table or
+// writeObject answers with one object, as JSON, protobuf, Table or
 // PartialObjectMetadata depending on Accept.
 func (rq *request) writeObject(sv *served, code int, data []byte) {
-	switch rq.outputForm() {
-	case formTable:
+	form, proto := rq.negotiate(sv)
+	switch {
+	case form == formTable:
 		u, err := parseObject(data)
 		if err != nil {
 			rq.writeError(err)
@@ -130,13 +131,15 @@ func (rq *request) writeObject(sv *served, code int, data []byte) {
 		t := rq.srv.table(rq, sv, []*unstructured.Unstructured{u}, true)
 		t.ResourceVersion = u.GetResourceVersion()
 		writeJSON(rq, code, t)
-	case formPartial:
+	case form == formPartial:
 		u, err := parseObject(data)
 		if err != nil {
 			rq.writeError(err)
 			return
 		}
 		writeJSON(rq, code, partialMeta(u))
+	case proto:
+		rq.writeProtoObject(sv, code, data)
 	default:
 		writeRaw(rq.w, code, "application/json", data)
 	}

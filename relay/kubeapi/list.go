@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -227,8 +226,9 @@ func (s *Server) serveList(rq *request, sv *served) {
 		r := res.Remaining
 		remaining = &r
 	}
-	switch rq.outputForm() {
-	case formTable:
+	form, proto := rq.negotiate(sv)
+	switch {
+	case form == formTable:
 		objs := make([]*unstructured.Unstructured, 0, len(res.Items))
 		for _, it := range res.Items {
 			u, err := parseObject(it.Data)
@@ -243,7 +243,7 @@ func (s *Server) serveList(rq *request, sv *served) {
 		t.Continue = cont
 		t.RemainingItemCount = remaining
 		writeJSON(rq, http.StatusOK, t)
-	case formPartial:
+	case form == formPartial:
 		list := metav1.PartialObjectMetadataList{
 			TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadataList", APIVersion: "meta.k8s.io/v1"},
 			ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(res.Revision, 10), Continue: cont, RemainingItemCount: remaining},
@@ -257,6 +257,13 @@ func (s *Server) serveList(rq *request, sv *served) {
 			list.Items = append(list.Items, *partialMeta(u))
 		}
 		writeJSON(rq, http.StatusOK, &list)
+	case proto:
+		b, err := s.protoList(sv, res.Revision, cont, remaining, res.Items)
+		if err != nil {
+			rq.writeError(err)
+			return
+		}
+		writeRaw(rq.w, http.StatusOK, contentTypeProtobuf, b)
 	default:
 		items := make([][]byte, len(res.Items))
 		for i, it := range res.Items {
@@ -297,38 +304,10 @@ const (
 )
 
 // outputForm reads the Accept header the way kube's negotiation does for
-// the forms served here: the first acceptable entry wins.
+// the forms served here, protobuf aside (negotiate).
 func (rq *request) outputForm() outputForm {
-	accept := rq.r.Header.Get("Accept")
-	if accept == "" {
-		return formObject
-	}
-	for _, part := range strings.Split(accept, ",") {
-		params := map[string]string{}
-		fieldsOf := strings.Split(part, ";")
-		mt := strings.TrimSpace(fieldsOf[0])
-		for _, p := range fieldsOf[1:] {
-			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok {
-				params[k] = v
-			}
-		}
-		if mt != "application/json" && mt != "*/*" && mt != "application/*" {
-			continue
-		}
-		switch params["as"] {
-		case "":
-			return formObject
-		case "Table":
-			if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
-				return formTable
-			}
-		case "PartialObjectMetadata", "PartialObjectMetadataList":
-			if params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
-				return formPartial
-			}
-		}
-	}
-	return formObject
+	f, _ := negotiate(rq.r.Header.Get("Accept"), false)
+	return f
 }
 
 func partialMeta(u *unstructured.Unstructured) *metav1.PartialObjectMetadata {

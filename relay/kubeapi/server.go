@@ -83,6 +83,10 @@ type Config struct {
 	// store has reached the index ReadIndex returns. Nil on a single node,
 	// whose store is always current.
 	ReadIndex ReadIndexer
+	// ProtobufCacheBytes bounds the protobuf encodings of stored objects
+	// kept for clients that ask for protobuf (protobuf.go): 0 is
+	// DefaultProtobufCacheBytes (64 MiB), negative keeps none.
+	ProtobufCacheBytes int64
 }
 
 // ReadIndexer confirms with the leader of a cluster which log index a
@@ -100,6 +104,8 @@ type Server struct {
 	catalog  *catalog
 	metrics  *metrics
 	infoFact *genericrequest.RequestInfoFactory
+	// protoCache holds protobuf encodings of stored versions (protobuf.go).
+	protoCache *protoCache
 }
 
 // New builds a Server from cfg.
@@ -114,11 +120,12 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{
-		cfg:     cfg,
-		store:   cfg.Store,
-		log:     cfg.Logger,
-		catalog: newCatalog(cfg.Store),
-		metrics: newMetrics(cfg.Store, cfg.ProcessMetrics, cfg.Collectors...),
+		cfg:        cfg,
+		store:      cfg.Store,
+		log:        cfg.Logger,
+		catalog:    newCatalog(cfg.Store),
+		metrics:    newMetrics(cfg.Store, cfg.ProcessMetrics, cfg.Collectors...),
+		protoCache: newProtoCache(cfg.ProtobufCacheBytes),
 		infoFact: &genericrequest.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),

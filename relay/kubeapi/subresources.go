@@ -86,7 +86,7 @@ func (s *Server) serveScale(rq *request, sv *served) {
 			return
 		}
 		sc, _ := scaleOf(sv, u)
-		writeJSON(rq, http.StatusOK, sc)
+		rq.writeTyped(http.StatusOK, sc)
 	case "update", "patch":
 		body, err := rq.readBody()
 		if err != nil {
@@ -151,7 +151,7 @@ func (s *Server) serveScale(rq *request, sv *served) {
 			return
 		}
 		sc, _ := scaleOf(sv, u)
-		writeJSON(rq, http.StatusOK, sc)
+		rq.writeTyped(http.StatusOK, sc)
 	default:
 		rq.writeError(apierrors.NewMethodNotSupported(scaleGR, rq.info.Verb))
 	}
@@ -198,7 +198,7 @@ func (s *Server) serveTokenRequest(rq *request, sv *served) {
 	}
 	secs := int64(time.Until(exp).Round(time.Second) / time.Second)
 	out.Spec.ExpirationSeconds = &secs
-	writeJSON(rq, http.StatusCreated, &out)
+	rq.writeTyped(http.StatusCreated, &out)
 }
 
 // virtualResources are create-only resources that are answered, not stored.
@@ -268,7 +268,7 @@ func (s *Server) serveSelfSubjectAccessReview(rq *request, sv *served) {
 	})
 	r.TypeMeta = metav1.TypeMeta{Kind: "SelfSubjectAccessReview", APIVersion: "authorization.k8s.io/v1"}
 	r.CreationTimestamp = metav1.Time{}
-	writeJSON(rq, http.StatusCreated, &r)
+	rq.writeTyped(http.StatusCreated, &r)
 }
 
 func (s *Server) serveSubjectAccessReview(rq *request, sv *served) {
@@ -289,7 +289,7 @@ func (s *Server) serveSubjectAccessReview(rq *request, sv *served) {
 	}
 	r.Status = s.review(rq, u, r.Spec)
 	r.TypeMeta = metav1.TypeMeta{Kind: sv.kind, APIVersion: "authorization.k8s.io/v1"}
-	writeJSON(rq, http.StatusCreated, &r)
+	rq.writeTyped(http.StatusCreated, &r)
 }
 
 func (s *Server) serveSelfSubjectRulesReview(rq *request, sv *served) {
@@ -300,7 +300,7 @@ func (s *Server) serveSelfSubjectRulesReview(rq *request, sv *served) {
 	res, nonRes, incomplete := s.cfg.Authorizer.RulesFor(rq.space, rq.user, r.Spec.Namespace)
 	r.Status = authorizationv1.SubjectRulesReviewStatus{ResourceRules: res, NonResourceRules: nonRes, Incomplete: incomplete}
 	r.TypeMeta = metav1.TypeMeta{Kind: "SelfSubjectRulesReview", APIVersion: "authorization.k8s.io/v1"}
-	writeJSON(rq, http.StatusCreated, &r)
+	rq.writeTyped(http.StatusCreated, &r)
 }
 
 func (s *Server) serveSelfSubjectReview(rq *request, sv *served) {
@@ -310,7 +310,7 @@ func (s *Server) serveSelfSubjectReview(rq *request, sv *served) {
 	}
 	r.TypeMeta = metav1.TypeMeta{Kind: "SelfSubjectReview", APIVersion: "authentication.k8s.io/v1"}
 	r.Status.UserInfo = userInfo(rq.user)
-	writeJSON(rq, http.StatusCreated, &r)
+	rq.writeTyped(http.StatusCreated, &r)
 }
 
 func (s *Server) serveTokenReview(rq *request, sv *served) {
@@ -326,7 +326,7 @@ func (s *Server) serveTokenReview(rq *request, sv *served) {
 	} else {
 		r.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
 	}
-	writeJSON(rq, http.StatusCreated, &r)
+	rq.writeTyped(http.StatusCreated, &r)
 }
 
 func userInfo(u user.Info) authenticationv1.UserInfo {

@@ -109,13 +109,18 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 	defer cancel()
 	w, werr := s.store.Watch(wctx, wopts)
 
+	form, proto := rq.negotiate(sv)
 	h := rq.w.Header()
-	h.Set("Content-Type", "application/json")
+	if proto {
+		h.Set("Content-Type", contentTypeProtobufWatch)
+	} else {
+		h.Set("Content-Type", "application/json")
+	}
 	h.Set("Cache-Control", "no-cache, private")
 	h.Set("Transfer-Encoding", "chunked")
 	rq.w.WriteHeader(http.StatusOK)
 	flusher, _ := rq.w.(http.Flusher)
-	enc := &watchEncoder{rq: rq, sv: sv, table: rq.outputForm() == formTable, partial: rq.outputForm() == formPartial}
+	enc := &watchEncoder{rq: rq, sv: sv, table: form == formTable, partial: form == formPartial, proto: proto}
 	flush := func() {
 		if flusher != nil {
 			flusher.Flush()
@@ -135,7 +140,7 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 	defer s.metrics.watchers.Dec()
 
 	for _, obj := range initial {
-		if err := enc.writeObject("ADDED", obj.Data); err != nil {
+		if err := enc.writeStored("ADDED", obj); err != nil {
 			return
 		}
 	}
@@ -167,9 +172,9 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 				if ev.Prev != nil {
 					last = ev.Prev
 				}
-				err = enc.writeObject("DELETED", withResourceVersion(last.Data, ev.Revision))
+				err = enc.writeDeleted(last, ev.Revision)
 			default:
-				err = enc.writeObject(string(ev.Type), ev.Object.Data)
+				err = enc.writeStored(string(ev.Type), ev.Object)
 			}
 			if err != nil {
 				return
@@ -184,14 +189,51 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 	}
 }
 
-// watchEncoder writes watch events as kube's JSON stream: one
-// {"type":...,"object":...} document per line.
+// watchEncoder writes watch events as kube's JSON stream (one
+// {"type":...,"object":...} document per line) or, with proto, as its
+// protobuf stream (length-delimited metav1.WatchEvents, protobuf.go).
 type watchEncoder struct {
 	rq      *request
 	sv      *served
 	table   bool
 	partial bool
+	proto   bool
 	buf     bytes.Buffer
+	frame   []byte // the protobuf frame being written
+}
+
+// writeStored writes an event of a stored version.
+func (e *watchEncoder) writeStored(typ string, obj *store.Object) error {
+	if e.proto {
+		enc, err := e.rq.srv.protoStored(e.sv, obj)
+		if err != nil {
+			e.writeError(err)
+			return err
+		}
+		return e.writeProto(typ, enc.b)
+	}
+	return e.writeObject(typ, obj.Data)
+}
+
+// writeDeleted writes a DELETED event: last, the last version the watcher
+// could see, with the revision of the event.
+func (e *watchEncoder) writeDeleted(last *store.Object, rev int64) error {
+	if e.proto {
+		enc, err := e.rq.srv.protoDeleted(e.sv, last, rev)
+		if err != nil {
+			e.writeError(err)
+			return err
+		}
+		return e.writeProto("DELETED", enc.b)
+	}
+	return e.writeObject("DELETED", withResourceVersion(last.Data, rev))
+}
+
+// writeProto writes one frame of the protobuf stream.
+func (e *watchEncoder) writeProto(typ string, obj []byte) error {
+	e.frame = appendWatchFrame(e.frame[:0], typ, obj)
+	_, err := e.rq.w.Write(e.frame)
+	return err
 }
 
 func (e *watchEncoder) writeObject(typ string, data []byte) error {
@@ -217,6 +259,13 @@ func (e *watchEncoder) writeObject(typ string, data []byte) error {
 }
 
 func (e *watchEncoder) writeBookmark(rev int64, initialEnd bool) error {
+	if e.proto {
+		enc, err := protoBookmark(e.sv, rev, initialEnd)
+		if err != nil {
+			return err
+		}
+		return e.writeProto("BOOKMARK", enc.b)
+	}
 	md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
 	if initialEnd {
 		md["annotations"] = map[string]string{initialEventsEndAnnotation: "true"}
@@ -235,6 +284,10 @@ func (e *watchEncoder) writeBookmark(rev int64, initialEnd bool) error {
 }
 
 func (e *watchEncoder) writeError(err error) {
+	if e.proto {
+		_ = e.writeProto("ERROR", protoStatus(err).b)
+		return
+	}
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		st = apierrors.NewInternalError(err)
