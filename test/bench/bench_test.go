@@ -152,7 +152,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // startKube starts etcd and kube-apiserver (test/kubecluster, minimal).
 func startKube(b testing.TB) *rest.Config {
-	c := kubecluster.Start(b, kubecluster.Options{Minimal: true})
+	c := kubecluster.Start(b, kubecluster.Options{Minimal: true, Durable: true}) // etcd fsyncs, as every Canopy write does
 	return c.RESTConfig()
 }
 

@@ -42,6 +42,11 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags (e.g.
 	// "--feature-gates=…"), placed after the helper's own so they win.
 	APIServerArgs []string
+
+	// Durable makes etcd fsync its writes, as in production. Tests leave
+	// it off (--unsafe-no-fsync: the data dies with the test); benchmarks
+	// against a server that fsyncs every write set it.
+	Durable bool
 }
 
 // Cluster is a running cluster. Its fields do not change after Start and its
@@ -220,7 +225,7 @@ func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]strin
 		"--listen-peer-urls="+peerURL,
 		"--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=kubecluster="+peerURL,
-		"--unsafe-no-fsync=true", // the data dies with the test
+		"--unsafe-no-fsync="+strconv.FormatBool(!opts.Durable),
 	); err != nil {
 		return err
 	}
