@@ -110,6 +110,8 @@ type Downlink struct {
 	hidden    map[string]map[string]int64
 	// claimsChanged wakes followClaims when above changes.
 	claimsChanged chan struct{}
+	// links gathers link records to write (saveLink).
+	links linkWrites
 }
 
 // childState is what the parent keeps for one child across reconnects.

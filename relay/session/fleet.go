@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -50,25 +52,127 @@ func readLink(r store.Reader, k store.Key) (linkRecord, *store.Object, error) {
 // saveLink records that this replica's link to child is up or down. A
 // link going down is recorded only if this replica still holds the
 // record: the child may already be linked to another one.
+//
+// Records of children that connect or leave together are written in one
+// Txn (linkWrites): a flat fleet of thousands of children reconnecting at
+// once would otherwise queue one consensus command each, and a root whose
+// queue is full refuses the links it cannot record.
 func (d *Downlink) saveLink(ctx context.Context, child string, connected bool) error {
-	k := linkKey(d.cfg.Space, child)
+	done := d.links.add(child, connected, d.writeLinks)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// maxLinkBatch bounds the link records written in one Txn.
+const maxLinkBatch = 256
+
+// linkWrites gathers link records to write; one goroutine at a time
+// writes what has gathered, and whatever gathers meanwhile goes into its
+// next Txn.
+type linkWrites struct {
+	mu      sync.Mutex
+	pending map[string]*linkWrite // by child
+	writing bool
+}
+
+// linkWrite is the newest state asked for a child's link, and who waits
+// for it to be written.
+type linkWrite struct {
+	connected bool
+	waiters   []chan error
+}
+
+// add asks for child's link record to say connected, and returns where
+// the outcome will be sent. A newer state for the same child replaces an
+// older one not yet written; the waiters of both learn the outcome.
+func (w *linkWrites) add(child string, connected bool, write func(map[string]bool) error) <-chan error {
+	done := make(chan error, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending == nil {
+		w.pending = map[string]*linkWrite{}
+	}
+	lw := w.pending[child]
+	if lw == nil {
+		lw = &linkWrite{}
+		w.pending[child] = lw
+	}
+	lw.connected = connected
+	lw.waiters = append(lw.waiters, done)
+	if !w.writing {
+		w.writing = true
+		go w.drain(write)
+	}
+	return done
+}
+
+// drain writes batches until nothing is pending.
+func (w *linkWrites) drain(write func(map[string]bool) error) {
 	for {
-		cur, o, err := readLink(d.cfg.Store, k)
-		if err != nil {
-			return err
+		w.mu.Lock()
+		if len(w.pending) == 0 {
+			w.writing = false
+			w.mu.Unlock()
+			return
 		}
-		if o == nil && !connected || o != nil && !connected && cur.Replica != d.replica() ||
-			o != nil && cur.Replica == d.replica() && cur.Connected == connected {
+		batch := map[string]bool{}
+		var waiters []chan error
+		for _, child := range slices.Sorted(maps.Keys(w.pending)) {
+			if len(batch) == maxLinkBatch {
+				break
+			}
+			lw := w.pending[child]
+			batch[child] = lw.connected
+			waiters = append(waiters, lw.waiters...)
+			delete(w.pending, child)
+		}
+		w.mu.Unlock()
+		err := write(batch)
+		for _, c := range waiters {
+			c <- err
+		}
+	}
+}
+
+// linkWriteTimeout bounds one Txn of link records.
+const linkWriteTimeout = time.Minute
+
+// writeLinks writes the link records of batch (child → connected) in one
+// Txn, leaving out those that need no write, and tries again when
+// another replica wrote one of them meanwhile.
+func (d *Downlink) writeLinks(batch map[string]bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), linkWriteTimeout)
+	defer cancel()
+	for {
+		var ops []store.Op
+		for _, child := range slices.Sorted(maps.Keys(batch)) {
+			connected := batch[child]
+			k := linkKey(d.cfg.Space, child)
+			cur, o, err := readLink(d.cfg.Store, k)
+			if err != nil {
+				return err
+			}
+			if o == nil && !connected || o != nil && !connected && cur.Replica != d.replica() ||
+				o != nil && cur.Replica == d.replica() && cur.Connected == connected {
+				continue
+			}
+			rec := linkRecord{Replica: d.replica(), Connected: connected}
+			rec.Metadata.Name = k.Name
+			data, _ := json.Marshal(rec)
+			if o == nil {
+				ops = append(ops, store.Op{Type: store.OpCreate, Key: k, Data: data})
+			} else {
+				ops = append(ops, store.Op{Type: store.OpUpdate, Key: k, Data: data, ExpectRevision: o.Revision})
+			}
+		}
+		if len(ops) == 0 {
 			return nil
 		}
-		rec := linkRecord{Replica: d.replica(), Connected: connected}
-		rec.Metadata.Name = k.Name
-		data, _ := json.Marshal(rec)
-		if o == nil {
-			_, err = d.cfg.Store.Create(ctx, k, data)
-		} else {
-			_, err = d.cfg.Store.Update(ctx, k, data, o.Revision)
-		}
+		_, err := d.cfg.Store.Txn(ctx, ops...)
 		if errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrConflict) {
 			continue
 		}
