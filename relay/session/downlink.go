@@ -85,8 +85,10 @@ type Downlink struct {
 	cfg DownlinkConfig
 	log *slog.Logger
 
-	// routeMu serializes route record writes.
-	routeMu sync.Mutex
+	// routeLocks serializes the writes of each child's route record (a
+	// *sync.Mutex per child name); different children's go to the log
+	// together.
+	routeLocks sync.Map
 	// epoch identifies this parent's store (Welcome.Epoch); set by Start.
 	epoch string
 
@@ -389,8 +391,9 @@ func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Des
 	if err != nil {
 		return 0, err
 	}
-	d.routeMu.Lock()
-	defer d.routeMu.Unlock()
+	mu, _ := d.routeLocks.LoadOrStore(child, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	_, cur, err := tree.ReadRoute(d.cfg.Store, k)
 	switch {
 	case err != nil:
