@@ -210,15 +210,7 @@ type protoEnv struct {
 
 func newProtoEnv(t *testing.T, history int) *protoEnv {
 	t.Helper()
-	st := store.New(store.Options{HistorySize: history, Fields: FieldsFor})
-	st.SetLog(store.NewMemLog(st))
-	t.Cleanup(st.Close)
-	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-	if err := s.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(hs.Close)
+	s, hs, st := newTestAPI(t, history)
 	e := &protoEnv{hs: hs, srv: s, st: st, types: &contentTypes{seen: map[string][]string{}, next: http.DefaultTransport}}
 	e.pbConf = &rest.Config{Host: hs.URL, QPS: -1, Transport: e.types}
 	var err error

@@ -40,6 +40,13 @@ func (allowAll) RulesFor(string, user.Info, string) ([]authorizationv1.ResourceR
 // newTestServer serves a Server over a store with a short history.
 func newTestServer(t *testing.T, history int) (*httptest.Server, *store.Store) {
 	t.Helper()
+	_, hs, st := newTestAPI(t, history)
+	return hs, st
+}
+
+// newTestAPI is newTestServer, with the Server itself.
+func newTestAPI(t *testing.T, history int) (*Server, *httptest.Server, *store.Store) {
+	t.Helper()
 	st := store.New(store.Options{HistorySize: history, Fields: FieldsFor})
 	st.SetLog(store.NewMemLog(st))
 	t.Cleanup(st.Close)
@@ -49,7 +56,7 @@ func newTestServer(t *testing.T, history int) (*httptest.Server, *store.Store) {
 	}
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
-	return hs, st
+	return s, hs, st
 }
 
 func do(t *testing.T, method, url, body string) (*http.Response, []byte) {
