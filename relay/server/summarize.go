@@ -65,7 +65,8 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 		return err
 	}
 	defer w.Stop()
-	if err := writeSummary(ctx, st, down); err != nil {
+	var dec reports.Decoded // the children's reports, decoded once per version
+	if err := writeSummary(ctx, st, down, &dec); err != nil {
 		return err
 	}
 	timer := time.NewTimer(time.Hour)
@@ -91,7 +92,7 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if err := writeSummary(ctx, st, down); err != nil {
+			if err := writeSummary(ctx, st, down, &dec); err != nil {
 				return err
 			}
 		case <-changed:
@@ -109,7 +110,7 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 			delay()
 		case <-timer.C:
 			pending = false
-			if err := writeSummary(ctx, st, down); err != nil {
+			if err := writeSummary(ctx, st, down, &dec); err != nil {
 				return err
 			}
 		}
@@ -121,7 +122,7 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 // for less than summaryGrace; never while it claims a destination that
 // has moved elsewhere (session.ChildStatus.Superseded), whose reports the
 // destination's new path counts.
-func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink) error {
+func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink, dec *reports.Decoded) error {
 	var children [][]*store.Object
 	names := make([]string, 0)
 	gen := down.ClaimsGeneration()
@@ -138,7 +139,7 @@ func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink) 
 		}
 		children = append(children, lr.Items)
 	}
-	merged := reports.Merge(children, reports.ForwardFilter(st, InboxSpace))
+	merged := dec.Merge(children, reports.ForwardFilter(st, InboxSpace))
 	want, err := merged.Encoded()
 	if err != nil {
 		return err

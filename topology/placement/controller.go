@@ -85,6 +85,8 @@ type Controller struct {
 	// routes keeps the children's route records decoded between report
 	// flushes (reported).
 	routes tree.RouteCache
+	// decoded keeps the children's reports decoded between report flushes.
+	decoded reports.Decoded
 	// pagers keep each placement's slices stable across recomputations.
 	pagers map[scheduler.PlacementRef]*scheduler.Pager
 }

@@ -57,7 +57,7 @@ func (c *Controller) reported(ctx context.Context, out *outcome) (map[scheduler.
 		}
 		children = append(children, lr.Items)
 	}
-	m := reports.Merge(children, reports.ForwardFilter(c.st, c.cfg.Downsync))
+	m := c.decoded.Merge(children, reports.ForwardFilter(c.st, c.cfg.Downsync))
 	syncs := map[scheduler.PlacementRef]reports.PlacementSync{}
 	for _, s := range m.Syncs {
 		syncs[scheduler.PlacementRef{Space: s.Placement.Space, Name: s.Placement.Name}] = s

@@ -29,36 +29,73 @@ type Merged struct {
 // wantForward says whether a child's report that is neither a partial nor
 // a placement sync travels on (nil: every one that names its destination).
 func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Merged {
+	return new(Decoded).Merge(children, wantForward)
+}
+
+// Decoded remembers what Merge decoded of each report, by store key and
+// revision, so that merging again after a few reports changed decodes only
+// those: a root or region merges all its children's reports after each
+// burst. The zero value is ready; a Decoded serves one goroutine.
+type Decoded struct {
+	reports map[store.Key]decodedReport
+}
+
+// decodedReport is one report as Merge uses it.
+type decodedReport struct {
+	rev       int64
+	partial   *Partial
+	sync      *PlacementSync
+	forwarded bool // names the destination it comes from
+	bad       bool // malformed: counts for nothing
+}
+
+func decodeReport(o *store.Object) decodedReport {
+	d := decodedReport{rev: o.Revision}
+	switch o.Key.Resource {
+	case PartialResource:
+		p, err := Decode[Partial](o.Data)
+		d.partial, d.bad = &p, err != nil
+	case PlacementSyncResource:
+		s, err := Decode[PlacementSync](o.Data)
+		d.sync, d.bad = &s, err != nil
+	default:
+		d.forwarded = isForwarded(o)
+	}
+	return d
+}
+
+// Merge is the package's Merge, decoding only the reports (by key and
+// revision) that the previous call did not; it forgets those not given.
+// The Merged it returns shares decoded reports with d: callers read it
+// and do not change it.
+func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Merged {
 	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}}
 	partials := map[store.Key][]Partial{}
 	syncs := map[store.Key][]PlacementSync{}
+	seen := make(map[store.Key]decodedReport, len(d.reports))
 	for _, objs := range children {
 		for _, o := range objs {
+			r, ok := d.reports[o.Key]
+			if !ok || r.rev != o.Revision {
+				r = decodeReport(o)
+			}
+			seen[o.Key] = r
 			k := o.Key
 			k.Space = ""
-			switch k.Resource {
-			case PartialResource:
-				p, err := Decode[Partial](o.Data)
-				if err != nil {
-					continue // a malformed report counts for nothing
-				}
-				partials[k] = append(partials[k], p)
-			case PlacementSyncResource:
-				s, err := Decode[PlacementSync](o.Data)
-				if err != nil {
-					continue
-				}
-				syncs[k] = append(syncs[k], s)
-			default:
-				if !isForwarded(o) || (wantForward != nil && !wantForward(o)) {
-					continue
-				}
+			switch {
+			case r.bad:
+			case r.partial != nil:
+				partials[k] = append(partials[k], *r.partial)
+			case r.sync != nil:
+				syncs[k] = append(syncs[k], *r.sync)
+			case r.forwarded && (wantForward == nil || wantForward(o)):
 				if _, ok := m.Forwarded[k]; !ok {
 					m.Forwarded[k] = o
 				}
 			}
 		}
 	}
+	d.reports = seen
 	for k, ps := range partials {
 		merged := ps[0]
 		if len(ps) > 1 {
@@ -165,15 +202,24 @@ const DestinationsAnnotation = v1alpha1.GroupName + "/destinations"
 // single destination (a candidate for singleton status). The live state of
 // objects placed on several destinations is summarized by collectors
 // instead: forwarding it would bring every destination's copy to the root.
+//
+// Each placed object is read once per filter: a filter serves one Merge,
+// in which every child may report the same object (at a root with
+// thousands of children, a placed object's destination list is long).
 func ForwardFilter(r store.Reader, placedSpace string) func(*store.Object) bool {
+	single := map[store.Key]bool{}
 	return func(o *store.Object) bool {
 		k := o.Key
 		k.Space = placedSpace
-		placed, err := r.Get(k)
-		if err != nil {
-			return true // not placed here: upsynced
+		if s, ok := single[k]; ok {
+			return s
 		}
-		d := annotation(placed.Data, DestinationsAnnotation)
-		return d != "" && !strings.Contains(d, ",")
+		s := true // not placed here: upsynced
+		if placed, err := r.Get(k); err == nil {
+			d := annotation(placed.Data, DestinationsAnnotation)
+			s = d != "" && !strings.Contains(d, ",")
+		}
+		single[k] = s
+		return s
 	}
 }

@@ -107,3 +107,43 @@ func TestMerge(t *testing.T) {
 		}
 	}
 }
+
+// Decoded decodes a report again only when its revision changes, and
+// forgets the reports it was not given.
+func TestDecodedMerge(t *testing.T) {
+	ref := PlacementRef{Space: "default", Name: "p"}
+	report := func(dests int64, rev int64) *store.Object {
+		s := PlacementSync{Placement: ref, Destinations: dests}
+		data, err := Encode(KindPlacementSync, s.Key().Name, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := s.Key()
+		k.Space = "reports-c1"
+		return &store.Object{Key: k, Data: data, Revision: rev}
+	}
+	destinations := func(m Merged) int64 {
+		for _, s := range m.Syncs {
+			return s.Destinations
+		}
+		return -1
+	}
+	var dec Decoded
+	if got := destinations(dec.Merge([][]*store.Object{{report(2, 1)}}, nil)); got != 2 {
+		t.Fatalf("first merge: %d destinations, want 2", got)
+	}
+	// Same revision: the decoded report is used, whatever the bytes.
+	if got := destinations(dec.Merge([][]*store.Object{{report(5, 1)}}, nil)); got != 2 {
+		t.Fatalf("same revision: %d destinations, want the remembered 2", got)
+	}
+	if got := destinations(dec.Merge([][]*store.Object{{report(5, 2)}}, nil)); got != 5 {
+		t.Fatalf("new revision: %d destinations, want 5", got)
+	}
+	if got, want := destinations(dec.Merge([][]*store.Object{{report(5, 2)}}, nil)), destinations(Merge([][]*store.Object{{report(5, 2)}}, nil)); got != want {
+		t.Fatalf("Decoded.Merge %d, Merge %d", got, want)
+	}
+	dec.Merge(nil, nil)
+	if len(dec.reports) != 0 {
+		t.Fatalf("%d reports remembered after a merge without them", len(dec.reports))
+	}
+}
