@@ -33,6 +33,10 @@ var (
 // SyncTarget per announced destination, rewriting only those whose
 // announced state changed, until ctx is done. It writes through the root's
 // own kube API as the admin, like any client.
+// inventoryRetry is how soon SyncTarget writes that failed are tried
+// again. A variable for tests.
+var inventoryRetry = time.Second
+
 func (r *Root) maintainInventory(ctx context.Context) error {
 	dc, err := r.spaceClient(kubeapi.InventorySpace)
 	if err != nil {
@@ -62,6 +66,7 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var retry <-chan time.Time // set when a write failed: no change may come to retry it
 		for _, d := range dests {
 			fp := fingerprint(d)
 			if written[d.Name] == fp {
@@ -71,6 +76,7 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 				if ctx.Err() == nil {
 					r.log.Warn("updating a SyncTarget", "destination", d.Name, "error", err)
 				}
+				retry = time.After(inventoryRetry)
 				continue
 			}
 			written[d.Name] = fp
@@ -78,6 +84,7 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-retry:
 		case _, ok := <-changed:
 			if !ok {
 				return errors.New("server: the watch of route and link records ended")
