@@ -338,11 +338,13 @@ func kubeconfigSpaces(all []string, children int) []string {
 			names[c] = true
 		}
 	}
-	listed := slices.Sorted(maps.Keys(names))
-	listed = listed[:min(len(listed), children)]
+	sorted := slices.Sorted(maps.Keys(names))
+	for _, c := range sorted[min(len(sorted), children):] {
+		delete(names, c) // beyond the first children: not listed
+	}
 	out := make([]string, 0, len(all))
 	for _, sp := range all {
-		if c, ok := ChildOfSpace(sp); !ok || slices.Contains(listed, c) {
+		if c, ok := ChildOfSpace(sp); !ok || names[c] {
 			out = append(out, sp)
 		}
 	}

@@ -121,11 +121,10 @@ func (w *linkWrites) drain(write func(map[string]bool) error) {
 		}
 		batch := map[string]bool{}
 		var waiters []chan error
-		for _, child := range slices.Sorted(maps.Keys(w.pending)) {
+		for child, lw := range w.pending {
 			if len(batch) == maxLinkBatch {
 				break
 			}
-			lw := w.pending[child]
 			batch[child] = lw.connected
 			waiters = append(waiters, lw.waiters...)
 			delete(w.pending, child)

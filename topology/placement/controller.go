@@ -266,14 +266,6 @@ func (c *Controller) run(ctx context.Context) error {
 			if !c.observe(ev) {
 				continue
 			}
-			if c.dirty && !pending {
-				pending = true
-				timer.Reset(c.cfg.Settle)
-			}
-			if c.reportsDirty && !reportPending {
-				reportPending = true
-				reportTimer.Reset(c.cfg.ReportWindow)
-			}
 		case <-timer.C:
 			pending = false
 			if err := c.flush(ctx); err != nil {
@@ -285,7 +277,8 @@ func (c *Controller) run(ctx context.Context) error {
 				return err
 			}
 		}
-		// A flush that lost a write to another writer left itself dirty.
+		// After a change, or a flush that lost a write to another writer
+		// and left itself dirty: flush again once the window has passed.
 		if c.dirty && !pending {
 			pending = true
 			timer.Reset(c.cfg.Settle)
