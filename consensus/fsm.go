@@ -137,18 +137,50 @@ func (a *fsmAdapter) apply(l *raft.Log) (resp any, ok bool) {
 // ApplyBatch applies committed entries in order and wakes waiters once per
 // batch. Raft uses it instead of Apply because fsmAdapter implements
 // raft.BatchingFSM.
+//
+// An FSM that implements store.BatchFSM gets the batch's commands in one
+// call: the store then takes its lock once per batch.
 func (a *fsmAdapter) ApplyBatch(logs []*raft.Log) []any {
 	resps := make([]any, len(logs))
-	var last uint64
+	bf, ok := a.fsm.(store.BatchFSM)
+	if !ok {
+		var last uint64
+		for i, l := range logs {
+			var ok bool
+			if resps[i], ok = a.apply(l); ok {
+				last = l.Index
+			}
+		}
+		if last != 0 {
+			a.setApplied(last)
+		}
+		return resps
+	}
+	var (
+		entries []store.Entry
+		at      []int // entries[j] is logs[at[j]]
+	)
 	for i, l := range logs {
-		var ok bool
-		if resps[i], ok = a.apply(l); ok {
-			last = l.Index
+		if l.Type == raft.LogCommand {
+			entries = append(entries, store.Entry{Index: l.Index, Cmd: l.Data})
+			at = append(at, i)
 		}
 	}
-	if last != 0 {
-		a.setApplied(last)
+	if len(entries) == 0 {
+		return resps
 	}
+	for j, r := range bf.ApplyBatch(entries) {
+		resps[at[j]] = r
+	}
+	if a.recording.Load() > 0 {
+		a.mu.Lock()
+		for _, i := range at {
+			l := logs[i]
+			a.ring[l.Index%resultRingSize] = appliedResult{index: l.Index, resp: resps[i]}
+		}
+		a.mu.Unlock()
+	}
+	a.setApplied(entries[len(entries)-1].Index)
 	return resps
 }
 

@@ -36,7 +36,9 @@ var (
 	// precondition (the store's ExpectRevision/ExpectUID, a create that
 	// fails with ErrExists); otherwise it reads the state back to learn
 	// what happened, as after a kube API timeout.
-	ErrOutcomeUnknown = errors.New("consensus: outcome unknown")
+	// It is the store's ErrOutcomeUnknown, which the store's own group
+	// commit returns too.
+	ErrOutcomeUnknown = store.ErrOutcomeUnknown
 	// ErrLeadershipLost: leadership was lost while the command was in
 	// flight; it may or may not be applied. errors.Is(ErrLeadershipLost,
 	// ErrOutcomeUnknown) is true.

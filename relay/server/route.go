@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -42,30 +43,59 @@ func withDestinations(base func(store.Resource, map[string]any) fields.Set) func
 	}
 }
 
-// trimDestinations is tree.Routing.Trim: it keeps, in an object's
-// DestinationsAnnotation, only the destinations keep accepts (those below
-// the child it is sent to).
-func trimDestinations(data []byte, keep func(dest string) bool) []byte {
+// trimDestinations is tree.Routing.Trim: it sets, in an object's
+// DestinationsAnnotation, only keep (the destinations below the child it
+// is sent to). The object less the annotation is encoded once per version
+// (trimTemplate), so a root with thousands of children writes each child's
+// copy without decoding the object, and its fleet-long list, again.
+func trimDestinations(o *store.Object, keep []string) []byte {
+	list := strings.Join(keep, ",")
+	t, _ := o.Memo(trimMemo{}, newTrimTemplate).(*trimTemplate)
+	if t == nil {
+		return setDestinations(o.Data, list)
+	}
+	q, _ := json.Marshal(list)
+	out := make([]byte, 0, len(t.before)+len(q)+len(t.after))
+	out = append(out, t.before...)
+	out = append(out, q...)
+	return append(out, t.after...)
+}
+
+// trimMemo is the store.Object.Memo key of trimTemplate.
+type trimMemo struct{}
+
+// trimTemplate is an object's JSON encoding around the value of its
+// DestinationsAnnotation: before, the quoted list, after.
+type trimTemplate struct{ before, after []byte }
+
+// trimMark stands for the annotation's value while the template is made.
+const trimMark = "\x00canopy-destinations\x00"
+
+// newTrimTemplate returns o's trimTemplate, or a nil *trimTemplate when
+// o has no DestinationsAnnotation.
+func newTrimTemplate(o *store.Object) any {
+	marked := setDestinations(o.Data, trimMark)
+	q, _ := json.Marshal(trimMark)
+	i := bytes.Index(marked, q)
+	if i < 0 || bytes.Count(marked, q) != 1 {
+		return (*trimTemplate)(nil)
+	}
+	return &trimTemplate{before: marked[:i], after: marked[i+len(q):]}
+}
+
+// setDestinations returns data with its DestinationsAnnotation set to
+// list; data unchanged when it has none.
+func setDestinations(data []byte, list string) []byte {
 	var m map[string]any
 	if json.Unmarshal(data, &m) != nil {
 		return data
 	}
 	md, _ := m["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
-	list, ok := ann[DestinationsAnnotation].(string)
-	if !ok {
+	if _, ok := ann[DestinationsAnnotation].(string); !ok {
 		return data
 	}
-	var kept []string
-	for _, d := range strings.Split(list, ",") {
-		if d = strings.TrimSpace(d); d != "" && keep(d) {
-			kept = append(kept, d)
-		}
-	}
-	if len(kept) == len(strings.Split(list, ",")) {
-		return data
-	}
-	ann[DestinationsAnnotation] = strings.Join(kept, ",")
+	ann[DestinationsAnnotation] = list
 	out, err := json.Marshal(m)
 	if err != nil {
 		return data

@@ -56,7 +56,7 @@ type DownlinkConfig struct {
 	Targets func(o *store.Object) []string
 	// Trim, when set, reduces an object's destinations to the child's
 	// subtree as it is sent (tree.Routing.Trim).
-	Trim func(data []byte, keep func(dest string) bool) []byte
+	Trim func(o *store.Object, keep []string) []byte
 	// Listener accepts the children's links.
 	Listener *link.Listener
 	// Authority certifies joining children.
@@ -662,6 +662,14 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		}
 	}
 	errc := make(chan error, 5)
+	// ended names the part of the session that ended first, which ends
+	// the others: the reason a link ended, in the log.
+	ended := func(part string, err error) {
+		if err == nil {
+			err = errors.New("ended")
+		}
+		errc <- fmt.Errorf("%s: %w", part, err)
+	}
 	send := lockedSend(w) // Moved, Siblings and AnnounceAck share the control stream
 	// A child that comes from another parent (re-homed) holds that
 	// parent's share: it is resynced only once its route is recorded and
@@ -671,19 +679,19 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	wg.Go(func() {
 		if rehomed {
 			if err := d.awaitMailbox(ctx, id, routed, log); err != nil {
-				errc <- err
+				ended("awaiting the mailbox", err)
 				return
 			}
 		}
-		errc <- c.sender.Serve(ctx, down, cursor)
+		ended("sending the mailbox", c.sender.Serve(ctx, down, cursor))
 	})
-	wg.Go(func() { errc <- c.collector.Serve(ctx, up) })
+	wg.Go(func() { ended("collecting reports", c.collector.Serve(ctx, up)) })
 	wg.Go(func() {
-		errc <- serveControl(ctx, r, func(a *wire.Announce) error { return d.onAnnounce(ctx, c, a, version, send, routed) }, nil, nil)
+		ended("control stream", serveControl(ctx, r, func(a *wire.Announce) error { return d.onAnnounce(ctx, c, a, version, send, routed) }, nil, nil))
 	})
-	wg.Go(func() { errc <- d.tellMoved(ctx, c, send) })
+	wg.Go(func() { ended("telling moves", d.tellMoved(ctx, c, send)) })
 	if version >= 2 {
-		wg.Go(func() { errc <- d.tellSiblings(ctx, send) })
+		wg.Go(func() { ended("telling siblings", d.tellSiblings(ctx, send)) })
 	}
 	err = <-errc
 	cancel()

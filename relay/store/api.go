@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,6 +29,11 @@ var (
 	ErrExpired = errors.New("store: revision compacted")
 	// ErrTooSlow closes a watcher whose consumer fell too far behind.
 	ErrTooSlow = errors.New("store: watcher fell behind")
+	// ErrOutcomeUnknown: a write may or may not be applied, now or later:
+	// its context ended after it was proposed. The caller reads the state
+	// back to learn what happened, as after a kube API timeout. The
+	// consensus package's errors of that kind match it too.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 	// ErrClosed is returned after the store was closed.
 	ErrClosed = errors.New("store: closed")
 )
@@ -76,6 +83,9 @@ type Object struct {
 	UID    string
 	Labels labels.Set
 	Fields fields.Set
+
+	// memo holds what callers derived from this version (Memo).
+	memo atomic.Pointer[sync.Map]
 }
 
 // OpType is the kind of one write operation.
@@ -242,6 +252,19 @@ type FSM interface {
 	Apply(index uint64, cmd []byte) any
 	Snapshot() (Snapshot, error)
 	Restore(r io.Reader) error
+}
+
+// BatchFSM is an FSM that also applies several commands at once: the
+// result is what Apply would return for each entry, in order.
+type BatchFSM interface {
+	FSM
+	ApplyBatch(entries []Entry) []any
+}
+
+// Entry is one command of a log for BatchFSM.ApplyBatch.
+type Entry struct {
+	Index uint64
+	Cmd   []byte
 }
 
 // Snapshot is a point-in-time copy of the store.

@@ -23,12 +23,7 @@ const minOpSize = 9
 // then per op its type, key, ExpectRevision, ExpectUID and data. The encoding
 // is deterministic. validateOps must have accepted ops.
 func encodeCommand(ops []Op) []byte {
-	n := 16
-	for _, op := range ops {
-		n += 64 + len(op.Key.Space) + len(op.Key.Resource.Group) + len(op.Key.Resource.Resource) +
-			len(op.Key.Namespace) + len(op.Key.Name) + len(op.ExpectUID) + len(op.Data)
-	}
-	e := encoder{buf: make([]byte, 0, n)}
+	e := encoder{buf: make([]byte, 0, commandSize(ops))}
 	e.byte(commandVersion)
 	e.uvarint(uint64(len(ops)))
 	for _, op := range ops {
@@ -39,6 +34,16 @@ func encodeCommand(ops []Op) []byte {
 		e.bytes(op.Data)
 	}
 	return e.buf
+}
+
+// commandSize bounds the size of encodeCommand(ops).
+func commandSize(ops []Op) int {
+	n := 16
+	for _, op := range ops {
+		n += 64 + len(op.Key.Space) + len(op.Key.Resource.Group) + len(op.Key.Resource.Resource) +
+			len(op.Key.Namespace) + len(op.Key.Name) + len(op.ExpectUID) + len(op.Data)
+	}
+	return n
 }
 
 // decodeCommand decodes a command of encodeCommand. The ops' Data alias cmd.
@@ -111,48 +116,128 @@ func validateOps(ops []Op) error {
 // index is consumed. A failed command changes nothing else. Apply never
 // blocks on watchers and never panics on malformed commands.
 func (s *Store) Apply(index uint64, cmd []byte) any {
-	if index > math.MaxInt64 {
-		return fmt.Errorf("%w: log index %d overflows a revision", ErrInvalid, index)
-	}
-	rev := int64(index)
+	return s.ApplyBatch([]Entry{{Index: index, Cmd: cmd}})[0]
+}
 
+// ApplyBatch implements BatchFSM: it applies entries in order, each as
+// Apply would, under one acquisition of the store's lock and with one
+// fan-out to the watchers. A root under load takes its lock once per
+// batch of commands rather than once per command: every acquisition waits
+// for the readers in flight, and with thousands of them that wait, not the
+// commands, limited the root's writes.
+func (s *Store) ApplyBatch(entries []Entry) []any {
+	out := make([]any, len(entries))
 	// Decode and build the new versions before taking the lock: it is
 	// the costly part and needs no state.
-	ops, err := decodeCommand(cmd)
-	if err == nil {
-		err = validateOps(ops)
-	}
-	var objs []*Object
-	if err == nil {
-		objs, err = s.prepare(ops, rev)
+	ps := make([]preparedCommand, len(entries))
+	for i, e := range entries {
+		ps[i] = s.prepareCommand(e)
 	}
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrClosed
-	}
-	if rev <= s.rev {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: log index %d is not after revision %d", ErrInvalid, index, s.rev)
+		for i := range out {
+			out[i] = ErrClosed
+		}
+		return out
 	}
 	var evs []Event
-	if err == nil {
-		evs, err = s.commit(ops, objs, rev)
+	for i := range ps {
+		p := &ps[i]
+		if p.overflow {
+			out[i] = p.err
+			continue
+		}
+		if p.rev <= s.rev {
+			out[i] = fmt.Errorf("%w: log index %d is not after revision %d", ErrInvalid, p.rev, s.rev)
+			continue
+		}
+		results := make([]any, len(p.txns))
+		for j := range p.txns {
+			t := &p.txns[j]
+			if t.err == nil {
+				var e []Event
+				e, t.err = s.commit(t.ops, t.objs, p.rev)
+				evs = append(evs, e...)
+			}
+			if t.err != nil {
+				results[j] = t.err
+			} else {
+				results[j] = Result{Revision: p.rev, Objects: t.objs}
+			}
+		}
+		switch {
+		case p.err != nil:
+			out[i] = p.err
+		case p.group:
+			out[i] = results
+		default:
+			out[i] = results[0]
+		}
+		s.rev = p.rev
+		s.revision.Store(p.rev)
 	}
-	s.rev = rev
 	s.wakeWaiters()
 	s.fanMu.Lock()
 	s.mu.Unlock()
 	s.fanOut(evs)
-	s.fanRev = rev
+	s.fanRev = s.revision.Load()
 	s.fanMu.Unlock()
 	s.dropExpiredPages()
+	return out
+}
 
-	if err != nil {
-		return err
+// preparedCommand is a command decoded, with the versions it would store.
+type preparedCommand struct {
+	rev      int64
+	group    bool          // a group command: a result per Txn
+	txns     []preparedTxn // one unless group
+	err      error         // the whole command is malformed
+	overflow bool          // the index is no revision: it consumes nothing
+}
+
+type preparedTxn struct {
+	ops  []Op
+	objs []*Object
+	err  error
+}
+
+// prepareCommand decodes e and builds the versions of its Txns.
+func (s *Store) prepareCommand(e Entry) preparedCommand {
+	if e.Index > math.MaxInt64 {
+		return preparedCommand{overflow: true, err: fmt.Errorf("%w: log index %d overflows a revision", ErrInvalid, e.Index)}
 	}
-	return Result{Revision: rev, Objects: objs}
+	p := preparedCommand{rev: int64(e.Index)}
+	if len(e.Cmd) > 0 && e.Cmd[0] == groupVersion {
+		p.group = true
+		txns, errs, err := decodeGroup(e.Cmd[1:])
+		if err != nil {
+			p.err = err
+			return p
+		}
+		p.txns = make([]preparedTxn, len(txns))
+		for i, ops := range txns {
+			p.txns[i] = preparedTxn{ops: ops, err: errs[i]}
+		}
+	} else {
+		ops, err := decodeCommand(e.Cmd)
+		if err == nil {
+			err = validateOps(ops)
+		}
+		if err != nil {
+			p.err = err
+			return p
+		}
+		p.txns = []preparedTxn{{ops: ops}}
+	}
+	for i := range p.txns {
+		t := &p.txns[i]
+		if t.err == nil {
+			t.objs, t.err = s.prepare(t.ops, p.rev)
+		}
+	}
+	return p
 }
 
 // prepare builds the versions that the creates and updates of ops store at

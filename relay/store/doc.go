@@ -8,9 +8,10 @@
 //     (space, resource), so lists come out ordered by namespace then name and
 //     a snapshot is a clone, not a copy.
 //   - Revisions: one global revision across all spaces, equal to the Log
-//     index of the last applied command. A Txn is one command, so all its
-//     writes share one revision, which is written into each object as
-//     metadata.resourceVersion.
+//     index of the last applied command. All the writes of a Txn share one
+//     revision, which is written into each object as
+//     metadata.resourceVersion; Txns proposed together as one group command
+//     share it too, and never touch the same key.
 //   - History: the last Options.HistorySize events, so a watch can resume
 //     from a recent revision.
 //   - Paged lists: every page is served from the state of the first page's
@@ -43,8 +44,17 @@
 // Log; the Log calls Apply(index, cmd) on every replica; Apply checks every op
 // against the current state, applies all or none, appends the events to the
 // history and fans them out to the watchers that asked for that (space,
-// resource). NewMemLog is the Log for tests and simulations; New uses one
-// until SetLog replaces it.
+// resource), or for that one key (WatchOptions.Also). NewMemLog is the Log
+// for tests and simulations; New uses one until SetLog replaces it.
+//
+// Group commit (group.go): at most a few proposals are in flight; Txns that
+// arrive meanwhile queue, and the next proposal carries all of them that
+// touch distinct keys as one group command, in which each Txn succeeds or
+// fails on its own. A relay with thousands of children writing at once
+// (their reports, link and route records) then makes a few large log
+// entries, not thousands of small ones. A Log that hands the FSM several
+// entries at once (consensus does) calls ApplyBatch, which takes the lock
+// once for all of them.
 //
 // # Locking
 //

@@ -24,6 +24,12 @@ func FuzzApply(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{commandVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{2, 0})
+	f.Add(encodeGroup([]*txnCall{
+		{ops: []Op{{Type: OpUpdate, Key: k, Data: []byte(`{"metadata":{}}`)}}},
+		{ops: []Op{{Type: OpDelete, Key: k}}}, // overlaps the first: refused
+		{ops: []Op{{Type: OpCreate, Key: key("ws", pods, "ns", "b"), Data: []byte(`{"metadata":{}}`)}}},
+	}))
+	f.Add([]byte{groupVersion, 2, 3, commandVersion, 0, 0})
 
 	f.Fuzz(func(t *testing.T, cmd []byte) {
 		s := New(Options{HistorySize: 8, Fields: nodeFields})
@@ -33,25 +39,32 @@ func FuzzApply(f *testing.F) {
 		if _, ok := s.Apply(1, seed).(Result); !ok {
 			t.Fatal("seed failed")
 		}
-		switch out := s.Apply(2, cmd).(type) {
-		case error:
-		case Result:
-			for _, o := range out.Objects {
-				if o == nil {
-					t.Fatal("nil object in result")
+		out := s.Apply(2, cmd)
+		results := []any{out}
+		if group, ok := out.([]any); ok {
+			results = group // a group command: one result per Txn
+		}
+		for _, out := range results {
+			switch out := out.(type) {
+			case error:
+			case Result:
+				for _, o := range out.Objects {
+					if o == nil {
+						t.Fatal("nil object in result")
+					}
+					var meta struct {
+						Metadata struct{ ResourceVersion string }
+					}
+					if err := json.Unmarshal(o.Data, &meta); err != nil {
+						t.Fatalf("stored invalid JSON %q: %v", o.Data, err)
+					}
+					if o.Revision == 2 && meta.Metadata.ResourceVersion != strconv.Itoa(2) {
+						t.Fatalf("resourceVersion %q at revision 2", meta.Metadata.ResourceVersion)
+					}
 				}
-				var meta struct {
-					Metadata struct{ ResourceVersion string }
-				}
-				if err := json.Unmarshal(o.Data, &meta); err != nil {
-					t.Fatalf("stored invalid JSON %q: %v", o.Data, err)
-				}
-				if o.Revision == 2 && meta.Metadata.ResourceVersion != strconv.Itoa(2) {
-					t.Fatalf("resourceVersion %q at revision 2", meta.Metadata.ResourceVersion)
-				}
+			default:
+				t.Fatalf("Apply returned %T", out)
 			}
-		default:
-			t.Fatalf("Apply returned %T", out)
 		}
 		if s.Revision() != 2 {
 			t.Fatalf("revision %d, want 2", s.Revision())

@@ -137,6 +137,7 @@ func (s *Store) Restore(r io.Reader) error {
 		return ErrClosed
 	}
 	s.state = st
+	s.revision.Store(st.rev)
 	s.hist.reset(st.rev)
 	s.dropPages()
 	s.wakeWaiters()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -105,6 +106,10 @@ type Store struct {
 	log    Log
 	closed bool
 	state
+	// revision is state.rev, readable without mu (Revision).
+	revision atomic.Int64
+	// commits queues Txns for group commit (group.go).
+	commits committer
 	// gen is the current snapshot generation, see table. It is written
 	// holding mu for writing (Snapshot), or mu for reading and pagesMu
 	// (retain); read it holding mu for writing, or mu and pagesMu.
@@ -120,6 +125,7 @@ type Store struct {
 	fanMu      sync.Mutex
 	fanRev     int64 // every event up to fanRev has been fanned out
 	watchers   map[watchKey]map[*watcher]struct{}
+	keyed      map[Key]map[*watcher]struct{} // by WatchOptions.Also keys
 	nwatchers  int
 	bookmarked map[*watcher]struct{} // watchers that asked for bookmarks
 	ticking    bool                  // the bookmark ticker runs
@@ -147,6 +153,7 @@ func New(opts Options) *Store {
 		state:      state{tables: newTables()},
 		hist:       history{size: opts.HistorySize},
 		watchers:   make(map[watchKey]map[*watcher]struct{}),
+		keyed:      make(map[Key]map[*watcher]struct{}),
 		bookmarked: make(map[*watcher]struct{}),
 		done:       make(chan struct{}),
 	}
@@ -171,23 +178,34 @@ func (s *Store) Txn(ctx context.Context, ops ...Op) (Result, error) {
 	if err := validateOps(ops); err != nil {
 		return Result{}, err
 	}
-	s.mu.RLock()
-	l, closed := s.log, s.closed
-	s.mu.RUnlock()
-	if closed {
-		return Result{}, ErrClosed
-	}
-	out, err := l.Propose(ctx, encodeCommand(ops))
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	switch out := out.(type) {
+	c := &txnCall{ctx: ctx, ops: ops, size: commandSize(ops), done: make(chan txnOutcome, 1)}
+	s.submit(c)
+	var o txnOutcome
+	select {
+	case o = <-c.done:
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(callQueued, callWithdrawn) {
+			return Result{}, ctx.Err() // never proposed
+		}
+		select {
+		case o = <-c.done:
+		default:
+			return Result{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+		}
+	}
+	if o.err != nil {
+		return Result{}, o.err
+	}
+	switch out := o.out.(type) {
 	case Result:
 		return out, nil
 	case error:
 		return Result{}, out
 	}
-	return Result{}, fmt.Errorf("store: unexpected apply result %T", out)
+	return Result{}, fmt.Errorf("store: unexpected apply result %T", o.out)
 }
 
 // Create stores a new object at k. data is copied.
@@ -217,9 +235,7 @@ func (s *Store) one(ctx context.Context, op Op) (*Object, error) {
 
 // Revision returns the index of the last applied command.
 func (s *Store) Revision() int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.rev
+	return s.revision.Load()
 }
 
 // Get returns the current version of k. The object is shared: do not modify

@@ -86,30 +86,11 @@ type filter struct {
 	also  []Key // single keys selected besides (WatchOptions.Also)
 }
 
-// visits reports whether the fan-out visit of registry key wk delivers an
-// event of key k: a watcher registered under several keys takes each event
-// from one of them only.
-func (f *filter) visits(wk watchKey, k Key) bool {
-	if len(f.also) == 0 {
-		return true
-	}
-	if slices.Contains(f.also, k) {
-		return wk == watchKey{space: k.Space, res: k.Resource}
-	}
-	return wk == f.watchKey
-}
-
-// keys lists the registry keys of a watcher with this filter: its own, and
-// one per Also key.
-func (f *filter) keys() []watchKey {
-	out := []watchKey{f.watchKey}
-	for _, k := range f.also {
-		wk := watchKey{space: k.Space, res: k.Resource}
-		if !slices.Contains(out, wk) {
-			out = append(out, wk)
-		}
-	}
-	return out
+// viaAlso reports whether an event of k reaches this watcher through its
+// Also keys (the exact-key registry) rather than its own selection: a
+// watcher takes each event from one registration only.
+func (f *filter) viaAlso(k Key) bool {
+	return len(f.also) > 0 && slices.Contains(f.also, k)
 }
 
 func newFilter(o WatchOptions) filter {
@@ -347,15 +328,14 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 }
 
 // register adds w to the registry, starting the bookmark ticker if w is the
-// first to want bookmarks. s.fanMu must be held.
+// first to want bookmarks. s.fanMu must be held. A watcher is registered
+// under its selection's key and under each of its Also keys exactly, so
+// that thousands of watchers of one object each (a Sender's route record)
+// cost a write of one of those objects one look-up, not one visit each.
 func (s *Store) register(w *watcher) {
-	for _, wk := range w.filter.keys() {
-		b := s.watchers[wk]
-		if b == nil {
-			b = make(map[*watcher]struct{})
-			s.watchers[wk] = b
-		}
-		b[w] = struct{}{}
+	addWatcher(s.watchers, w.filter.watchKey, w)
+	for _, k := range w.filter.also {
+		addWatcher(s.keyed, k, w)
 	}
 	s.nwatchers++
 	if w.bookmarks {
@@ -372,15 +352,29 @@ func (s *Store) unregister(w *watcher) {
 	if _, ok := s.watchers[w.filter.watchKey][w]; !ok {
 		return
 	}
-	for _, wk := range w.filter.keys() {
-		b := s.watchers[wk]
-		delete(b, w)
-		if len(b) == 0 {
-			delete(s.watchers, wk)
-		}
+	removeWatcher(s.watchers, w.filter.watchKey, w)
+	for _, k := range w.filter.also {
+		removeWatcher(s.keyed, k, w)
 	}
 	delete(s.bookmarked, w)
 	s.nwatchers--
+}
+
+func addWatcher[K comparable](reg map[K]map[*watcher]struct{}, k K, w *watcher) {
+	b := reg[k]
+	if b == nil {
+		b = make(map[*watcher]struct{})
+		reg[k] = b
+	}
+	b[w] = struct{}{}
+}
+
+func removeWatcher[K comparable](reg map[K]map[*watcher]struct{}, k K, w *watcher) {
+	b := reg[k]
+	delete(b, w)
+	if len(b) == 0 {
+		delete(reg, k)
+	}
 }
 
 // endWatchers ends every watcher with err. s.fanMu must be held.
@@ -391,6 +385,7 @@ func (s *Store) endWatchers(err error) {
 		}
 	}
 	clear(s.watchers)
+	clear(s.keyed)
 	clear(s.bookmarked)
 	s.nwatchers = 0
 }
@@ -410,14 +405,23 @@ func (s *Store) fanOut(evs []Event) {
 			{allSpaces: true, allRes: true},
 		} {
 			for w := range s.watchers[wk] {
-				if !w.filter.visits(wk, k) {
+				if w.filter.viaAlso(k) {
 					continue
 				}
-				if ev, ok := w.filter.translate(ev); ok && !w.push(ev) {
-					s.unregister(w)
-				}
+				s.deliver(w, ev)
 			}
 		}
+		for w := range s.keyed[k] {
+			s.deliver(w, ev)
+		}
+	}
+}
+
+// deliver queues ev on w as w's filter sees it, closing w if it
+// overflows. s.fanMu must be held.
+func (s *Store) deliver(w *watcher, ev Event) {
+	if ev, ok := w.filter.translate(ev); ok && !w.push(ev) {
+		s.unregister(w)
 	}
 }
 

@@ -29,10 +29,107 @@ type Routing struct {
 	// it should read something computed once per version (a store field).
 	Targets func(o *store.Object) []string
 	// Trim, when set, returns an object's data with its list of
-	// destinations reduced to those keep accepts (the child's subtree), so
-	// that what crosses a link, and what the child stores, grows with the
-	// child's subtree, not with the whole fleet.
-	Trim func(data []byte, keep func(dest string) bool) []byte
+	// destinations reduced to keep (those below the child, in the order
+	// Targets gave them), so that what crosses a link, and what the child
+	// stores, grows with the child's subtree, not with the whole fleet. It
+	// is called only when keep leaves some destinations out. It is called
+	// for every child the version goes to: what it derives from the
+	// version alone should be computed once (store.Object.Memo).
+	Trim func(o *store.Object, keep []string) []byte
+}
+
+// targets is an object version's destinations as Routing.Targets gives
+// them, with an index when there are many: a relay with thousands of
+// children checks each child's subtree against them, and would otherwise
+// scan the whole fleet's list once per child.
+type targets struct {
+	names []string
+	pos   map[string]int // nil when names is short or has duplicates
+}
+
+// indexedTargets is the length from which targets are indexed.
+const indexedTargets = 32
+
+// targetsMemo is the store.Object.Memo key of targets.
+type targetsMemo struct{}
+
+// targetsOf returns o's targets, derived once per version: Targets must
+// depend on the version alone, and every Routing over one store must use
+// the same Targets.
+func (r *Routing) targetsOf(o *store.Object) *targets {
+	return o.Memo(targetsMemo{}, func(o *store.Object) any {
+		t := &targets{names: r.Targets(o)}
+		if len(t.names) < indexedTargets {
+			return t
+		}
+		t.pos = make(map[string]int, len(t.names))
+		for i, n := range t.names {
+			if _, dup := t.pos[n]; dup {
+				t.pos = nil
+				break
+			}
+			t.pos[n] = i
+		}
+		return t
+	}).(*targets)
+}
+
+// anyIn reports whether one of the targets is a key of set, looking up
+// the smaller side in the larger.
+func anyIn[V any](t *targets, set map[string]V) bool {
+	if t.pos != nil && len(set) < len(t.names) {
+		for n := range set {
+			if _, ok := t.pos[n]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range t.names {
+		if _, ok := set[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// in returns the targets that set maps to true, in their order.
+func (t *targets) in(set map[string]bool) []string {
+	if t.pos != nil && len(set) < len(t.names) {
+		var at []int
+		for n, yes := range set {
+			if i, ok := t.pos[n]; ok && yes {
+				at = append(at, i)
+			}
+		}
+		slices.Sort(at)
+		out := make([]string, len(at))
+		for j, i := range at {
+			out[j] = t.names[i]
+		}
+		return out
+	}
+	var out []string
+	for _, n := range t.names {
+		if set[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// trimmed returns o's data as the child of this subtree receives it
+// (Routing.Trim).
+func (r *Routing) trimmed(o *store.Object, subtree map[string]bool) []byte {
+	if r.Trim == nil {
+		return o.Data
+	}
+	t := r.targetsOf(o)
+	keep := t.in(subtree)
+	if len(keep) == len(t.names) {
+		return o.Data
+	}
+	return r.Trim(o, keep)
 }
 
 // RouteResource is the resource of route records, in the system space.
@@ -168,19 +265,24 @@ type router struct {
 
 // wants reports whether o targets the subtree.
 func (r *router) wants(o *store.Object) bool {
-	for _, d := range r.Targets(o) {
-		if r.subtree[d] {
-			return true
-		}
-	}
-	return false
+	return anyIn(r.targetsOf(o), r.subtree)
 }
 
 // targetsAny reports whether o targets one of dests (the keys of moved),
 // and whether one of those it targets maps to true (moved by a replayed
 // change).
 func (r *router) targetsAny(o *store.Object, moved map[string]bool) (targets, replayed bool) {
-	for _, d := range r.Targets(o) {
+	t := r.targetsOf(o)
+	if t.pos != nil && len(moved) < len(t.names) {
+		for d, rp := range moved {
+			if _, ok := t.pos[d]; ok {
+				targets = true
+				replayed = replayed || rp
+			}
+		}
+		return targets, replayed
+	}
+	for _, d := range t.names {
 		if rp, ok := moved[d]; ok {
 			targets = true
 			replayed = replayed || rp

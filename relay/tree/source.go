@@ -595,8 +595,8 @@ func (s *source) put(o *store.Object) wire.Message {
 		return &wire.Report{Seq: uint64(o.Revision), Key: wireKey(o.Key), Data: o.Data}
 	}
 	data := o.Data
-	if r := s.route; r != nil && r.Trim != nil {
-		data = r.Trim(data, func(d string) bool { return r.subtree[d] })
+	if r := s.route; r != nil {
+		data = r.trimmed(o, r.subtree)
 	}
 	return &wire.Put{Revision: uint64(o.Revision), Key: wireKey(o.Key), Data: data}
 }

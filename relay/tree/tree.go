@@ -247,9 +247,8 @@ func RoutedObjects(r store.Reader, space string, rt Routing) ([]*store.Object, e
 	out := slices.DeleteFunc(slices.Clone(lr.Items), func(o *store.Object) bool { return !ro.wants(o) })
 	if rt.Trim != nil {
 		for i, o := range out {
-			c := *o
-			c.Data = rt.Trim(o.Data, func(d string) bool { return ro.subtree[d] })
-			out[i] = &c
+			out[i] = &store.Object{Key: o.Key, Revision: o.Revision, CreateRevision: o.CreateRevision,
+				Data: rt.trimmed(o, ro.subtree), UID: o.UID, Labels: o.Labels, Fields: o.Fields}
 		}
 	}
 	return out, nil
