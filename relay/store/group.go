@@ -32,6 +32,17 @@ const (
 // command (encodeCommand) as bytes.
 const groupVersion = 2
 
+// Bulk marks ctx's Txns as bulk writes: queued behind the others when
+// proposals are in flight. A relay marks its children's report writes so:
+// ten thousand children reporting at once must not delay a user's write,
+// or the placement controller's, by the time the log takes to commit them
+// all.
+func Bulk(ctx context.Context) context.Context { return context.WithValue(ctx, bulkKey{}, true) }
+
+type bulkKey struct{}
+
+func isBulk(ctx context.Context) bool { b, _ := ctx.Value(bulkKey{}).(bool); return b }
+
 // txnCall is one Txn waiting to be proposed or answered.
 type txnCall struct {
 	ctx  context.Context
@@ -54,10 +65,12 @@ type txnOutcome struct {
 	err error
 }
 
-// committer queues Txns for the proposers.
+// committer queues Txns for the proposers: bulk ones (Bulk) in a queue
+// of their own, taken after the other.
 type committer struct {
 	mu        sync.Mutex
 	queue     []*txnCall
+	bulk      []*txnCall
 	proposing int
 }
 
@@ -65,7 +78,11 @@ type committer struct {
 func (s *Store) submit(c *txnCall) {
 	g := &s.commits
 	g.mu.Lock()
-	g.queue = append(g.queue, c)
+	if isBulk(c.ctx) {
+		g.bulk = append(g.bulk, c)
+	} else {
+		g.queue = append(g.queue, c)
+	}
 	start := g.proposing < maxProposing
 	if start {
 		g.proposing++
@@ -115,44 +132,54 @@ func (s *Store) propose() {
 	}
 }
 
-// take removes from the queue the next group to propose: queued Txns in
-// order, leaving those that overlap the group's keys and those past its
-// bounds. It returns nil, and counts the proposer out, when nothing is
-// queued.
+// take removes from the queues the next group to propose: queued Txns in
+// order, the other queue's before the bulk one's, leaving those that
+// overlap the group's keys and those past its bounds. It returns nil, and
+// counts the proposer out, when nothing is queued.
 func (g *committer) take() []*txnCall {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var (
-		group []*txnCall
-		keys  map[Key]struct{}
-		size  int
-		kept  = g.queue[:0]
-	)
-	for _, c := range g.queue {
+	var gr group
+	g.queue = gr.fill(g.queue)
+	g.bulk = gr.fill(g.bulk)
+	if len(gr.calls) == 0 {
+		g.proposing--
+	}
+	return gr.calls
+}
+
+// group is a group command being gathered.
+type group struct {
+	calls []*txnCall
+	keys  map[Key]struct{}
+	size  int
+}
+
+// fill moves into the group what it can take of queue, in order, and
+// returns what is left of queue.
+func (gr *group) fill(queue []*txnCall) []*txnCall {
+	kept := queue[:0]
+	for _, c := range queue {
 		if c.state.Load() == callWithdrawn {
 			continue
 		}
-		wait := len(group) == maxGroupTxns || len(group) > 0 && size+c.size > maxGroupBytes ||
-			overlaps(keys, c.ops)
+		n := len(gr.calls)
+		wait := n == maxGroupTxns || n > 0 && gr.size+c.size > maxGroupBytes || overlaps(gr.keys, c.ops)
 		if wait || !c.state.CompareAndSwap(callQueued, callProposed) {
 			kept = append(kept, c)
 			continue
 		}
-		if keys == nil {
-			keys = map[Key]struct{}{}
+		if gr.keys == nil {
+			gr.keys = map[Key]struct{}{}
 		}
 		for _, op := range c.ops {
-			keys[op.Key] = struct{}{}
+			gr.keys[op.Key] = struct{}{}
 		}
-		group = append(group, c)
-		size += c.size
+		gr.calls = append(gr.calls, c)
+		gr.size += c.size
 	}
-	clear(g.queue[len(kept):])
-	g.queue = kept
-	if len(group) == 0 {
-		g.proposing--
-	}
-	return group
+	clear(queue[len(kept):])
+	return kept
 }
 
 func overlaps(keys map[Key]struct{}, ops []Op) bool {

@@ -144,3 +144,42 @@ func TestGroupCommitWithdrawn(t *testing.T) {
 		t.Fatalf("%d calls left in the queue", len(s.commits.queue))
 	}
 }
+
+// Bulk Txns (a relay's children's reports) queue behind the others: a
+// write queued after them goes first.
+func TestGroupCommitBulkLast(t *testing.T) {
+	s := newStore(t, Options{})
+	res := Resource{Resource: "things"}
+	s.commits.mu.Lock()
+	s.commits.proposing = maxProposing // queue everything
+	s.commits.mu.Unlock()
+	queued := func(bulk, other int) {
+		for {
+			s.commits.mu.Lock()
+			ok := len(s.commits.bulk) == bulk && len(s.commits.queue) == other
+			s.commits.mu.Unlock()
+			if ok {
+				return
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			_, _ = s.Txn(Bulk(context.Background()), Op{Type: OpCreate, Key: key("s", res, "", fmt.Sprint("report", i)), Data: body("", nil, i)})
+		})
+	}
+	queued(3, 0)
+	wg.Go(func() {
+		_, _ = s.Txn(context.Background(), Op{Type: OpCreate, Key: key("s", res, "", "user"), Data: body("", nil, 0)})
+	})
+	queued(3, 1)
+	group := s.commits.take()
+	if len(group) != 4 || group[0].ops[0].Key.Name != "user" {
+		t.Fatalf("group of %d led by %v, want 4 led by the user's write", len(group), group[0].ops[0].Key.Name)
+	}
+	for _, c := range group {
+		c.done <- txnOutcome{err: errors.New("not proposed in this test")}
+	}
+	wg.Wait()
+}

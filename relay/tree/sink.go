@@ -377,6 +377,9 @@ func (s *sink) commit(ctx context.Context, b *burst, snap **snapshot, cur uint64
 		ops = append(ops, s.cursorOp(b.cursor, exists))
 	}
 	if len(ops) > 0 {
+		if s.up {
+			ctx = store.Bulk(ctx) // reports wait behind users' writes
+		}
 		if _, err := s.st.Txn(ctx, ops...); err != nil {
 			return fmt.Errorf("tree: applying %d ops to %s: %w", len(ops), s.space, err)
 		}
