@@ -22,14 +22,10 @@ import (
 // that overlaps one already in the group waits for the next.
 
 // Bounds of one group command, and how many proposals may be in flight.
-// Bulk Txns make groups of their own, smaller (the log applies in order:
-// a user's write proposed after a bulk group waits for it), and may fill
-// all proposals but one, which is kept for the others.
 const (
-	maxGroupTxns     = 1024
-	maxBulkGroupTxns = 256
-	maxGroupBytes    = 4 << 20
-	maxProposing     = 4
+	maxGroupTxns  = 1024
+	maxGroupBytes = 4 << 20
+	maxProposing  = 4
 )
 
 // groupVersion leads a group command: the number of Txns, then each one's
@@ -76,8 +72,6 @@ type committer struct {
 	queue     []*txnCall
 	bulk      []*txnCall
 	proposing int
-	// proposingBulk counts the proposals in flight of bulk groups.
-	proposingBulk int
 }
 
 // submit queues c and starts a proposer if fewer than maxProposing run.
@@ -101,10 +95,8 @@ func (s *Store) submit(c *txnCall) {
 
 // propose proposes groups until the queue is empty.
 func (s *Store) propose() {
-	bulk := false
 	for {
-		var group []*txnCall
-		group, bulk = s.commits.take(bulk)
+		group := s.commits.take()
 		if group == nil {
 			return
 		}
@@ -141,31 +133,19 @@ func (s *Store) propose() {
 }
 
 // take removes from the queues the next group to propose: queued Txns in
-// order, leaving those that overlap the group's keys and those past its
-// bounds. A group holds the other queue's Txns or, when there are none and
-// a proposal is free for bulk ones, bulk Txns. wasBulk says the caller's
-// previous group was bulk; bulk, that this one is. It returns nil, and
-// counts the proposer out, when there is nothing to propose.
-func (g *committer) take(wasBulk bool) (calls []*txnCall, bulk bool) {
+// order, the other queue's before the bulk one's, leaving those that
+// overlap the group's keys and those past its bounds. It returns nil, and
+// counts the proposer out, when nothing is queued.
+func (g *committer) take() []*txnCall {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if wasBulk {
-		g.proposingBulk--
-	}
-	gr := group{max: maxGroupTxns}
+	var gr group
 	g.queue = gr.fill(g.queue)
-	if len(gr.calls) == 0 && g.proposingBulk < maxProposing-1 {
-		gr.max = maxBulkGroupTxns
-		g.bulk = gr.fill(g.bulk)
-		bulk = len(gr.calls) > 0
-	}
-	switch {
-	case len(gr.calls) == 0:
+	g.bulk = gr.fill(g.bulk)
+	if len(gr.calls) == 0 {
 		g.proposing--
-	case bulk:
-		g.proposingBulk++
 	}
-	return gr.calls, bulk
+	return gr.calls
 }
 
 // group is a group command being gathered.
@@ -173,7 +153,6 @@ type group struct {
 	calls []*txnCall
 	keys  map[Key]struct{}
 	size  int
-	max   int // Txns
 }
 
 // fill moves into the group what it can take of queue, in order, and
@@ -185,7 +164,7 @@ func (gr *group) fill(queue []*txnCall) []*txnCall {
 			continue
 		}
 		n := len(gr.calls)
-		wait := n == gr.max || n > 0 && gr.size+c.size > maxGroupBytes || overlaps(gr.keys, c.ops)
+		wait := n == maxGroupTxns || n > 0 && gr.size+c.size > maxGroupBytes || overlaps(gr.keys, c.ops)
 		if wait || !c.state.CompareAndSwap(callQueued, callProposed) {
 			kept = append(kept, c)
 			continue

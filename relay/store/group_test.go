@@ -174,40 +174,12 @@ func TestGroupCommitBulkLast(t *testing.T) {
 		_, _ = s.Txn(context.Background(), Op{Type: OpCreate, Key: key("s", res, "", "user"), Data: body("", nil, 0)})
 	})
 	queued(3, 1)
-	answer := func(group []*txnCall) {
-		for _, c := range group {
-			c.done <- txnOutcome{err: errors.New("not proposed in this test")}
-		}
+	group := s.commits.take()
+	if len(group) != 4 || group[0].ops[0].Key.Name != "user" {
+		t.Fatalf("group of %d led by %v, want 4 led by the user's write", len(group), group[0].ops[0].Key.Name)
 	}
-	// The user's write goes alone, though queued last; then the reports.
-	group, bulk := s.commits.take(false)
-	if len(group) != 1 || group[0].ops[0].Key.Name != "user" || bulk {
-		t.Fatalf("first group: %d Txns (bulk %v), want the user's write alone", len(group), bulk)
+	for _, c := range group {
+		c.done <- txnOutcome{err: errors.New("not proposed in this test")}
 	}
-	answer(group)
-	group, bulk = s.commits.take(false)
-	if len(group) != 3 || !bulk {
-		t.Fatalf("second group: %d Txns (bulk %v), want the 3 reports", len(group), bulk)
-	}
-	answer(group)
-	wg.Wait()
-
-	// Bulk groups fill all proposals but one: with maxProposing-1 in
-	// flight, more reports wait, and a user's write still has one.
-	s.commits.mu.Lock()
-	s.commits.proposingBulk = maxProposing - 1
-	s.commits.mu.Unlock()
-	wg.Go(func() {
-		_, _ = s.Txn(Bulk(context.Background()), Op{Type: OpCreate, Key: key("s", res, "", "report-late"), Data: body("", nil, 0)})
-	})
-	queued(1, 0)
-	if group, _ := s.commits.take(false); group != nil {
-		t.Fatalf("a bulk group of %d took the last proposal", len(group))
-	}
-	group, bulk = s.commits.take(true)
-	if len(group) != 1 || !bulk {
-		t.Fatalf("after a bulk proposal ended: %d Txns (bulk %v), want the report", len(group), bulk)
-	}
-	answer(group)
 	wg.Wait()
 }
