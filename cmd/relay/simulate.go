@@ -140,6 +140,7 @@ func newSimulateCommand() *cobra.Command {
 	fs.BoolVar(&deployment, "deployment", true, "put a Deployment in the workload (each virtual cluster runs its pods)")
 	fs.StringVar(&o.RolloutObject, "rollout-object", sim.RolloutConfigMap, "what a rollout changes: configmap (cm-0) or deployment (its image; every virtual cluster then rolls out pods on the same cores)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", sim.DefaultChurnRate, "writes per second of the churn and partition scenarios")
+	fs.DurationVar(&o.RoundTimeout, "round-timeout", 0, "how long a round waits for every destination (0: 60s plus 5ms per edge)")
 	fs.Float64Var(&failing, "failing", sim.DefaultFailing, "status scenario: share of the edges, 0 to below 1, whose virtual clusters refuse the workload")
 	fs.IntVar(&o.StatusEdges, "status-edges", 0, "status scenario: edges of the first wave, spread over the regions (default a fifth of the edges, at most 100)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress bar")

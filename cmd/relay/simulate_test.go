@@ -38,6 +38,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{[]string{"--log-level=loud"}, `relay: --log-level: invalid value "loud"`},
 		{[]string{"--rollout-object=pod"}, `relay: --rollout-object: invalid value "pod"`},
 		{[]string{"--rollout-object=deployment", "--deployment=false"}, "relay: --rollout-object: deployment needs the Deployment"},
+		{[]string{"--round-timeout=-1s"}, "relay: --round-timeout: must not be negative"},
 		{[]string{"--objects=0"}, "relay: --objects: a rollout of a ConfigMap needs at least 1"},
 		{[]string{"--scenario=status", "--failing=1"}, "relay: --failing: must be a share from 0 to below 1"},
 		{[]string{"--scenario=status", "--failing=-0.1"}, "relay: --failing: must be a share from 0 to below 1"},

@@ -113,6 +113,9 @@ type Options struct {
 	ChurnRate float64
 	// NoDeployment leaves the Deployment out of the workload.
 	NoDeployment bool
+	// RoundTimeout bounds how long a round (a rollout, a fault's recovery)
+	// waits for every destination (0: 60 s plus 5 ms per edge).
+	RoundTimeout time.Duration
 	// RolloutObject is what a rollout changes: RolloutConfigMap (default:
 	// cm-0, what Canopy carries) or RolloutDeployment (the Deployment's
 	// image: every virtual cluster then also runs a rollout of its own,
@@ -346,6 +349,9 @@ func (o Options) Validate(openFiles uint64) []error {
 		}
 	default:
 		errs = append(errs, optErr("rollout-object", "invalid value %q: must be configmap or deployment", o.RolloutObject))
+	}
+	if o.RoundTimeout < 0 {
+		errs = append(errs, optErr("round-timeout", "must not be negative, not %v", o.RoundTimeout))
 	}
 	if o.ChurnRate <= 0 || o.ChurnRate > 10000 {
 		errs = append(errs, optErr("churn-rate", "must be above 0 and at most 10000 writes per second, not %v", o.ChurnRate))

@@ -290,6 +290,9 @@ const syncerGrace = 1500 * time.Millisecond
 
 // roundTimeout bounds the wait for one change to reach every destination.
 func (e *env) roundTimeout() time.Duration {
+	if e.o.RoundTimeout > 0 {
+		return e.o.RoundTimeout
+	}
 	return 60*time.Second + time.Duration(len(e.f.edges))*5*time.Millisecond
 }
 
