@@ -1,0 +1,68 @@
+package placement
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// A change of one placed object rewrites that object in the downsync
+// space and nothing else: not the per-destination copies (SyncTargets,
+// Locations), which every destination would otherwise be sent again.
+func TestChangeRewritesOnlyItself(t *testing.T) {
+	f := newFixture(t)
+	const n = 300
+	for i := range n {
+		f.target(fmt.Sprint("s", i), map[string]string{"env": "prod"})
+	}
+	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
+	f.namespace(ws, "app")
+	f.configMap(ws, "app", "a", nil, nil)
+	f.placement(ws, "p1", map[string]string{"tier": "prod"}, cmClause("app"))
+	revs := func() map[store.Key]int64 {
+		lr, err := f.st.List(store.ListOptions{Space: down})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[store.Key]int64{}
+		for _, o := range lr.Items {
+			out[o.Key] = o.Revision
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	// The ConfigMap, the namespace, the Location, the placement and a
+	// SyncTarget per destination.
+	for len(revs()) < n+4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// settled waits until the downsync space has not changed for 300 ms.
+	settled := func() map[store.Key]int64 {
+		last, since := revs(), time.Now()
+		for time.Since(since) < 300*time.Millisecond && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			if now := revs(); !maps.Equal(now, last) {
+				last, since = now, time.Now()
+			}
+		}
+		return last
+	}
+	before := settled()
+	f.configMap(ws, "app", "a", nil, map[string]string{"v": "2"})
+	cm := store.Key{Space: down, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}
+	for revs()[cm] == before[cm] && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var changed []string
+	for k, r := range settled() {
+		if before[k] != r {
+			changed = append(changed, k.Resource.Resource+"/"+k.Name)
+		}
+	}
+	if len(changed) != 1 {
+		t.Fatalf("%d downsync objects rewritten by one ConfigMap change (of %d): %v", len(changed), len(before), changed[:min(len(changed), 10)])
+	}
+}
