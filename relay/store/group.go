@@ -9,13 +9,18 @@ import (
 )
 
 // Group commit. A root with thousands of children receives thousands of
-// small, independent Txns at once (each child's reports, link and route
-// records). Proposed one by one, each is a log entry of its own: its own
-// trip through Raft, its own turn of the FSM. Txn therefore queues its ops,
-// and a few proposers send what has queued meanwhile as one group command:
-// one log entry, one revision, in which each Txn still succeeds or fails on
-// its own, as if it had been proposed alone. Under light load a Txn finds
-// an idle proposer and goes alone, as before.
+// small, independent report Txns at once. Proposed one by one, each is a
+// log entry of its own: its own trip through Raft, its own turn of the FSM.
+// Bulk Txns (Bulk: the children's reports) therefore queue, and a few
+// proposers send what has queued meanwhile as one group command: one log
+// entry, one revision, in which each Txn still succeeds or fails on its
+// own, as if it had been proposed alone. Every other Txn is proposed at
+// once and alone, as before (the Log shares fsyncs among concurrent
+// proposals), so it never waits behind queued reports, and keeps a
+// revision of its own: the tree protocol reads a revision as one Txn (a
+// Sender replaying from a child's cursor), and sharing one between a route
+// record and the objects it moves lost objects at a child
+// (TestRoutedRandomized).
 //
 // A group never holds two Txns that touch the same key, so a key changes
 // at most once per revision, as the kube resourceVersion requires; a Txn
@@ -32,11 +37,11 @@ const (
 // command (encodeCommand) as bytes.
 const groupVersion = 2
 
-// Bulk marks ctx's Txns as bulk writes: queued behind the others when
-// proposals are in flight. A relay marks its children's report writes so:
-// ten thousand children reporting at once must not delay a user's write,
-// or the placement controller's, by the time the log takes to commit them
-// all.
+// Bulk marks ctx's Txns as bulk writes, committed in groups (group.go). A
+// relay marks its children's report writes so: ten thousand children
+// reporting at once then make a few log entries, and do not delay a user's
+// write, or the placement controller's, by the time the log takes to
+// commit them one by one.
 func Bulk(ctx context.Context) context.Context { return context.WithValue(ctx, bulkKey{}, true) }
 
 type bulkKey struct{}
@@ -65,11 +70,9 @@ type txnOutcome struct {
 	err error
 }
 
-// committer queues Txns for the proposers: bulk ones (Bulk) in a queue
-// of their own, taken after the other.
+// committer queues bulk Txns for the proposers.
 type committer struct {
 	mu        sync.Mutex
-	queue     []*txnCall
 	bulk      []*txnCall
 	proposing int
 }
@@ -78,11 +81,7 @@ type committer struct {
 func (s *Store) submit(c *txnCall) {
 	g := &s.commits
 	g.mu.Lock()
-	if isBulk(c.ctx) {
-		g.bulk = append(g.bulk, c)
-	} else {
-		g.queue = append(g.queue, c)
-	}
+	g.bulk = append(g.bulk, c)
 	start := g.proposing < maxProposing
 	if start {
 		g.proposing++
@@ -132,16 +131,15 @@ func (s *Store) propose() {
 	}
 }
 
-// take removes from the queues the next group to propose: queued Txns in
-// order, the other queue's before the bulk one's, leaving those that
-// overlap the group's keys and those past its bounds. It returns nil, and
-// counts the proposer out, when nothing is queued.
+// take removes from the queue the next group to propose: queued Txns in
+// order, leaving those that overlap the group's keys and those past its
+// bounds. It returns nil, and counts the proposer out, when nothing is
+// queued.
 func (g *committer) take() []*txnCall {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var gr group
-	g.queue = gr.fill(g.queue)
-	g.bulk = gr.fill(g.bulk)
+	g.bulk = gr.fill(g.bulk, maxGroupTxns)
 	if len(gr.calls) == 0 {
 		g.proposing--
 	}
@@ -155,16 +153,16 @@ type group struct {
 	size  int
 }
 
-// fill moves into the group what it can take of queue, in order, and
-// returns what is left of queue.
-func (gr *group) fill(queue []*txnCall) []*txnCall {
+// fill moves into the group what it can take of queue, in order, up to
+// max Txns, and returns what is left of queue.
+func (gr *group) fill(queue []*txnCall, max int) []*txnCall {
 	kept := queue[:0]
 	for _, c := range queue {
 		if c.state.Load() == callWithdrawn {
 			continue
 		}
 		n := len(gr.calls)
-		wait := n == maxGroupTxns || n > 0 && gr.size+c.size > maxGroupBytes || overlaps(gr.keys, c.ops)
+		wait := n == max || n > 0 && gr.size+c.size > maxGroupBytes || overlaps(gr.keys, c.ops)
 		if wait || !c.state.CompareAndSwap(callQueued, callProposed) {
 			kept = append(kept, c)
 			continue

@@ -25,7 +25,7 @@ func (l *gatedLog) Propose(ctx context.Context, cmd []byte) (any, error) {
 	return l.inner.Propose(ctx, cmd)
 }
 
-// Txns that queue while proposals are in flight go together, as group
+// Bulk Txns that queue while proposals are in flight go together, as group
 // commands, each Txn still succeeding or failing on its own: of many
 // creates of one key exactly one succeeds, and a conflict fails alone.
 func TestGroupCommit(t *testing.T) {
@@ -46,17 +46,17 @@ func TestGroupCommit(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			k := key("s", res, "", fmt.Sprintf("o%d", i))
-			r, err := s.Txn(context.Background(), Op{Type: OpCreate, Key: k, Data: body("", nil, i)})
+			r, err := s.Txn(Bulk(context.Background()), Op{Type: OpCreate, Key: k, Data: body("", nil, i)})
 			answers <- answer{k.Name, r, err}
 		})
 		wg.Go(func() {
-			r, err := s.Txn(context.Background(), Op{Type: OpCreate, Key: shared, Data: body("", nil, i)})
+			r, err := s.Txn(Bulk(context.Background()), Op{Type: OpCreate, Key: shared, Data: body("", nil, i)})
 			answers <- answer{"shared", r, err}
 		})
 		wg.Go(func() {
 			// Expects a revision no object has: always a conflict.
 			k := key("s", res, "", fmt.Sprintf("o%d", i))
-			_, err := s.Txn(context.Background(), Op{Type: OpUpdate, Key: k, Data: body("", nil, 0), ExpectRevision: 1 << 40})
+			_, err := s.Txn(Bulk(context.Background()), Op{Type: OpUpdate, Key: k, Data: body("", nil, 0), ExpectRevision: 1 << 40})
 			answers <- answer{"conflict", Result{}, err}
 		})
 	}
@@ -117,12 +117,12 @@ func TestGroupCommitWithdrawn(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Txn(ctx, Op{Type: OpCreate, Key: key("s", res, "", "late"), Data: body("", nil, 0)})
+		_, err := s.Txn(Bulk(ctx), Op{Type: OpCreate, Key: key("s", res, "", "late"), Data: body("", nil, 0)})
 		done <- err
 	}()
 	for queued := 0; queued == 0; {
 		s.commits.mu.Lock()
-		queued = len(s.commits.queue)
+		queued = len(s.commits.bulk)
 		s.commits.mu.Unlock()
 	}
 	cancel()
@@ -132,7 +132,7 @@ func TestGroupCommitWithdrawn(t *testing.T) {
 	s.commits.mu.Lock()
 	s.commits.proposing = 0
 	s.commits.mu.Unlock()
-	if _, err := s.Txn(context.Background(), Op{Type: OpCreate, Key: key("s", res, "", "next"), Data: body("", nil, 0)}); err != nil {
+	if _, err := s.Txn(Bulk(context.Background()), Op{Type: OpCreate, Key: key("s", res, "", "next"), Data: body("", nil, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get(key("s", res, "", "late")); !errors.Is(err, ErrNotFound) {
@@ -140,43 +140,37 @@ func TestGroupCommitWithdrawn(t *testing.T) {
 	}
 	s.commits.mu.Lock()
 	defer s.commits.mu.Unlock()
-	if len(s.commits.queue) != 0 {
-		t.Fatalf("%d calls left in the queue", len(s.commits.queue))
+	if len(s.commits.bulk) != 0 {
+		t.Fatalf("%d calls left in the queue", len(s.commits.bulk))
 	}
 }
 
-// Bulk Txns (a relay's children's reports) queue behind the others: a
-// write queued after them goes first.
-func TestGroupCommitBulkLast(t *testing.T) {
+// Bulk Txns (a relay's children's reports) queue while the proposals are
+// busy; any other write is proposed at once, alone, and so never waits
+// behind them.
+func TestGroupCommitBulkQueues(t *testing.T) {
 	s := newStore(t, Options{})
 	res := Resource{Resource: "things"}
 	s.commits.mu.Lock()
-	s.commits.proposing = maxProposing // queue everything
+	s.commits.proposing = maxProposing // as if every proposer were busy
 	s.commits.mu.Unlock()
-	queued := func(bulk, other int) {
-		for {
-			s.commits.mu.Lock()
-			ok := len(s.commits.bulk) == bulk && len(s.commits.queue) == other
-			s.commits.mu.Unlock()
-			if ok {
-				return
-			}
-		}
-	}
 	var wg sync.WaitGroup
 	for i := range 3 {
 		wg.Go(func() {
 			_, _ = s.Txn(Bulk(context.Background()), Op{Type: OpCreate, Key: key("s", res, "", fmt.Sprint("report", i)), Data: body("", nil, i)})
 		})
 	}
-	queued(3, 0)
-	wg.Go(func() {
-		_, _ = s.Txn(context.Background(), Op{Type: OpCreate, Key: key("s", res, "", "user"), Data: body("", nil, 0)})
-	})
-	queued(3, 1)
+	for queued := 0; queued < 3; {
+		s.commits.mu.Lock()
+		queued = len(s.commits.bulk)
+		s.commits.mu.Unlock()
+	}
+	if _, err := s.Txn(context.Background(), Op{Type: OpCreate, Key: key("s", res, "", "user"), Data: body("", nil, 0)}); err != nil {
+		t.Fatalf("the user's write behind queued reports: %v", err)
+	}
 	group := s.commits.take()
-	if len(group) != 4 || group[0].ops[0].Key.Name != "user" {
-		t.Fatalf("group of %d led by %v, want 4 led by the user's write", len(group), group[0].ops[0].Key.Name)
+	if len(group) != 3 {
+		t.Fatalf("group of %d, want the 3 reports", len(group))
 	}
 	for _, c := range group {
 		c.done <- txnOutcome{err: errors.New("not proposed in this test")}

@@ -181,9 +181,21 @@ func (s *Store) Txn(ctx context.Context, ops ...Op) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	var o txnOutcome
+	if !isBulk(ctx) {
+		// Proposed alone and at once: the Log batches concurrent proposals
+		// into shared fsyncs, and this write keeps a revision of its own.
+		s.mu.RLock()
+		l, closed := s.log, s.closed
+		s.mu.RUnlock()
+		if closed {
+			return Result{}, ErrClosed
+		}
+		o.out, o.err = l.Propose(ctx, encodeCommand(ops))
+		return txnResult(o)
+	}
 	c := &txnCall{ctx: ctx, ops: ops, size: commandSize(ops), done: make(chan txnOutcome, 1)}
 	s.submit(c)
-	var o txnOutcome
 	select {
 	case o = <-c.done:
 	case <-ctx.Done():
@@ -196,6 +208,11 @@ func (s *Store) Txn(ctx context.Context, ops ...Op) (Result, error) {
 			return Result{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 		}
 	}
+	return txnResult(o)
+}
+
+// txnResult is what Txn returns for what the Log answered.
+func txnResult(o txnOutcome) (Result, error) {
 	if o.err != nil {
 		return Result{}, o.err
 	}
