@@ -99,12 +99,10 @@ func (s *Store) propose() {
 		if group == nil {
 			return
 		}
-		s.mu.RLock()
-		l, closed := s.log, s.closed
-		s.mu.RUnlock()
-		if closed {
+		l, err := s.openLog()
+		if err != nil {
 			for _, c := range group {
-				c.done <- txnOutcome{err: ErrClosed}
+				c.done <- txnOutcome{err: err}
 			}
 			continue
 		}

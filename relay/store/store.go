@@ -185,11 +185,9 @@ func (s *Store) Txn(ctx context.Context, ops ...Op) (Result, error) {
 	if !isBulk(ctx) {
 		// Proposed alone and at once: the Log batches concurrent proposals
 		// into shared fsyncs, and this write keeps a revision of its own.
-		s.mu.RLock()
-		l, closed := s.log, s.closed
-		s.mu.RUnlock()
-		if closed {
-			return Result{}, ErrClosed
+		l, err := s.openLog()
+		if err != nil {
+			return Result{}, err
 		}
 		o.out, o.err = l.Propose(ctx, encodeCommand(ops))
 		return txnResult(o)
@@ -223,6 +221,16 @@ func txnResult(o txnOutcome) (Result, error) {
 		return Result{}, out
 	}
 	return Result{}, fmt.Errorf("store: unexpected apply result %T", o.out)
+}
+
+// openLog returns the Log writes go through, or ErrClosed.
+func (s *Store) openLog() (Log, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	return s.log, nil
 }
 
 // Create stores a new object at k. data is copied.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/canopy-dev/canopy/relay/store"
@@ -74,46 +75,39 @@ func (r *Routing) targetsOf(o *store.Object) *targets {
 	}).(*targets)
 }
 
-// anyIn reports whether one of the targets is a key of set, looking up
-// the smaller side in the larger.
-func anyIn[V any](t *targets, set map[string]V) bool {
-	if t.pos != nil && len(set) < len(t.names) {
-		for n := range set {
-			if _, ok := t.pos[n]; ok {
-				return true
+// matching yields the targets that are keys of set, with their index in
+// the list and set's value, looking up the smaller side in the larger
+// (in no particular order).
+func matching[V any](t *targets, set map[string]V) iter.Seq2[int, V] {
+	return func(yield func(int, V) bool) {
+		if t.pos != nil && len(set) < len(t.names) {
+			for n, v := range set {
+				if i, ok := t.pos[n]; ok && !yield(i, v) {
+					return
+				}
+			}
+			return
+		}
+		for i, n := range t.names {
+			if v, ok := set[n]; ok && !yield(i, v) {
+				return
 			}
 		}
-		return false
 	}
-	for _, n := range t.names {
-		if _, ok := set[n]; ok {
-			return true
-		}
-	}
-	return false
 }
 
 // in returns the targets that set maps to true, in their order.
 func (t *targets) in(set map[string]bool) []string {
-	if t.pos != nil && len(set) < len(t.names) {
-		var at []int
-		for n, yes := range set {
-			if i, ok := t.pos[n]; ok && yes {
-				at = append(at, i)
-			}
+	var at []int
+	for i, yes := range matching(t, set) {
+		if yes {
+			at = append(at, i)
 		}
-		slices.Sort(at)
-		out := make([]string, len(at))
-		for j, i := range at {
-			out[j] = t.names[i]
-		}
-		return out
 	}
-	var out []string
-	for _, n := range t.names {
-		if set[n] {
-			out = append(out, n)
-		}
+	slices.Sort(at)
+	out := make([]string, len(at))
+	for j, i := range at {
+		out[j] = t.names[i]
 	}
 	return out
 }
@@ -265,28 +259,19 @@ type router struct {
 
 // wants reports whether o targets the subtree.
 func (r *router) wants(o *store.Object) bool {
-	return anyIn(r.targetsOf(o), r.subtree)
+	for range matching(r.targetsOf(o), r.subtree) {
+		return true
+	}
+	return false
 }
 
 // targetsAny reports whether o targets one of dests (the keys of moved),
 // and whether one of those it targets maps to true (moved by a replayed
 // change).
 func (r *router) targetsAny(o *store.Object, moved map[string]bool) (targets, replayed bool) {
-	t := r.targetsOf(o)
-	if t.pos != nil && len(moved) < len(t.names) {
-		for d, rp := range moved {
-			if _, ok := t.pos[d]; ok {
-				targets = true
-				replayed = replayed || rp
-			}
-		}
-		return targets, replayed
-	}
-	for _, d := range t.names {
-		if rp, ok := moved[d]; ok {
-			targets = true
-			replayed = replayed || rp
-		}
+	for _, rp := range matching(r.targetsOf(o), moved) {
+		targets = true
+		replayed = replayed || rp
 	}
 	return targets, replayed
 }

@@ -46,13 +46,13 @@ func TestTargetsIndex(t *testing.T) {
 					wantIn = append(wantIn, d)
 				}
 			}
-			if got := anyIn(tg, sub); got != wantAny {
-				t.Fatalf("n=%d: anyIn %v, want %v", n, got, wantAny)
+			ro := &router{Routing: *r, subtree: sub}
+			if got := ro.wants(o); got != wantAny {
+				t.Fatalf("n=%d: wants %v, want %v", n, got, wantAny)
 			}
 			if got := tg.in(sub); !slices.Equal(got, wantIn) {
 				t.Fatalf("n=%d: in %v, want %v", n, got, wantIn)
 			}
-			ro := &router{Routing: *r}
 			if a, rp := ro.targetsAny(o, sub); a != wantAny || rp != wantReplayed {
 				t.Fatalf("n=%d: targetsAny %v %v, want %v %v", n, a, rp, wantAny, wantReplayed)
 			}
