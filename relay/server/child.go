@@ -116,7 +116,7 @@ const (
 
 // storeOptions are the options of the child's own store.
 func (cfg ChildConfig) storeOptions() store.Options {
-	o := store.Options{Fields: withDestinations(nil), HistorySize: cfg.StoreHistory}
+	o := store.Options{Fields: withDestinations(nil), Addresses: targetsOf, HistorySize: cfg.StoreHistory}
 	if o.HistorySize <= 0 && cfg.InMemory {
 		o.HistorySize = DefaultInMemoryRegionHistory
 		if cfg.Role == pki.RoleEdge {

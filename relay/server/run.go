@@ -138,7 +138,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		_ = ln.Close()
 		return nil, err
 	}
-	st := store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor)})
+	st := store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor), Addresses: targetsOf})
 	node, err := consensus.Open(ccfg, st)
 	if err != nil {
 		_ = ln.Close()

@@ -225,6 +225,27 @@ type WatchOptions struct {
 	// revision order, each once. (A mailbox's sender follows its space and
 	// its child's routing record with one watcher.)
 	Also []Key
+	// Addressed, when set, narrows the events delivered live to those of
+	// objects whose version or previous version is addressed
+	// (Options.Addresses) to a name of a set that changes over time: a
+	// relay's routed mailbox, one watcher per child, is visited per event
+	// only when the object is addressed to its child's subtree, so a root
+	// with 10 000 children does not visit 10 000 watchers per write. It
+	// narrows nothing else: the events delivered are as without it (the
+	// consumer still judges each one), and the history replayed at start
+	// (Since) is not narrowed. Needs Options.Addresses.
+	Addressed *Addressing
+}
+
+// Addressing is the set of names of a WatchOptions.Addressed watch.
+type Addressing struct {
+	// Set is the key of the object whose versions give the set (a child's
+	// route record). It joins Also: its events are delivered, and each one
+	// moves the set at its place in revision order. An absent Set is the
+	// empty set.
+	Set Key
+	// Names returns the names a version of Set holds.
+	Names func(*Object) []string
 }
 
 // Watcher delivers events in revision order until stopped, its context is

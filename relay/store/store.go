@@ -47,6 +47,11 @@ type Options struct {
 	// object rewritten between first pages at PagingStates revisions
 	// within PagingRetention, is PagingStates whole copies of the state.
 	PagingStates int
+	// Addresses, when set, returns the names an object is addressed to
+	// (a relay's destinations): it makes WatchOptions.Addressed possible.
+	// It is called at most once per stored version, during fan-out, so it
+	// must depend on the version alone, and be fast.
+	Addresses func(*Object) []string
 }
 
 func (o Options) withDefaults() Options {
@@ -122,10 +127,15 @@ type Store struct {
 
 	// fanMu guards the watcher registry and fanRev, and serializes
 	// fan-out, so that events reach each watcher in revision order.
-	fanMu      sync.Mutex
-	fanRev     int64 // every event up to fanRev has been fanned out
-	watchers   map[watchKey]map[*watcher]struct{}
-	keyed      map[Key]map[*watcher]struct{} // by WatchOptions.Also keys
+	fanMu    sync.Mutex
+	fanRev   int64 // every event up to fanRev has been fanned out
+	watchers map[watchKey]map[*watcher]struct{}
+	keyed    map[Key]map[*watcher]struct{} // by WatchOptions.Also keys
+	// addressed holds the watchers of WatchOptions.Addressed by the names
+	// of their sets; fanSeq numbers fan-out visits, so that a watcher found
+	// under several names takes an event once.
+	addressed  map[string]map[*watcher]struct{}
+	fanSeq     uint64
 	nwatchers  int
 	bookmarked map[*watcher]struct{} // watchers that asked for bookmarks
 	ticking    bool                  // the bookmark ticker runs
@@ -154,6 +164,7 @@ func New(opts Options) *Store {
 		hist:       history{size: opts.HistorySize},
 		watchers:   make(map[watchKey]map[*watcher]struct{}),
 		keyed:      make(map[Key]map[*watcher]struct{}),
+		addressed:  make(map[string]map[*watcher]struct{}),
 		bookmarked: make(map[*watcher]struct{}),
 		done:       make(chan struct{}),
 	}
@@ -262,6 +273,10 @@ func (s *Store) one(ctx context.Context, op Op) (*Object, error) {
 func (s *Store) Revision() int64 {
 	return s.revision.Load()
 }
+
+// Addressable reports whether the store has Options.Addresses, which
+// WatchOptions.Addressed needs.
+func (s *Store) Addressable() bool { return s.opts.Addresses != nil }
 
 // Get returns the current version of k. The object is shared: do not modify
 // it.

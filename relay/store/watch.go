@@ -21,6 +21,17 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if a := opts.Addressed; a != nil {
+		switch {
+		case s.opts.Addresses == nil:
+			return nil, fmt.Errorf("%w: watch: Addressed needs the store's Options.Addresses", ErrInvalid)
+		case a.Names == nil:
+			return nil, fmt.Errorf("%w: watch: Addressed has no Names", ErrInvalid)
+		}
+		if !slices.Contains(opts.Also, a.Set) {
+			opts.Also = append(slices.Clip(opts.Also), a.Set)
+		}
+	}
 	f := newFilter(opts)
 	for _, k := range opts.Also {
 		if k.Resource.Resource == "" || k.Name == "" {
@@ -57,6 +68,12 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 		})
 	}
 	w.floor = max(opts.Since, s.rev)
+	if a := opts.Addressed; a != nil {
+		w.addr = a
+		if o := lookup(s.tables, a.Set); o != nil {
+			w.names = a.Names(o)
+		}
+	}
 	s.fanMu.Lock()
 	s.register(w)
 	s.fanMu.Unlock()
@@ -163,7 +180,15 @@ type watcher struct {
 	filter    filter
 	bookmarks bool
 	floor     int64 // bookmarks never report less: max(Since, revision at start)
-	max       int   // queue bound
+
+	// Guarded by s.fanMu: whether it is in the registry; for an Addressed
+	// watch, its Addressing and the names it is registered under; the
+	// fan-out visit (Store.fanSeq) that last found it.
+	registered bool
+	addr       *Addressing
+	names      []string
+	stamp      uint64
+	max        int // queue bound
 
 	ch   chan Event
 	done chan struct{} // closed when the watch ends
@@ -333,7 +358,14 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 // that thousands of watchers of one object each (a Sender's route record)
 // cost a write of one of those objects one look-up, not one visit each.
 func (s *Store) register(w *watcher) {
-	addWatcher(s.watchers, w.filter.watchKey, w)
+	w.registered = true
+	if w.addr != nil {
+		for _, n := range w.names {
+			addWatcher(s.addressed, n, w)
+		}
+	} else {
+		addWatcher(s.watchers, w.filter.watchKey, w)
+	}
 	for _, k := range w.filter.also {
 		addWatcher(s.keyed, k, w)
 	}
@@ -349,10 +381,17 @@ func (s *Store) register(w *watcher) {
 
 // unregister removes w from the registry, if there. s.fanMu must be held.
 func (s *Store) unregister(w *watcher) {
-	if _, ok := s.watchers[w.filter.watchKey][w]; !ok {
+	if !w.registered {
 		return
 	}
-	removeWatcher(s.watchers, w.filter.watchKey, w)
+	w.registered = false
+	if w.addr != nil {
+		for _, n := range w.names {
+			removeWatcher(s.addressed, n, w)
+		}
+	} else {
+		removeWatcher(s.watchers, w.filter.watchKey, w)
+	}
 	for _, k := range w.filter.also {
 		removeWatcher(s.keyed, k, w)
 	}
@@ -379,13 +418,30 @@ func removeWatcher[K comparable](reg map[K]map[*watcher]struct{}, k K, w *watche
 
 // endWatchers ends every watcher with err. s.fanMu must be held.
 func (s *Store) endWatchers(err error) {
+	end := func(w *watcher) {
+		w.registered = false
+		w.finish(err)
+	}
 	for _, b := range s.watchers {
 		for w := range b {
-			w.finish(err)
+			end(w)
+		}
+	}
+	// An Addressed watcher may be under several names, or under none but
+	// its set's key: finish is idempotent.
+	for _, b := range s.addressed {
+		for w := range b {
+			end(w)
+		}
+	}
+	for _, b := range s.keyed {
+		for w := range b {
+			end(w)
 		}
 	}
 	clear(s.watchers)
 	clear(s.keyed)
+	clear(s.addressed)
 	clear(s.bookmarked)
 	s.nwatchers = 0
 }
@@ -412,8 +468,61 @@ func (s *Store) fanOut(evs []Event) {
 			}
 		}
 		for w := range s.keyed[k] {
+			if w.addr != nil && k == w.addr.Set {
+				s.readdress(w, ev)
+			}
 			s.deliver(w, ev)
 		}
+		if len(s.addressed) > 0 && s.opts.Addresses != nil {
+			s.fanAddressed(ev)
+		}
+	}
+}
+
+// addressesMemo is the Object.Memo key of Options.Addresses.
+type addressesMemo struct{}
+
+// fanAddressed delivers ev to the Addressed watchers registered under a
+// name its object or previous version is addressed to, each once.
+// s.fanMu must be held.
+func (s *Store) fanAddressed(ev Event) {
+	s.fanSeq++
+	for _, o := range [...]*Object{ev.Object, ev.Prev} {
+		if o == nil {
+			continue
+		}
+		names, _ := o.Memo(addressesMemo{}, func(o *Object) any { return s.opts.Addresses(o) }).([]string)
+		for _, n := range names {
+			for w := range s.addressed[n] {
+				if w.stamp == s.fanSeq {
+					continue
+				}
+				w.stamp = s.fanSeq
+				if !w.filter.viaAlso(ev.Object.Key) {
+					s.deliver(w, ev)
+				}
+			}
+		}
+	}
+}
+
+// readdress moves an Addressed watcher to the names of its set's new
+// version (none when deleted). s.fanMu must be held.
+func (s *Store) readdress(w *watcher, ev Event) {
+	var names []string
+	if ev.Type != Deleted {
+		names = w.addr.Names(ev.Object)
+	}
+	if !w.registered {
+		w.names = names
+		return
+	}
+	for _, n := range w.names {
+		removeWatcher(s.addressed, n, w)
+	}
+	w.names = names
+	for _, n := range names {
+		addWatcher(s.addressed, n, w)
 	}
 }
 

@@ -28,6 +28,9 @@ type Routing struct {
 	// Targets returns the destinations an object targets. It is called
 	// for every object the Sender considers, often for the same version:
 	// it should read something computed once per version (a store field).
+	// When the store has Options.Addresses, Targets must return what it
+	// does: the Sender then watches only the objects addressed to its
+	// subtree (store.WatchOptions.Addressed).
 	Targets func(o *store.Object) []string
 	// Trim, when set, returns an object's data with its list of
 	// destinations reduced to keep (those below the child, in the order
@@ -194,6 +197,21 @@ func (rt Route) names() map[string]bool {
 		m[d.Name] = true
 	}
 	return m
+}
+
+// routeNames is store.Addressing.Names over route records: the names of
+// a route's destinations (none when it does not decode: the Sender fails
+// on it anyway).
+func routeNames(o *store.Object) []string {
+	rt, err := decodeRoute(o)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(rt.Destinations))
+	for i, d := range rt.Destinations {
+		out[i] = d.Name
+	}
+	return out
 }
 
 // EncodeRoute returns the data of a route record for child, with its

@@ -104,7 +104,7 @@ func routedConverged(t testing.TB, parent *store.Store, c *routedChild, rev int6
 // touches; and a child resuming under a restarted parent (a new Sender)
 // after its subtree changed gets the difference, not a resync.
 func TestRoutedMailboxes(t *testing.T) {
-	parent := newStore(t, store.Options{})
+	parent := newStore(t, store.Options{Addresses: targetsOf})
 	k := func(name string) store.Key { return key(shared, "ns", name) }
 	put(t, parent, k("a"), targeted("a", "1", "d1"))
 	put(t, parent, k("b"), targeted("b", "1", "d2"))
@@ -170,7 +170,7 @@ func TestRoutedMailboxes(t *testing.T) {
 // TestRoutedResync: a child with no cursor gets only its share in the
 // snapshot, and its subtree's record vanishing empties its inbox.
 func TestRoutedResync(t *testing.T) {
-	parent := newStore(t, store.Options{})
+	parent := newStore(t, store.Options{Addresses: targetsOf})
 	for i := range 10 {
 		dest := fmt.Sprint("d", i%2)
 		put(t, parent, key(shared, "ns", fmt.Sprint("o", i)), targeted("o", fmt.Sprint(i), dest))
@@ -205,7 +205,7 @@ func list(t testing.TB, s *store.Store) []*store.Object {
 // when its subtree grows, the objects it already holds are sent again,
 // same version, with the longer list.
 func TestRoutedTrim(t *testing.T) {
-	parent := newStore(t, store.Options{})
+	parent := newStore(t, store.Options{Addresses: targetsOf})
 	put(t, parent, key(shared, "ns", "o"), targeted("o", "1", "d1", "d2", "d3"))
 	setRoute(t, parent, "c1", "d1")
 	trim := func(o *store.Object, keep []string) []byte {

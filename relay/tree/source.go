@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -201,13 +202,20 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 
 	var w store.Watcher
 	if cursor != 0 && cursor <= uint64(s.st.Revision()) {
+		// The history up to the watch's start is replayed whole; after
+		// it, an Addressed watch delivers only what is addressed to the
+		// subtree (s.watch).
+		replayed := int64(math.MaxInt64)
+		if s.route != nil && s.st.Addressable() {
+			replayed = s.st.Revision()
+		}
 		var err error
 		w, err = s.watch(ctx, s.seen)
 		if err != nil && !errors.Is(err, store.ErrExpired) {
 			return err
 		}
 		if w != nil && s.route != nil {
-			switch err := s.resumeRoute(s.seen); {
+			switch err := s.resumeRoute(s.seen, replayed); {
 			case errors.Is(err, store.ErrExpired):
 				w.Stop() // the record's history is gone: resync
 				w = nil
@@ -260,6 +268,13 @@ func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) 
 	opts := store.WatchOptions{Space: s.space, Since: since, Bookmarks: s.bookmarks}
 	if s.route != nil {
 		opts.Also = []store.Key{s.route.Record}
+		if s.st.Addressable() {
+			// Only the events of objects addressed to the subtree, as the
+			// route record gives it at each revision: a parent with
+			// thousands of children visits, per write, the Senders of its
+			// destinations, not all of them.
+			opts.Addressed = &store.Addressing{Set: s.route.Record, Names: routeNames}
+		}
 	}
 	return s.st.Watch(ctx, opts)
 }
@@ -272,7 +287,9 @@ func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) 
 // child what a later subtree wanted (frames past the last Progress are
 // applied): those keys are maybe too, judged by their targets now (a
 // later change of theirs could hide them from the replayed route changes).
-func (s *source) resumeRoute(cursor int64) error {
+// Of the keys touched after replayed, the watch may deliver only those
+// addressed to the subtree: they are maybe, and judged now.
+func (s *source) resumeRoute(cursor, replayed int64) error {
 	lr, err := s.st.List(store.ListOptions{Space: s.space})
 	if err != nil {
 		return err
@@ -305,6 +322,11 @@ func (s *source) resumeRoute(cursor int64) error {
 	s.catchup = lr.Revision
 	for _, o := range lr.Items {
 		switch {
+		case o.Revision > replayed:
+			s.maybe[o.Key] = true
+			if _, ok := s.dirty[o.Key]; !ok {
+				s.dirty[o.Key] = lr.Revision
+			}
 		case o.Revision > cursor: // replayed
 		case then.wants(o):
 			r.held[o.Key] = true
@@ -584,6 +606,15 @@ func (s *source) reroute(rev int64) ([]store.Key, error) {
 			if replayed || rev <= s.catchup {
 				s.maybe[o.Key] = true
 			}
+		}
+	}
+	// What the child holds is judged again too: an Addressed watch shows
+	// changes by the subtree as the record stands, so a held object
+	// retargeted out of the old subtree after the record changed (and
+	// before this) is not in the watch, nor, now, in moved.
+	for k := range r.held {
+		if _, ok := s.dirty[k]; !ok {
+			s.dirty[k] = rev
 		}
 	}
 	return touched, nil
