@@ -145,16 +145,7 @@ func BenchmarkWatchFanout1000(b *testing.B) {
 	ctx := context.Background()
 	var delivered sync.WaitGroup
 	for range watchers {
-		w, err := s.Watch(ctx, WatchOptions{Space: "ws", Resource: pods})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(w.Stop)
-		go func() {
-			for range w.Events() {
-				delivered.Done()
-			}
-		}()
+		countDeliveries(b, s, WatchOptions{Space: "ws", Resource: pods}, &delivered)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -165,4 +156,64 @@ func BenchmarkWatchFanout1000(b *testing.B) {
 		delivered.Wait()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*watchers), "ns/delivery")
+}
+
+// BenchmarkWatchAddressed measures a write addressed to one of 10 000
+// children, each followed by a watcher of the space (a root's routed
+// mailboxes): Addressed watchers, each over its own set record, against
+// plain ones that each take every event and judge it. An iteration, the
+// creation of an object, ends when every watcher that gets it has it.
+func BenchmarkWatchAddressed(b *testing.B) {
+	const children = 10_000
+	for _, addressed := range []bool{true, false} {
+		b.Run(map[bool]string{true: "addressed", false: "plain"}[addressed], func(b *testing.B) {
+			s := New(Options{Addresses: specNames})
+			b.Cleanup(s.Close)
+			ctx := context.Background()
+			ops := make([]Op, 0, children)
+			for i := range children {
+				ops = append(ops, Op{Type: OpCreate, Key: key("", routes, "", fmt.Sprint("c", i)), Data: body("r", nil, fmt.Sprint("d", i))})
+			}
+			if _, err := s.Txn(ctx, ops...); err != nil {
+				b.Fatal(err)
+			}
+			var delivered sync.WaitGroup
+			for i := range children {
+				opts := WatchOptions{Space: "ws"}
+				if addressed {
+					opts.Addressed = &Addressing{Set: key("", routes, "", fmt.Sprint("c", i)), Names: specNames}
+				}
+				countDeliveries(b, s, opts, &delivered)
+			}
+			per := children
+			if addressed {
+				per = 1
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				delivered.Add(per)
+				if _, err := s.Create(ctx, key("ws", pods, "ns", fmt.Sprint("o", i)), body("u", nil, fmt.Sprint("d", i%children))); err != nil {
+					b.Fatal(err)
+				}
+				delivered.Wait()
+				i++
+			}
+		})
+	}
+}
+
+// countDeliveries starts a watch that marks each event it gets done on
+// delivered.
+func countDeliveries(b *testing.B, s *Store, opts WatchOptions, delivered *sync.WaitGroup) {
+	w, err := s.Watch(context.Background(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Stop)
+	go func() {
+		for range w.Events() {
+			delivered.Done()
+		}
+	}()
 }

@@ -359,16 +359,7 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 // cost a write of one of those objects one look-up, not one visit each.
 func (s *Store) register(w *watcher) {
 	w.registered = true
-	if w.addr != nil {
-		for _, n := range w.names {
-			addWatcher(s.addressed, n, w)
-		}
-	} else {
-		addWatcher(s.watchers, w.filter.watchKey, w)
-	}
-	for _, k := range w.filter.also {
-		addWatcher(s.keyed, k, w)
-	}
+	s.file(w, true)
 	s.nwatchers++
 	if w.bookmarks {
 		s.bookmarked[w] = struct{}{}
@@ -385,18 +376,31 @@ func (s *Store) unregister(w *watcher) {
 		return
 	}
 	w.registered = false
-	if w.addr != nil {
-		for _, n := range w.names {
-			removeWatcher(s.addressed, n, w)
-		}
-	} else {
-		removeWatcher(s.watchers, w.filter.watchKey, w)
-	}
-	for _, k := range w.filter.also {
-		removeWatcher(s.keyed, k, w)
-	}
+	s.file(w, false)
 	delete(s.bookmarked, w)
 	s.nwatchers--
+}
+
+// file adds w to (or removes it from) the registries it belongs in: under
+// its selection's key, or, for an Addressed watch, under the names of its
+// set; and under its Also keys. s.fanMu must be held.
+func (s *Store) file(w *watcher, add bool) {
+	if w.addr != nil {
+		fileNames(s.addressed, w.names, w, add)
+	} else {
+		fileNames(s.watchers, []watchKey{w.filter.watchKey}, w, add)
+	}
+	fileNames(s.keyed, w.filter.also, w, add)
+}
+
+func fileNames[K comparable](reg map[K]map[*watcher]struct{}, keys []K, w *watcher, add bool) {
+	for _, k := range keys {
+		if add {
+			addWatcher(reg, k, w)
+		} else {
+			removeWatcher(reg, k, w)
+		}
+	}
 }
 
 func addWatcher[K comparable](reg map[K]map[*watcher]struct{}, k K, w *watcher) {
@@ -513,17 +517,11 @@ func (s *Store) readdress(w *watcher, ev Event) {
 	if ev.Type != Deleted {
 		names = w.addr.Names(ev.Object)
 	}
-	if !w.registered {
-		w.names = names
-		return
-	}
-	for _, n := range w.names {
-		removeWatcher(s.addressed, n, w)
+	if w.registered {
+		fileNames(s.addressed, w.names, w, false)
+		fileNames(s.addressed, names, w, true)
 	}
 	w.names = names
-	for _, n := range names {
-		addWatcher(s.addressed, n, w)
-	}
 }
 
 // deliver queues ev on w as w's filter sees it, closing w if it

@@ -595,9 +595,25 @@ func (s *source) reroute(rev int64) ([]store.Key, error) {
 		return nil, err
 	}
 	var touched []store.Key
+	// What the child holds is judged again too: an Addressed watch shows
+	// changes by the subtree as the record stands, so a held object
+	// retargeted out of the old subtree, or deleted, after the record
+	// changed (and before this) is in no event, nor, now, in moved.
+	listed := make(map[store.Key]bool, len(r.held))
+	mark := func(k store.Key) {
+		if _, ok := s.dirty[k]; !ok {
+			s.dirty[k] = rev
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range lr.Items {
+		if r.held[o.Key] {
+			listed[o.Key] = true
+			if !r.wants(o) {
+				mark(o.Key)
+			}
+		}
 		if targets, replayed := r.targetsAny(o, moved); targets {
 			touched = append(touched, o.Key)
 			if _, ok := s.dirty[o.Key]; !ok {
@@ -608,13 +624,9 @@ func (s *source) reroute(rev int64) ([]store.Key, error) {
 			}
 		}
 	}
-	// What the child holds is judged again too: an Addressed watch shows
-	// changes by the subtree as the record stands, so a held object
-	// retargeted out of the old subtree after the record changed (and
-	// before this) is not in the watch, nor, now, in moved.
 	for k := range r.held {
-		if _, ok := s.dirty[k]; !ok {
-			s.dirty[k] = rev
+		if !listed[k] {
+			mark(k)
 		}
 	}
 	return touched, nil
