@@ -3,7 +3,7 @@
 #   make run    build and start a local root relay, write an admin kubeconfig
 #   make test   all tests (unit, race, end-to-end with real kubectl)
 #   make bench  benchmarks side by side with kube-apiserver; docs/benchmarks.md
-#   make bench-10k  flat vs tree at 10 000 virtual clusters (about an hour)
+#   make bench-10k  flat vs tree at 10 000 virtual clusters (about 15 minutes)
 
 GO        ?= go
 BIN       := $(CURDIR)/bin

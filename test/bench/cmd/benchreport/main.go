@@ -13,7 +13,7 @@
 //	go run ./test/bench/cmd/benchreport             # full: docs/benchmarks.md, docs/bench/*.txt
 //	go run ./test/bench/cmd/benchreport -quick      # or BENCH_QUICK=1: .data/bench/quick/
 //	go run ./test/bench/cmd/benchreport -only=sim   # some steps (api, failover, micro, sim)
-//	go run ./test/bench/cmd/benchreport -only=sim10k  # flat vs tree at 10 000 (about an hour)
+//	go run ./test/bench/cmd/benchreport -only=sim10k  # flat vs tree at 10 000 (about 15 minutes)
 //
 // The flat-vs-tree run at 10 000 virtual clusters (step sim10k) takes longer
 // than a whole `make bench` may: it runs only when -only names it, and every
