@@ -89,6 +89,10 @@ type Controller struct {
 	decoded reports.Decoded
 	// pagers keep each placement's slices stable across recomputations.
 	pagers map[scheduler.PlacementRef]*scheduler.Pager
+	// wrote remembers, per downsync key (Space empty), what the last
+	// flush found or wrote there, so that an entry unchanged since is
+	// neither rendered nor compared again (writeDownsync).
+	wrote map[store.Key]written
 }
 
 // wds is one workload description space.
@@ -210,6 +214,7 @@ func New(cfg Config) *Controller {
 		locations:       map[string]*v1alpha1.Location{},
 		dirtyPlacements: map[scheduler.PlacementRef]bool{},
 		pagers:          map[scheduler.PlacementRef]*scheduler.Pager{},
+		wrote:           map[store.Key]written{},
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // A change of one placed object rewrites that object in the downsync
-// space and nothing else: not the per-destination copies (SyncTargets,
+// space and nothing else; a change of one SyncTarget, its copy alone: not the per-destination copies (SyncTargets,
 // Locations), which every destination would otherwise be sent again.
 func TestChangeRewritesOnlyItself(t *testing.T) {
 	f := newFixture(t)
@@ -56,13 +56,36 @@ func TestChangeRewritesOnlyItself(t *testing.T) {
 	for revs()[cm] == before[cm] && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	var changed []string
-	for k, r := range settled() {
-		if before[k] != r {
-			changed = append(changed, k.Resource.Resource+"/"+k.Name)
+	rewritten := func(before map[store.Key]int64) (map[store.Key]int64, []string) {
+		now := settled()
+		var changed []string
+		for k, r := range now {
+			if before[k] != r {
+				changed = append(changed, k.Resource.Resource+"/"+k.Name)
+			}
 		}
+		return now, changed
 	}
+	after, changed := rewritten(before)
 	if len(changed) != 1 {
 		t.Fatalf("%d downsync objects rewritten by one ConfigMap change (of %d): %v", len(changed), len(before), changed[:min(len(changed), 10)])
+	}
+
+	// A change of one destination's SyncTarget rewrites its copy, and only
+	// that one (the controller skips the copies it knows unchanged).
+	f.target("s7", map[string]string{"env": "prod", "zone": "z1"})
+	st := store.Key{Space: down, Resource: syncTargetsRes, Name: "s7"}
+	for revs()[st] == after[st] && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, changed = rewritten(after); len(changed) != 1 || changed[0] != "synctargets/s7" {
+		t.Fatalf("a SyncTarget's change rewrote %v, want synctargets/s7 alone", changed[:min(len(changed), 10)])
+	}
+	o, err := f.st.Get(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := jsonMap(o)["metadata"].(map[string]any); md["labels"].(map[string]any)["zone"] != "z1" {
+		t.Fatalf("the copy of s7 has labels %v, want zone=z1", md["labels"])
 	}
 }

@@ -147,6 +147,26 @@ func canonical(o *store.Object) ([]byte, string) {
 	return b, rev
 }
 
+// written is what writeDownsync knows of a downsync key: the stored
+// revision it found equal to the entry rendered from the source revision
+// source with signature sig, and the source revision annotated there.
+type written struct {
+	stored, source int64
+	sig            string
+	sourceRev      int64
+}
+
+// signature is everything render reads of an entry besides its source
+// version and key.
+func (e *entry) signature() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%s", e.space, e.rename, e.location)
+	for _, d := range e.destinationList() {
+		b.WriteString("|" + d + "=" + e.dests[d].customizer)
+	}
+	return b.String()
+}
+
 // withSourceRevision adds reports.SourceRevisionAnnotation to rendered
 // data.
 func withSourceRevision(data []byte, rev string) ([]byte, error) {
@@ -179,8 +199,23 @@ func (c *Controller) writeDownsync(ctx context.Context, out *outcome) error {
 	}
 	b := &batch{st: c.st, redo: &c.redo}
 	out.sourceRev = map[store.Key]int64{}
+	for k := range c.wrote {
+		if out.entries[k] == nil {
+			delete(c.wrote, k)
+		}
+	}
 	for _, k := range slicesSorted(out.entries) {
 		e := out.entries[k]
+		o := cur[k]
+		sig := e.signature()
+		// An entry whose source version and destinations are those the
+		// stored version was found equal to (or written from) is
+		// unchanged: with a SyncTarget copy per destination, this keeps
+		// a flush from rendering the whole fleet's copies again.
+		if w, ok := c.wrote[k]; ok && o != nil && w.stored == o.Revision && w.source == e.source.Revision && w.sig == sig {
+			out.sourceRev[k] = w.sourceRev
+			continue
+		}
 		data, err := render(k, e)
 		if err != nil {
 			return err
@@ -189,26 +224,28 @@ func (c *Controller) writeDownsync(ctx context.Context, out *outcome) error {
 		dk.Space = c.cfg.Downsync
 		// The source revision changes only with the content placed, so
 		// that status writes to the source do not travel down the tree.
-		o := cur[k]
 		var old []byte
 		var rev string
 		if o != nil {
 			old, rev = canonical(o)
 		}
-		if o == nil || !bytes.Equal(old, data) {
-			rev = strconv.FormatInt(e.source.Revision, 10)
-			if data, err = withSourceRevision(data, rev); err != nil {
-				return err
-			}
-			op := store.Op{Type: store.OpCreate, Key: dk, Data: data}
-			if o != nil {
-				op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
-			}
-			if err := b.add(ctx, op); err != nil {
-				return err
-			}
+		if o != nil && bytes.Equal(old, data) {
+			out.sourceRev[k], _ = strconv.ParseInt(rev, 10, 64)
+			c.wrote[k] = written{stored: o.Revision, source: e.source.Revision, sig: sig, sourceRev: out.sourceRev[k]}
+			continue
 		}
-		out.sourceRev[k], _ = strconv.ParseInt(rev, 10, 64)
+		delete(c.wrote, k) // known again when the next flush reads it back
+		if data, err = withSourceRevision(data, strconv.FormatInt(e.source.Revision, 10)); err != nil {
+			return err
+		}
+		op := store.Op{Type: store.OpCreate, Key: dk, Data: data}
+		if o != nil {
+			op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
+		}
+		if err := b.add(ctx, op); err != nil {
+			return err
+		}
+		out.sourceRev[k] = e.source.Revision
 	}
 	for k, o := range cur {
 		if _, want := out.entries[k]; want || !placedByUs(o) {
