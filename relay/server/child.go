@@ -355,7 +355,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: c.cfg.Name, Path: id.Path, Store: c.store, Listener: ln, Logger: c.log,
 		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path},
-		Space:     InboxSpace, Targets: targetsOf, Trim: trimDestinations,
+		Space:     InboxSpace, Targets: c.store.Addresses, Trim: trimDestinations,
 		Reports:  func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
 		Siblings: siblings,
 		// A child that re-homed here is resynced once this region has

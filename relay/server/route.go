@@ -103,8 +103,9 @@ func setDestinations(data []byte, list string) []byte {
 	return out
 }
 
-// targetsOf returns the destinations an object targets
-// (tree.Routing.Targets).
+// targetsOf returns the destinations an object targets: the stores'
+// Options.Addresses; Senders read it through Store.Addresses, once per
+// version.
 func targetsOf(o *store.Object) []string {
 	d := o.Fields[destinationsField]
 	if d == "" {

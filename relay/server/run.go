@@ -174,7 +174,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, Listener: links, Logger: log,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}},
-		Space:     DownsyncSpace, Targets: targetsOf, Trim: trimDestinations,
+		Space:     DownsyncSpace, Targets: st.Addresses, Trim: trimDestinations,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {
 			_, err := r.childSpace(ctx, MailboxSpace(c.Name))
 			return err

@@ -187,6 +187,13 @@ func TestWatchAddressedInvalid(t *testing.T) {
 		t.Fatalf("Addressed without Options.Addresses: %v, want ErrInvalid", err)
 	}
 	s := newStore(t, Options{Addresses: specNames})
+	o := mustCreate(t, s, key("ws", pods, "ns", "o"), body("u", nil, "a,b"))
+	if got := s.Addresses(o); !slices.Equal(got, []string{"a", "b"}) || &got[0] != &s.Addresses(o)[0] {
+		t.Fatalf("Addresses = %v, want [a b], computed once per version", got)
+	}
+	if got := plain.Addresses(o); got != nil {
+		t.Fatalf("Addresses without Options.Addresses = %v, want nil", got)
+	}
 	for _, a := range []*Addressing{{Set: rec}, {Set: Key{Name: "x"}, Names: specNames}} {
 		if _, err := s.Watch(context.Background(), WatchOptions{Addressed: a}); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Addressed %+v: %v, want ErrInvalid", a, err)

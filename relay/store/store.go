@@ -134,8 +134,11 @@ type Store struct {
 	// addressed holds the watchers of WatchOptions.Addressed by the names
 	// of their sets; fanSeq numbers fan-out visits, so that a watcher found
 	// under several names takes an event once.
-	addressed  map[string]map[*watcher]struct{}
-	fanSeq     uint64
+	addressed map[string]map[*watcher]struct{}
+	fanSeq    uint64
+	// addresses is Options.Addresses as Object.Memo takes it (nil
+	// without), made once.
+	addresses  func(*Object) any
 	nwatchers  int
 	bookmarked map[*watcher]struct{} // watchers that asked for bookmarks
 	ticking    bool                  // the bookmark ticker runs
@@ -167,6 +170,9 @@ func New(opts Options) *Store {
 		addressed:  make(map[string]map[*watcher]struct{}),
 		bookmarked: make(map[*watcher]struct{}),
 		done:       make(chan struct{}),
+	}
+	if f := opts.Addresses; f != nil {
+		s.addresses = func(o *Object) any { return f(o) }
 	}
 	s.log = NewMemLog(s)
 	return s
@@ -277,6 +283,20 @@ func (s *Store) Revision() int64 {
 // Addressable reports whether the store has Options.Addresses, which
 // WatchOptions.Addressed needs.
 func (s *Store) Addressable() bool { return s.opts.Addresses != nil }
+
+// Addresses returns the names o is addressed to (Options.Addresses),
+// computed once per version and shared: fan-out reads the same list. Nil
+// without Options.Addresses.
+func (s *Store) Addresses(o *Object) []string {
+	if s.addresses == nil {
+		return nil
+	}
+	names, _ := o.Memo(addressesMemo{}, s.addresses).([]string)
+	return names
+}
+
+// addressesMemo is the Object.Memo key of Options.Addresses.
+type addressesMemo struct{}
 
 // Get returns the current version of k. The object is shared: do not modify
 // it.

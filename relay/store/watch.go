@@ -477,14 +477,11 @@ func (s *Store) fanOut(evs []Event) {
 			}
 			s.deliver(w, ev)
 		}
-		if len(s.addressed) > 0 && s.opts.Addresses != nil {
+		if len(s.addressed) > 0 { // only with Options.Addresses (Watch)
 			s.fanAddressed(ev)
 		}
 	}
 }
-
-// addressesMemo is the Object.Memo key of Options.Addresses.
-type addressesMemo struct{}
 
 // fanAddressed delivers ev to the Addressed watchers registered under a
 // name its object or previous version is addressed to, each once.
@@ -495,8 +492,7 @@ func (s *Store) fanAddressed(ev Event) {
 		if o == nil {
 			continue
 		}
-		names, _ := o.Memo(addressesMemo{}, func(o *Object) any { return s.opts.Addresses(o) }).([]string)
-		for _, n := range names {
+		for _, n := range s.Addresses(o) {
 			for w := range s.addressed[n] {
 				if w.stamp == s.fanSeq {
 					continue

@@ -29,8 +29,9 @@ type Routing struct {
 	// for every object the Sender considers, often for the same version:
 	// it should read something computed once per version (a store field).
 	// When the store has Options.Addresses, Targets must return what it
-	// does: the Sender then watches only the objects addressed to its
-	// subtree (store.WatchOptions.Addressed).
+	// does (Store.Addresses, which shares the store's list): the Sender
+	// then watches only the objects addressed to its subtree
+	// (store.WatchOptions.Addressed).
 	Targets func(o *store.Object) []string
 	// Trim, when set, returns an object's data with its list of
 	// destinations reduced to keep (those below the child, in the order

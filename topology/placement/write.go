@@ -160,7 +160,7 @@ type written struct {
 // version and key.
 func (e *entry) signature() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%s", e.space, e.rename, e.location)
+	b.WriteString(e.space + "|" + e.rename + "|" + e.location)
 	for _, d := range e.destinationList() {
 		b.WriteString("|" + d + "=" + e.dests[d].customizer)
 	}
