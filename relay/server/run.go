@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/canopy-dev/canopy/consensus"
@@ -387,6 +388,9 @@ func (r *Root) Serve(ctx context.Context) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),
 	}
+	if err := http2.ConfigureServer(hs, apiHTTP2()); err != nil {
+		return fmt.Errorf("configuring HTTP/2: %w", err)
+	}
 	go func() {
 		err := hs.Serve(tls.NewListener(r.ln, r.tls))
 		if errors.Is(err, http.ErrServerClosed) {
@@ -407,6 +411,21 @@ func (r *Root) Serve(ctx context.Context) error {
 	defer scancel()
 	_ = hs.Shutdown(sctx)
 	return err
+}
+
+// apiStreams is how many streams one HTTP/2 connection to the API may have
+// open, kube-apiserver's default (--http2-max-streams-per-connection): a
+// client-go process's watches share one connection up to that.
+const apiStreams = 1000
+
+// apiHTTP2 is the API server's HTTP/2 configuration. Its write scheduler is
+// x/net's random one. The default ones (net/http's round robin, x/net's
+// RFC 9218) walk a connection's open streams until one has a frame, so an
+// event sent to a thousand watches of one connection cost up to a million
+// steps (docs/benchmarks.md, *Watch fan-out*); the random one holds only
+// the streams with frames queued. API clients set no priorities to lose.
+func apiHTTP2() *http2.Server {
+	return &http2.Server{MaxConcurrentStreams: apiStreams, NewWriteScheduler: http2.NewRandomWriteScheduler}
 }
 
 func (r *Root) close() {

@@ -76,6 +76,16 @@ func runOps(b *testing.B, cs, csJSON kubernetes.Interface, s Scale) {
 		}
 		return name
 	}
+	// fresh names a namespace of its own for each round of an operation
+	// (-count=N runs each N times against the same servers).
+	rounds := map[string]int{}
+	fresh := func(b *testing.B, name string) string {
+		b.Helper()
+		if rounds[name]++; rounds[name] > 1 {
+			name = fmt.Sprintf("%s-%d", name, rounds[name])
+		}
+		return ns(b, name)
+	}
 	report := func(b *testing.B, r Result, err error) {
 		b.Helper()
 		if err != nil {
@@ -91,23 +101,24 @@ func runOps(b *testing.B, cs, csJSON kubernetes.Interface, s Scale) {
 		}
 	}
 	b.Run("op=create", func(b *testing.B) {
-		r, err := Creates(ctx, cs, ns(b, "create"), "cm", s.Writers, s.Creates)
+		r, err := Creates(ctx, cs, fresh(b, "create"), "cm", s.Writers, s.Creates)
 		report(b, r, err)
 	})
 	b.Run("op=update", func(b *testing.B) {
-		r, err := Updates(ctx, cs, ns(b, "update"), s.Writers, s.Updates)
+		r, err := Updates(ctx, cs, fresh(b, "update"), s.Writers, s.Updates)
 		report(b, r, err)
 	})
 	b.Run("op=get", func(b *testing.B) {
 		const objects = 100
-		if _, err := Creates(ctx, cs, ns(b, "get"), "cm", s.Writers, objects); err != nil {
+		name := fresh(b, "get")
+		if _, err := Creates(ctx, cs, name, "cm", s.Writers, objects); err != nil {
 			b.Fatal(err)
 		}
 		var names []string
 		for i := range objects {
 			names = append(names, fmt.Sprintf("cm-%d", i))
 		}
-		r, err := Gets(ctx, cs, "get", names, s.Writers, s.Gets)
+		r, err := Gets(ctx, cs, name, names, s.Writers, s.Gets)
 		report(b, r, err)
 	})
 	filled := map[int]bool{}
@@ -126,11 +137,11 @@ func runOps(b *testing.B, cs, csJSON kubernetes.Interface, s Scale) {
 	b.Run(fmt.Sprintf("op=list-%d", s.BigList), func(b *testing.B) { list(b, cs, s.BigList, s.BigLists) })
 	b.Run(fmt.Sprintf("op=list-%d-json", s.BigList), func(b *testing.B) { list(b, csJSON, s.BigList, s.BigLists) })
 	b.Run(fmt.Sprintf("op=watch-%d", s.Watchers), func(b *testing.B) {
-		r, err := WatchFanout(ctx, cs, ns(b, "watch"), s.Watchers, s.WatchWrites)
+		r, err := WatchFanout(ctx, cs, fresh(b, "watch"), s.Watchers, s.WatchWrites)
 		report(b, r, err)
 	})
 	b.Run(fmt.Sprintf("op=watch-%d-json", s.Watchers), func(b *testing.B) {
-		r, err := WatchFanout(ctx, csJSON, ns(b, "watch-json"), s.Watchers, s.WatchWrites)
+		r, err := WatchFanout(ctx, csJSON, fresh(b, "watch-json"), s.Watchers, s.WatchWrites)
 		report(b, r, err)
 	})
 	mixed := func(b *testing.B, c kubernetes.Interface, namespace string) {
@@ -141,7 +152,7 @@ func runOps(b *testing.B, cs, csJSON kubernetes.Interface, s Scale) {
 			}
 			filled[s.SmallList] = true
 		}
-		r, err := Mixed(ctx, c, ns(b, namespace), listNS, s.Writers, s.MixedOps, s.MixedWatchers)
+		r, err := Mixed(ctx, c, fresh(b, namespace), listNS, s.Writers, s.MixedOps, s.MixedWatchers)
 		report(b, r, err)
 	}
 	b.Run("op=mixed", func(b *testing.B) { mixed(b, cs, "mixed") })
