@@ -269,10 +269,10 @@ func (c *catalog) all(space string) []*served {
 
 // fieldsFor is the store's Options.Fields: kind-specific field-selector
 // fields of built-in kinds.
-func FieldsFor(r store.Resource, obj map[string]any) fields.Set {
+func FieldsFor(r store.Resource, v *store.FieldSource) fields.Set {
 	info := resources.Lookup(r.Group, r.Resource)
 	if info == nil || info.Fields == nil {
 		return nil
 	}
-	return info.Fields(obj)
+	return info.Fields(v.Object())
 }

@@ -25,15 +25,13 @@ const DestinationsAnnotation = placement.DestinationsAnnotation
 const destinationsField = "metadata.annotations." + DestinationsAnnotation
 
 // withDestinations extends a store's Options.Fields with destinationsField.
-func withDestinations(base func(store.Resource, map[string]any) fields.Set) func(store.Resource, map[string]any) fields.Set {
-	return func(r store.Resource, obj map[string]any) fields.Set {
+func withDestinations(base func(store.Resource, *store.FieldSource) fields.Set) func(store.Resource, *store.FieldSource) fields.Set {
+	return func(r store.Resource, v *store.FieldSource) fields.Set {
 		var set fields.Set
 		if base != nil {
-			set = base(r, obj)
+			set = base(r, v)
 		}
-		md, _ := obj["metadata"].(map[string]any)
-		ann, _ := md["annotations"].(map[string]any)
-		if d, ok := ann[DestinationsAnnotation].(string); ok && d != "" {
+		if d := v.Annotation(DestinationsAnnotation); d != "" {
 			if set == nil {
 				set = fields.Set{}
 			}

@@ -390,15 +390,47 @@ func (s *Store) newObject(k Key, rev, createRev int64, data []byte, meta map[str
 	}
 	o.Fields = fields.Set{}
 	if s.opts.Fields != nil {
-		d := json.NewDecoder(bytes.NewReader(data))
-		d.UseNumber()
-		var obj map[string]any
-		if err := d.Decode(&obj); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		v := &FieldSource{data: data, meta: meta}
+		extra := s.opts.Fields(k.Resource, v)
+		if v.err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, v.err)
 		}
-		maps.Copy(o.Fields, s.opts.Fields(k.Resource, obj))
+		maps.Copy(o.Fields, extra)
 	}
 	o.Fields["metadata.name"] = k.Name
 	o.Fields["metadata.namespace"] = k.Namespace
 	return o, nil
+}
+
+// FieldSource is an object version as Options.Fields reads it, decoded as
+// far as it is read.
+type FieldSource struct {
+	data        []byte
+	meta        map[string]json.RawMessage
+	obj         map[string]any
+	annotations map[string]string
+	err         error
+}
+
+// Object returns the whole object, decoded on the first call (numbers are
+// json.Number). A decoding error fails the write with ErrInvalid.
+func (v *FieldSource) Object() map[string]any {
+	if v.obj == nil && v.err == nil {
+		d := json.NewDecoder(bytes.NewReader(v.data))
+		d.UseNumber()
+		v.err = d.Decode(&v.obj)
+	}
+	return v.obj
+}
+
+// Annotation returns the value of the annotation name, "" if it is not
+// set. metadata.annotations is decoded on the first call; if it is not a
+// map of strings, no annotation is read (kube's API does not store such).
+func (v *FieldSource) Annotation(name string) string {
+	if v.annotations == nil {
+		if raw, ok := v.meta["annotations"]; !ok || json.Unmarshal(raw, &v.annotations) != nil || v.annotations == nil {
+			v.annotations = map[string]string{}
+		}
+	}
+	return v.annotations[name]
 }

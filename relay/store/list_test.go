@@ -13,7 +13,8 @@ import (
 )
 
 // nodeFields indexes spec.node of pods, as kube does for pods' spec.nodeName.
-func nodeFields(r Resource, obj map[string]any) fields.Set {
+func nodeFields(r Resource, v *FieldSource) fields.Set {
+	obj := v.Object()
 	spec, _ := obj["spec"].(map[string]any)
 	node, _ := spec["node"].(string)
 	if r != pods || node == "" {
@@ -235,4 +236,32 @@ func TestListAndWatchMatch(t *testing.T) {
 	mustCreate(t, s, key("ws", pods, "ns", "c-odd"), body("u", nil, 0))
 	c := mustCreate(t, s, key("ws", pods, "ns", "c-even"), body("u", nil, 0))
 	checkEvent(t, next(t, w), Added, c.Revision, c, nil)
+}
+
+// FieldSource.Annotation reads metadata.annotations without decoding the
+// object: an annotation becomes a field, and annotations that are missing,
+// null or not strings give none without failing the write.
+func TestFieldSourceAnnotation(t *testing.T) {
+	byAnnotation := func(_ Resource, v *FieldSource) fields.Set {
+		if a := v.Annotation("a"); a != "" {
+			return fields.Set{"a": a}
+		}
+		return nil
+	}
+	s := newStore(t, Options{Fields: byAnnotation})
+	for _, tc := range []struct {
+		name, metadata, want string
+	}{
+		{"set", `{"name":"set","annotations":{"a":"x","b":"y"}}`, "x"},
+		{"other", `{"name":"other","annotations":{"b":"y"}}`, ""},
+		{"none", `{"name":"none"}`, ""},
+		{"null", `{"name":"null","annotations":null}`, ""},
+		{"not strings", `{"name":"not strings","annotations":{"a":1}}`, ""},
+	} {
+		o := mustCreate(t, s, key("ws", pods, "ns", tc.name), []byte(`{"metadata":`+tc.metadata+`,"spec":{"big":[1,2,3]}}`))
+		got, ok := o.Fields["a"]
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: field a = %q (set: %v), want %q", tc.name, got, ok, tc.want)
+		}
+	}
 }

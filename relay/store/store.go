@@ -25,12 +25,13 @@ type Options struct {
 	// would exceed it is closed with ErrTooSlow. Default 10 000.
 	WatcherQueue int
 	// Fields returns extra field-selector fields of an object of resource
-	// r; obj is a fresh decoding of the object as stored (numbers are
-	// json.Number). metadata.name and metadata.namespace are always set
-	// and cannot be overridden. Fields runs inside Apply, so it must be
-	// deterministic and fast, and must not panic. Nil: only the metadata
-	// fields.
-	Fields func(r Resource, obj map[string]any) fields.Set
+	// r, read from v: the object as stored, decoded only as far as Fields
+	// asks (most kinds need its annotations at most, and a write then
+	// does not decode the whole object again). metadata.name and
+	// metadata.namespace are always set and cannot be overridden. Fields
+	// runs inside Apply, on every replica, so it must be deterministic and
+	// fast, and must not panic. Nil: only the metadata fields.
+	Fields func(r Resource, v *FieldSource) fields.Set
 	// PagingRetention is how long the state a paged list is consistent at
 	// is kept after the last first page listed from it: a continue token
 	// older than that fails with ErrExpired. Default 5 minutes (kube's etcd

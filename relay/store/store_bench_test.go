@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/fields"
 )
 
 // benchData is a pod-sized object of about 600 bytes.
@@ -57,6 +59,33 @@ func BenchmarkCreate(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// BenchmarkCreateFields is BenchmarkCreate with an Options.Fields that
+// reads an annotation (as the relays' stores do for every kind without
+// field selectors of its own) or the whole object (pods' spec.nodeName).
+func BenchmarkCreateFields(b *testing.B) {
+	for _, bc := range []struct {
+		read   string
+		fields func(Resource, *FieldSource) fields.Set
+	}{
+		{"annotation", func(_ Resource, v *FieldSource) fields.Set { return fields.Set{"a": v.Annotation("a")} }},
+		{"object", nodeFields},
+	} {
+		b.Run("read="+bc.read, func(b *testing.B) {
+			s := New(Options{Fields: bc.fields})
+			b.Cleanup(s.Close)
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := s.Create(ctx, key("ws", pods, "ns", strconv.Itoa(i)), benchData); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
 

@@ -174,7 +174,9 @@ func (f *filter) translate(ev Event) (Event, bool) {
 
 // watcher implements Watcher. Fan-out pushes onto its queue without
 // blocking; its goroutine (run) moves events from the backlog, then the queue,
-// to ch.
+// to ch. When nothing is pending and the receiver is already waiting on ch,
+// push hands the event over itself, saving run's wake-up: that is the
+// common case of a fan-out to many idle watchers.
 type watcher struct {
 	s         *Store
 	filter    filter
@@ -196,12 +198,17 @@ type watcher struct {
 
 	backlog []Event // history replayed at start; owned by run
 
-	mu    sync.Mutex
-	queue []Event // pending events are queue[head:]
-	head  int
-	busy  bool // an event was queued since the last bookmark tick
-	ended bool
-	err   error
+	mu      sync.Mutex
+	live    bool // run has delivered the backlog: push may hand events over
+	sending bool // run holds an event it took from the queue
+	// testPopped, if set (by tests), runs after run took an event from
+	// the queue and before it sends it.
+	testPopped func()
+	queue      []Event // pending events are queue[head:]
+	head       int
+	busy       bool // an event was queued since the last bookmark tick
+	ended      bool
+	err        error
 }
 
 func (w *watcher) Events() <-chan Event { return w.ch }
@@ -244,6 +251,15 @@ func (w *watcher) finish(err error) {
 // because ev overflowed its queue, and must be unregistered.
 func (w *watcher) push(ev Event) bool {
 	w.mu.Lock()
+	if w.live && !w.sending && !w.ended && w.head == len(w.queue) {
+		select {
+		case w.ch <- ev: // ch is not closed before ended is set, under mu
+			w.busy = true
+			w.mu.Unlock()
+			return true
+		default:
+		}
+	}
 	ok := w.enqueueLocked(ev)
 	w.busy = true
 	w.mu.Unlock()
@@ -310,6 +326,9 @@ func (w *watcher) run(ctx context.Context) {
 			w.end(nil)
 			return
 		}
+		w.mu.Lock()
+		w.sending = false
+		w.mu.Unlock()
 	}
 }
 
@@ -329,6 +348,7 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 			w.mu.Unlock()
 			return Event{}, false
 		}
+		w.live = true
 		if w.head < len(w.queue) {
 			ev := w.queue[w.head]
 			w.queue[w.head] = Event{}
@@ -336,7 +356,12 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 			if w.head == len(w.queue) {
 				w.queue, w.head = w.queue[:0], 0
 			}
+			w.sending = true
+			hook := w.testPopped
 			w.mu.Unlock()
+			if hook != nil {
+				hook()
+			}
 			return ev, true
 		}
 		w.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -335,5 +336,81 @@ func TestWatchExpiredDuringWrites(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Events arrive in revision order, each once, whichever way they travel:
+// replayed from the history, queued for run, or handed over by push to a
+// receiver already waiting. The receiver pauses now and then so that the
+// three ways mix while writes go on.
+func TestWatchOrderUnderHandOff(t *testing.T) {
+	for seed := range 4 {
+		s := newStore(t, Options{HistorySize: 20000})
+		k := key("ws", pods, "ns", "a")
+		mustCreate(t, s, k, body("u", nil, 0))
+		start := s.Revision()
+		for i := range 2000 { // history to replay
+			mustUpdate(t, s, k, body("u", nil, i))
+		}
+		w := mustWatch(t, s, WatchOptions{Space: "ws", Resource: pods, Since: start})
+		const writes = 6000
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := range writes {
+				if _, err := s.Update(context.Background(), k, body("u", nil, i), 0); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		want := start + 1
+		for n := 0; n < 2000+writes; n++ {
+			ev := next(t, w)
+			if ev.Revision != want {
+				t.Fatalf("seed %d: event %d has revision %d, want %d", seed, n, ev.Revision, want)
+			}
+			want++
+			if (n+seed)%97 == 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+		<-done
+	}
+}
+
+// An event is not handed over while run holds an earlier one it took from
+// the queue, even to a receiver already waiting: it would overtake it.
+func TestWatchHandOffWaitsForRun(t *testing.T) {
+	s := newStore(t, Options{})
+	k := key("ws", pods, "ns", "a")
+	w := mustWatch(t, s, WatchOptions{Space: "ws", Resource: pods})
+	ww := w.(*watcher)
+	popped, release := make(chan struct{}), make(chan struct{})
+	ww.mu.Lock()
+	var once sync.Once
+	ww.testPopped = func() { once.Do(func() { close(popped); <-release }) }
+	ww.mu.Unlock()
+
+	first := mustCreate(t, s, k, body("u", nil, 1)) // nobody receives: queued, and run takes it
+	<-popped
+	got := make(chan Event, 2)
+	go func() {
+		for ev := range w.Events() {
+			got <- ev
+		}
+	}()
+	time.Sleep(20 * time.Millisecond) // the receiver now waits on Events()
+	second := mustUpdate(t, s, k, body("u", nil, 2))
+	close(release)
+	for _, want := range []*Object{first, second} {
+		select {
+		case ev := <-got:
+			if ev.Object != want {
+				t.Fatalf("got the event of revision %d, want %d", ev.Object.Revision, want.Revision)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event of revision %d", want.Revision)
+		}
 	}
 }
