@@ -22,10 +22,11 @@ import (
 )
 
 // BenchmarkAPI runs the same load (load.go) against a real kube-apiserver
-// with etcd (test/kubecluster, minimal: no controllers), a Canopy root with
-// one replica and one with three (in this process, Raft over loopback TCP,
-// the client on the leader). Each operation does a fixed amount of work
-// (Scale; BENCH_QUICK=1 for the small one), so run it with -benchtime=1x:
+// with one etcd member and with three (test/kubecluster, minimal: no
+// controllers), a Canopy root with one replica and one with three (in this
+// process, Raft over loopback TCP, the client on the leader). Each operation
+// does a fixed amount of work (Scale; BENCH_QUICK=1 for the small one), so
+// run it with -benchtime=1x:
 //
 //	go test ./test/bench -run '^$' -bench API -benchtime=1x -timeout=40m
 //	go test ./test/bench -run '^$' -bench 'API/target=canopy-1/op=list-' -benchtime=1x -cpuprofile=cpu.out
@@ -42,6 +43,9 @@ func BenchmarkAPI(b *testing.B) {
 		start func(b testing.TB) *rest.Config
 	}{
 		{"kube", startKube},
+		{"kube-3", func(b testing.TB) *rest.Config {
+			return kubecluster.Start(b, kubecluster.Options{Minimal: true, Durable: true, EtcdMembers: 3}).RESTConfig()
+		}},
 		{"canopy-1", func(b testing.TB) *rest.Config { return startCanopy(b, 1) }},
 		{"canopy-3", func(b testing.TB) *rest.Config { return startCanopy(b, 3) }},
 	}

@@ -2,6 +2,7 @@ package kubecluster
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,8 +47,19 @@ type Options struct {
 
 	// Durable makes etcd fsync its writes, as in production. Tests leave
 	// it off (--unsafe-no-fsync: the data dies with the test); benchmarks
-	// against a server that fsyncs every write set it.
+	// against a server that fsyncs every write set it. It applies to every
+	// etcd member.
 	Durable bool
+
+	// EtcdMembers is the size of the etcd cluster kube-apiserver stores in;
+	// zero means 1. With more than one, every member runs on 127.0.0.1 with
+	// a client and a peer port and a directory of its own (etcd-0, etcd-1,
+	// …), they form one cluster at start (--initial-cluster-state=new), and
+	// kube-apiserver's --etcd-servers lists them all. Take an odd number,
+	// as a production control plane does: a write then waits for a
+	// majority of the members (of 3, the leader and one follower; each
+	// fsyncs when Durable).
+	EtcdMembers int
 }
 
 // Cluster is a running cluster. Its fields do not change after Start and its
@@ -63,6 +76,7 @@ type Cluster struct {
 	// Nodes are the names of the fake Nodes (none in a Minimal cluster).
 	Nodes []string
 
+	etcdURLs  []string // client URLs of the etcd members, in member order
 	caPEM     []byte
 	admin     keyPair
 	mu        sync.Mutex
@@ -91,6 +105,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.Nodes <= 0 {
 		opts.Nodes = 1
 	}
+	if opts.EtcdMembers <= 0 {
+		opts.EtcdMembers = 1
+	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 3 * time.Minute
 	}
@@ -116,7 +133,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := c.start(ctx, opts, bins); err != nil {
 		t.Fatalf("kubecluster: starting the cluster in %s: %v", c.Dir, err)
 	}
-	t.Logf("kubecluster: %s up in %v (minimal=%v, %d nodes)", c.Host, time.Since(began).Round(time.Millisecond), opts.Minimal, len(c.Nodes))
+	etcd := ""
+	if opts.EtcdMembers > 1 {
+		etcd = fmt.Sprintf(", %d etcd members", opts.EtcdMembers)
+	}
+	t.Logf("kubecluster: %s up in %v (minimal=%v, %d nodes%s)", c.Host, time.Since(began).Round(time.Millisecond), opts.Minimal, len(c.Nodes), etcd)
 	return c
 }
 
@@ -200,41 +221,40 @@ const (
 
 func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]string) error {
 	path := func(name string) string { return filepath.Join(c.Dir, name) }
-	for _, d := range []string{"pki", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
+	members := etcdMembers(opts.EtcdMembers)
+	dirs := []string{"pki", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+	for _, m := range members {
+		dirs = append(dirs, m.proc)
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(path(d), 0o700); err != nil {
 			return err
 		}
 	}
-	ports, err := freePorts(5)
+	// A client and a peer port per etcd member, then the apiserver's, the
+	// controller manager's and the scheduler's.
+	ports, err := freePorts(2*len(members) + 3)
 	if err != nil {
 		return err
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	for i := range members {
+		members[i].client = "http://" + net.JoinHostPort(loopback, strconv.Itoa(ports[2*i]))
+		members[i].peer = "http://" + net.JoinHostPort(loopback, strconv.Itoa(ports[2*i+1]))
+		c.etcdURLs = append(c.etcdURLs, members[i].client)
+	}
+	ports = ports[2*len(members):]
+	apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2]
 	c.Host = "https://" + net.JoinHostPort(loopback, strconv.Itoa(apiPort))
 	if err := c.writePKI(); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
 
-	etcdURL := "http://" + net.JoinHostPort(loopback, strconv.Itoa(etcdClient))
-	peerURL := "http://" + net.JoinHostPort(loopback, strconv.Itoa(etcdPeer))
-	if err := c.run(binEtcd, bins[binEtcd], nil,
-		"--name=kubecluster",
-		"--data-dir="+path("etcd/data"),
-		"--listen-client-urls="+etcdURL,
-		"--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=kubecluster="+peerURL,
-		"--unsafe-no-fsync="+strconv.FormatBool(!opts.Durable),
-	); err != nil {
-		return err
-	}
-	if err := c.waitFor(ctx, "etcd healthy", func(ctx context.Context) error { return getOK(ctx, nil, etcdURL+"/health") }); err != nil {
+	if err := c.startEtcd(ctx, opts, bins[binEtcd], members); err != nil {
 		return err
 	}
 
 	apiArgs := []string{
-		"--etcd-servers=" + etcdURL,
+		"--etcd-servers=" + strings.Join(c.etcdURLs, ","),
 		"--bind-address=" + loopback,
 		"--advertise-address=" + loopback,
 		"--secure-port=" + strconv.Itoa(apiPort),
@@ -368,6 +388,63 @@ func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]strin
 			}
 			return schedulable(n)
 		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// etcdMember is one member of a cluster's etcd.
+type etcdMember struct {
+	proc         string // the process's name and directory: etcd, or etcd-<i> of several
+	name         string // etcd's --name
+	client, peer string // URLs
+}
+
+// etcdMembers names n members; their URLs are left to fill in.
+func etcdMembers(n int) []etcdMember {
+	if n == 1 {
+		return []etcdMember{{proc: binEtcd, name: clusterName}}
+	}
+	ms := make([]etcdMember, n)
+	for i := range ms {
+		ms[i] = etcdMember{proc: fmt.Sprintf("%s-%d", binEtcd, i), name: fmt.Sprintf("%s-%d", clusterName, i)}
+	}
+	return ms
+}
+
+// startEtcd starts every member, then waits until each reports healthy:
+// etcd's /health is ok only once the cluster has a leader, so members of
+// a cluster must all be started before any can be.
+func (c *Cluster) startEtcd(ctx context.Context, opts Options, bin string, members []etcdMember) error {
+	initial := make([]string, len(members))
+	for i, m := range members {
+		initial[i] = m.name + "=" + m.peer
+	}
+	// A token of this cluster's own, as etcd advises for several clusters
+	// on one network: members of different clusters never take each other
+	// for peers.
+	token := clusterName + "-" + rand.Text()
+	for _, m := range members {
+		args := []string{
+			"--name=" + m.name,
+			"--data-dir=" + filepath.Join(c.Dir, m.proc, "data"),
+			"--listen-client-urls=" + m.client,
+			"--advertise-client-urls=" + m.client,
+			"--listen-peer-urls=" + m.peer,
+			"--initial-advertise-peer-urls=" + m.peer,
+			"--initial-cluster=" + strings.Join(initial, ","),
+			"--unsafe-no-fsync=" + strconv.FormatBool(!opts.Durable),
+		}
+		if len(members) > 1 {
+			args = append(args, "--initial-cluster-state=new", "--initial-cluster-token="+token)
+		}
+		if err := c.run(m.proc, bin, nil, args...); err != nil {
+			return err
+		}
+	}
+	for _, m := range members {
+		if err := c.waitFor(ctx, m.proc+" healthy", func(ctx context.Context) error { return getOK(ctx, nil, m.client+"/health") }); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,12 @@
 package kubecluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -72,6 +76,104 @@ func TestMinimal(t *testing.T) {
 			t.Fatalf("cluster a after stopping b: %v", err)
 		}
 	})
+}
+
+// TestEtcdMembers runs an API-only cluster on three etcd members: they form
+// one cluster, kube-apiserver stores in it, and Stop ends every member.
+func TestEtcdMembers(t *testing.T) {
+	t.Parallel()
+	c := Start(t, Options{Minimal: true, EtcdMembers: 3})
+	ctx := t.Context()
+	if len(c.etcdURLs) != 3 {
+		t.Fatalf("etcd client URLs %v, want 3", c.etcdURLs)
+	}
+	want := slices.Sorted(slices.Values(c.etcdURLs))
+
+	// Every member knows all three, each by its own client URL.
+	for _, u := range c.etcdURLs {
+		var list struct {
+			Members []struct {
+				Name       string   `json:"name"`
+				ClientURLs []string `json:"clientURLs"`
+			} `json:"members"`
+		}
+		if err := etcdPost(ctx, u+"/v3/cluster/member/list", map[string]any{}, &list); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range list.Members {
+			got = append(got, m.ClientURLs...)
+		}
+		slices.Sort(got)
+		if len(list.Members) != 3 || !slices.Equal(got, want) {
+			t.Errorf("member %s lists %d members with client URLs %v, want 3 with %v", u, len(list.Members), got, want)
+		}
+	}
+
+	cs := c.Clientset(t)
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("replicated", map[string]string{"on": "three"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "replicated", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Data["on"] != "three" || got.UID == "" {
+		t.Fatalf("read back %+v", got)
+	}
+	// kube-apiserver stored it in that cluster: every member serves the
+	// key (a linearizable read, as etcd's clients make by default).
+	const key = "/registry/configmaps/default/replicated"
+	for _, u := range c.etcdURLs {
+		var rng struct {
+			Kvs []struct {
+				Key []byte `json:"key"` // base64 in JSON, decoded by encoding/json
+			} `json:"kvs"`
+		}
+		if err := etcdPost(ctx, u+"/v3/kv/range", map[string]any{"key": []byte(key), "keys_only": true}, &rng); err != nil {
+			t.Fatal(err)
+		}
+		if len(rng.Kvs) != 1 || string(rng.Kvs[0].Key) != key {
+			t.Errorf("member %s: range %s = %+v, want the ConfigMap's key", u, key, rng.Kvs)
+		}
+	}
+
+	c.Stop()
+	for _, u := range c.etcdURLs {
+		if err := getOK(ctx, nil, u+"/health"); err == nil {
+			t.Errorf("etcd member %s still answers after Stop", u)
+		}
+	}
+}
+
+// etcdPost calls etcd's JSON gateway (a gRPC method as POST /v3/…): in
+// is the request message, out receives the response.
+func etcdPost(ctx context.Context, url string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, b)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("POST %s: %w: %s", url, err, b)
+	}
+	return nil
 }
 
 // TestFull runs a Deployment on a full cluster: the controller manager

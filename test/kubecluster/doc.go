@@ -1,9 +1,10 @@
 // Package kubecluster starts real Kubernetes clusters for tests: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler and kwok, each a
 // separate process, bound to 127.0.0.1 on free ports, with all state in the
-// test's temporary directory. kwok plays the kubelet for fake Nodes the
-// helper creates, so Pods get scheduled and become Running without any
-// container runtime.
+// test's temporary directory; etcd is one member or, with
+// Options.EtcdMembers, a cluster of several. kwok plays the kubelet for fake
+// Nodes the helper creates, so Pods get scheduled and become Running without
+// any container runtime.
 //
 // The binaries are the ones `make kube-bins` builds into the repository's
 // bin/ from the versions pinned in hack/kube/go.mod. A missing binary fails

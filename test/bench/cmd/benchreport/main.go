@@ -4,10 +4,11 @@
 // bench.BeginMarker and bench.EndMarker; the hand-written text around them is
 // kept).
 //
-// The steps: the kube API load generator against kube-apiserver + etcd and
-// Canopy roots with one and three replicas (test/bench BenchmarkAPI), the
-// root failover benchmark (relay/server), Go micro-benchmarks with
-// -benchmem, and `relay simulate` runs (flat vs tree, partition catch-up).
+// The steps: the kube API load generator against kube-apiserver with one
+// and with three etcd members and Canopy roots with one and three replicas
+// (test/bench BenchmarkAPI), the root failover benchmark (relay/server), Go
+// micro-benchmarks with -benchmem, and `relay simulate` runs (flat vs tree,
+// partition catch-up).
 // Run it from the repository's root:
 //
 //	go run ./test/bench/cmd/benchreport             # full: docs/benchmarks.md, docs/bench/*.txt
