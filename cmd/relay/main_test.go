@@ -122,6 +122,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--virtual-cluster=maybe"}, `relay: --virtual-cluster: invalid value "maybe": invalid syntax`},
 		{[]string{"--log-level=loud"}, "relay: --log-level: invalid value"},
 		{[]string{"--log-format=xml"}, "relay: --log-format: invalid value"},
+		{[]string{"--pprof=0.0.0.0:6060"}, `relay: --pprof: "0.0.0.0:6060" is not a loopback address`},
 		{[]string{"kubeconfig", "--role=root"}, "relay: unknown flag: --role"},
 		{[]string{"kubeconfig", "--data-dir="}, "relay: --data-dir: must not be empty"},
 		{[]string{"version", "extra"}, `relay: version: unexpected argument "extra"`},

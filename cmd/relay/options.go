@@ -92,6 +92,7 @@ type options struct {
 	virtualCluster bool
 	labels         map[string]string
 	statusAddr     string
+	pprofAddr      string
 	parentTimeout  time.Duration
 }
 
@@ -143,6 +144,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringToStringVar(&o.labels, "labels", nil, "labels of this edge's cluster, k=v,... (Kubernetes label keys and values)")
 	forRoles(fs, "labels", roleEdge)
 	fs.StringVar(&o.statusAddr, "status-addr", "", "host:port serving /metrics, /healthz and /debug/inbox (off when empty)")
+	fs.StringVar(&o.pprofAddr, "pprof", "", "loopback host:port serving the runtime profiles, net/http/pprof (127.0.0.1:6060; off when empty)")
 	forRoles(fs, "status-addr", roleRegion, roleEdge)
 	fs.DurationVar(&o.parentTimeout, "parent-timeout", link.DefaultConfig().MaxIdleTimeout, "how long the link to the parent may stay silent before the parent, or one of its siblings, is dialed again")
 	forRoles(fs, "parent-timeout", roleRegion, roleEdge)
@@ -179,6 +181,11 @@ func (o *options) validate(fs *pflag.FlagSet) []error {
 	}
 	if o.dataDir == "" {
 		errs = append(errs, flagErrorf("data-dir", "must not be empty"))
+	}
+	if o.pprofAddr != "" {
+		if err := checkPprofAddr(o.pprofAddr); err != nil {
+			errs = append(errs, flagErrorf("pprof", "%v", err))
+		}
 	}
 	if o.statusWindow < server.MinStatusWindow || o.statusWindow > server.MaxStatusWindow {
 		errs = append(errs, flagErrorf("status-window", "must be from %s to %s, not %s", server.MinStatusWindow, server.MaxStatusWindow, o.statusWindow))

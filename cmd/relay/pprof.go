@@ -15,12 +15,8 @@ import (
 // must be a loopback address: the profiles show everything in the process.
 // It returns a function that stops the server.
 func servePprof(addr string, log *slog.Logger) (func(), error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("%q is not HOST:PORT: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("%q is not a loopback address (127.0.0.1, ::1 or localhost)", addr)
+	if err := checkPprofAddr(addr); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -44,4 +40,16 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// checkPprofAddr checks that addr is a loopback HOST:PORT.
+func checkPprofAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not HOST:PORT: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a loopback address (127.0.0.1, ::1 or localhost)", addr)
+	}
+	return nil
 }

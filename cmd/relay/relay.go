@@ -53,6 +53,13 @@ func newRelayCommand() *cobra.Command {
 			}
 			log := o.logger(cmd.ErrOrStderr())
 			slog.SetDefault(log)
+			if o.pprofAddr != "" {
+				stop, err := servePprof(o.pprofAddr, log)
+				if err != nil {
+					return fmt.Errorf("--pprof: %w", err)
+				}
+				defer stop()
+			}
 
 			ctx := cmd.Context()
 			var err error

@@ -1,14 +1,23 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,16 +32,32 @@ import (
 
 // BenchmarkAPI runs the same load (load.go) against a real kube-apiserver
 // with one etcd member and with three (test/kubecluster, minimal: no
-// controllers), a Canopy root with one replica and one with three (in this
-// process, Raft over loopback TCP, the client on the leader). Each operation
-// does a fixed amount of work (Scale; BENCH_QUICK=1 for the small one), so
-// run it with -benchtime=1x:
+// controllers), a Canopy root with one replica and one with three. Like
+// kube-apiserver and etcd, the roots are processes of their own: the relay
+// binary built from this module and started as a user starts it
+// (`relay --role=root`; three replicas form one Raft cluster over loopback
+// TCP, the client on the leader), so they share neither a Go runtime nor
+// its garbage collector with the load generator. Each operation does a
+// fixed amount of work (Scale; BENCH_QUICK=1 for the small one), so run it
+// with -benchtime=1x:
 //
 //	go test ./test/bench -run '^$' -bench API -benchtime=1x -timeout=40m
-//	go test ./test/bench -run '^$' -bench 'API/target=canopy-1/op=list-' -benchtime=1x -cpuprofile=cpu.out
+//	go test ./test/bench -run '^$' -bench 'API/target=canopy-1/op=list-' -benchtime=1x
+//
+// -cpuprofile and the other profiles cover the load generator only: the
+// servers are other processes. With BENCH_PPROF=1 each root serves its
+// profiles (relay --pprof) and the benchmark logs where (-v):
+//
+//	BENCH_PPROF=1 go test ./test/bench -run '^$' -bench 'API/target=canopy-1/op=watch' -benchtime=1x -v
+//
+// A root's log is relay.log in its data directory (a temporary directory,
+// removed at the end).
 //
 // Metrics: ops/s over the run; p50-ms and p99-ms per operation (for watch,
-// per write and watcher); ns/op is the run's wall time per operation.
+// per write and watcher); for lists wire-p50-ms and wire-p99-ms, until the
+// response body was in, before the client decoded it; ns/op is the run's
+// wall time per operation. The -wire watch operations watch with readers
+// of the response stream instead of client-go's decoder (WatchFanoutWire).
 func BenchmarkAPI(b *testing.B) {
 	if bt := flag.Lookup("test.benchtime"); bt == nil || bt.Value.String() != "1x" {
 		b.Fatal("run with -benchtime=1x: each operation does a fixed amount of work (BENCH_QUICK=1 for less)")
@@ -103,6 +128,10 @@ func runOps(b *testing.B, cs, csJSON kubernetes.Interface, s Scale) {
 			b.ReportMetric(ms(Percentile(r.Last, 0.50)), "last-p50-ms")
 			b.ReportMetric(ms(Percentile(r.Last, 0.99)), "last-p99-ms")
 		}
+		if r.Wire != nil {
+			b.ReportMetric(ms(Percentile(r.Wire, 0.50)), "wire-p50-ms")
+			b.ReportMetric(ms(Percentile(r.Wire, 0.99)), "wire-p99-ms")
+		}
 	}
 	b.Run("op=create", func(b *testing.B) {
 		r, err := Creates(ctx, cs, fresh(b, "create"), "cm", s.Writers, s.Creates)
@@ -148,6 +177,14 @@ func runOps(b *testing.B, cs, csJSON kubernetes.Interface, s Scale) {
 		r, err := WatchFanout(ctx, csJSON, fresh(b, "watch-json"), s.Watchers, s.WatchWrites)
 		report(b, r, err)
 	})
+	b.Run(fmt.Sprintf("op=watch-%d-wire", s.Watchers), func(b *testing.B) {
+		r, err := WatchFanoutWire(ctx, cs, fresh(b, "watch-wire"), s.Watchers, s.WatchWrites)
+		report(b, r, err)
+	})
+	b.Run(fmt.Sprintf("op=watch-%d-json-wire", s.Watchers), func(b *testing.B) {
+		r, err := WatchFanoutWire(ctx, csJSON, fresh(b, "watch-json-wire"), s.Watchers, s.WatchWrites)
+		report(b, r, err)
+	})
 	mixed := func(b *testing.B, c kubernetes.Interface, namespace string) {
 		listNS := fmt.Sprintf("list-%d", s.SmallList)
 		if !filled[s.SmallList] {
@@ -171,13 +208,14 @@ func startKube(b testing.TB) *rest.Config {
 	return c.RESTConfig()
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// startCanopy starts n root replicas in this process (n > 1: one Raft
-// cluster over loopback, as relay/server's ha tests do) and returns the
-// admin configuration of the leader's "default" space.
+// startCanopy starts n root replicas, each a process of the relay binary
+// (`relay --role=root`; n > 1: one Raft cluster over loopback, sharing one
+// PKI), waits until every one answers /readyz and one leads, and returns
+// the admin configuration of the leader's "default" space. The processes
+// are stopped when b ends.
 func startCanopy(b testing.TB, n int) *rest.Config {
 	b.Helper()
+	bin := relayBin(b)
 	dirs, gossip := make([]string, n), make([]string, n)
 	for i := range n {
 		dirs[i], gossip[i] = b.TempDir(), freePort(b)
@@ -185,69 +223,301 @@ func startCanopy(b testing.TB, n int) *rest.Config {
 	if n > 1 {
 		sharePKI(b, dirs)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	roots := make([]*server.Root, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
+	procs := make([]*relayProc, 0, n)
+	b.Cleanup(func() { stopRelays(b, procs) })
 	for i := range n {
-		cfg := server.Config{Name: fmt.Sprintf("root-%d", i), DataDir: dirs[i], APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
+		name := fmt.Sprintf("root-%d", i)
+		args := []string{"--role=root", "--name=" + name, "--data-dir=" + dirs[i],
+			"--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0", "--log-level=info"}
+		if os.Getenv("BENCH_PPROF") != "" {
+			addr := freePort(b)
+			args = append(args, "--pprof="+addr)
+			b.Logf("%s of canopy-%d serves its profiles: go tool pprof 'http://%s/debug/pprof/profile?seconds=20'", name, n, addr)
+		}
 		if n > 1 {
-			var join []string
-			for j := range n {
-				if j != i {
-					join = append(join, gossip[j])
-				}
-			}
-			cfg.HA = server.Replication{RaftAddr: "127.0.0.1:0", PeerAddr: gossip[i], Join: join, BootstrapExpect: n}
+			join := slices.Delete(slices.Clone(gossip), i, i+1)
+			args = append(args, "--raft-addr=127.0.0.1:0", "--peer-addr="+gossip[i],
+				"--join="+strings.Join(join, ","), fmt.Sprintf("--bootstrap-expect=%d", n))
 		}
-		wg.Go(func() { roots[i], errs[i] = server.OpenContext(ctx, cfg, quiet) })
-	}
-	wg.Wait()
-	for i, err := range errs {
+		p, err := startRelay(bin, name, dirs[i], args)
 		if err != nil {
-			b.Fatalf("root %d: %v", i, err)
+			b.Fatal(err)
 		}
+		procs = append(procs, p)
 	}
-	for i, r := range roots {
-		serve(b, fmt.Sprintf("root-%d", i), r.Serve)
-		<-r.Ready()
-	}
-	leader := 0
-	if n > 1 {
-		leader = -1
-		for deadline := time.Now().Add(time.Minute); leader < 0; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				b.Fatal("no leader after a minute")
+
+	// Ready: the root has written its admin kubeconfig (a replica does
+	// once the cluster has a leader and it has caught up) and its /readyz
+	// answers ok.
+	rcs := make([]*rest.Config, n)
+	waitFor(b, procs, 2*time.Minute, "waiting for the roots to be ready", func(ctx context.Context) error {
+		for i, p := range procs {
+			if rcs[i] != nil {
+				continue
 			}
-			for i, r := range roots {
-				if r.IsLeader() {
-					leader = i
-				}
+			rc, err := adminConfig(filepath.Join(p.dir, pki.AdminKubeconfigFile))
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
 			}
+			cs, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: /readyz: %w: %s", p.name, err, body)
+			}
+			rcs[i] = rc
 		}
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: roots[leader].KubeconfigPath()},
-		&clientcmd.ConfigOverrides{CurrentContext: "default"})
-	rc, err := cc.ClientConfig()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return rc
+		return nil
+	})
+
+	// The leader: the replica whose MembersPath names itself the leader.
+	leader := -1
+	waitFor(b, procs, time.Minute, "waiting for a leader", func(ctx context.Context) error {
+		var seen []string
+		for i, p := range procs {
+			ml, err := members(ctx, rcs[i])
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
+			}
+			if ml.Leader != "" && ml.Leader == ml.Self && ml.Status.State == "Leader" {
+				leader = i
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%s: %s, leader %q", p.name, ml.Status.State, ml.Leader))
+		}
+		return fmt.Errorf("no replica leads (%s)", strings.Join(seen, "; "))
+	})
+	return rcs[leader]
 }
 
-// serve runs a root until the benchmark's end.
-func serve(b testing.TB, name string, run func(context.Context) error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	b.Cleanup(func() {
+// adminConfig reads the admin kubeconfig a root writes into its data
+// directory, for the "default" space.
+func adminConfig(path string) (*rest.Config, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
+		&clientcmd.ConfigOverrides{CurrentContext: "default"})
+	return cc.ClientConfig()
+}
+
+// members GETs server.MembersPath, served at the root of the replica's API
+// (the kubeconfig's server is a space's path under it).
+func members(ctx context.Context, rc *rest.Config) (server.MemberList, error) {
+	var ml server.MemberList
+	u, err := url.Parse(rc.Host)
+	if err != nil {
+		return ml, err
+	}
+	c := rest.CopyConfig(rc)
+	c.Host, c.APIPath = u.Scheme+"://"+u.Host, ""
+	client, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return ml, err
+	}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host+server.MembersPath, nil)
+	if err != nil {
+		return ml, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return ml, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return ml, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return ml, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return ml, json.Unmarshal(body, &ml)
+}
+
+// waitFor calls check, each call bounded by a few seconds, until it
+// returns nil. It fails b when timeout passes first, with check's last
+// error and the end of every relay's log, or at once when a relay exits.
+func waitFor(b testing.TB, procs []*relayProc, timeout time.Duration, what string, check func(context.Context) error) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, p := range procs {
+			if p.exited() {
+				b.Fatalf("%s: %s exited: %v (its log follows)", what, p.name, p.err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := check(ctx)
 		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("%s stopped with: %v", name, err)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			var logs strings.Builder
+			for _, p := range procs {
+				fmt.Fprintf(&logs, "\n--- %s (%s):\n%s", p.name, p.log, p.tail(40))
+			}
+			b.Fatalf("%s: not done within %v: %v%s", what, timeout, err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var (
+	relayOnce sync.Once
+	relayDir  string // holds relayPath; TestMain removes it
+	relayPath string
+	relayErr  error
+)
+
+// TestMain removes the relay binary that relayBin built, if it did.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if relayDir != "" {
+		_ = os.RemoveAll(relayDir)
+	}
+	os.Exit(code)
+}
+
+// relayBin builds the relay binary of this module (./cmd/relay, as
+// `make build` does) into a temporary directory, once per test process.
+// A failed build fails b: the benchmark never runs without its roots.
+func relayBin(b testing.TB) string {
+	b.Helper()
+	relayOnce.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			relayErr = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		gomod := strings.TrimSpace(string(out))
+		if gomod == "" || gomod == os.DevNull {
+			relayErr = errors.New("the working directory is not inside the module")
+			return
+		}
+		if relayDir, relayErr = os.MkdirTemp("", "canopy-bench-relay-"); relayErr != nil {
+			return
+		}
+		relayPath = filepath.Join(relayDir, "relay")
+		build := exec.Command("go", "build", "-o", relayPath, "./cmd/relay")
+		build.Dir = filepath.Dir(gomod)
+		if out, err := build.CombinedOutput(); err != nil {
+			relayErr = fmt.Errorf("go build ./cmd/relay in %s: %v\n%s", build.Dir, err, out)
 		}
 	})
+	if relayErr != nil {
+		b.Fatalf("building the relay binary: %v", relayErr)
+	}
+	return relayPath
+}
+
+// relayProc is a relay running as a child process, its stdout and stderr
+// going to log (in its data directory).
+type relayProc struct {
+	name string
+	dir  string // data directory, also the working directory
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited
+	err  error         // Wait's result, once done is closed
+}
+
+// relaySysProcAttr returns the attributes of a relay process
+// (relayproc_linux_test.go: killed with the test process).
+var relaySysProcAttr = func() *syscall.SysProcAttr { return nil }
+
+// startRelay starts bin with args in dir. The first line of its log is
+// the command line.
+func startRelay(bin, name, dir string, args []string) (*relayProc, error) {
+	p := &relayProc{name: name, dir: dir, log: filepath.Join(dir, "relay.log"), done: make(chan struct{})}
+	f, err := os.Create(p.log)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(f, "$ %s %s\n", bin, strings.Join(args, " "))
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = relaySysProcAttr()
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has exited.
+func (p *relayProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// tail returns the last n lines of the process's log.
+func (p *relayProc) tail(n int) string {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", p.log, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("… %d earlier lines", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// relayStopGrace is how long a relay has to stop after SIGTERM before it
+// is killed.
+const relayStopGrace = 10 * time.Second
+
+// stopRelays stops procs together: SIGTERM, then SIGKILL for those still
+// running relayStopGrace later. A relay that had exited by itself, that
+// had to be killed or that stopped with an error fails b, with the end of
+// its log.
+func stopRelays(b testing.TB, procs []*relayProc) {
+	early := make([]bool, len(procs))
+	for i, p := range procs {
+		if early[i] = p.exited(); !early[i] {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	grace := time.NewTimer(relayStopGrace)
+	defer grace.Stop()
+	expired := false
+	for i, p := range procs {
+		if !expired {
+			select {
+			case <-p.done:
+			case <-grace.C:
+				expired = true
+			}
+		}
+		killed := !p.exited()
+		if killed {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		switch {
+		case early[i]:
+			b.Errorf("%s exited before the end of the benchmark: %v\n%s", p.name, p.err, p.tail(40))
+		case killed:
+			b.Errorf("%s did not stop within %v of SIGTERM: killed\n%s", p.name, relayStopGrace, p.tail(40))
+		case p.err != nil:
+			b.Errorf("%s stopped with %v after SIGTERM\n%s", p.name, p.err, p.tail(40))
+		}
+	}
 }
 
 // freePort returns a loopback address whose port was free a moment ago

@@ -1,12 +1,17 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -69,6 +75,9 @@ type Result struct {
 	// Last holds, for watch fan-out, the time from each write until its
 	// last watcher had it.
 	Last []time.Duration
+	// Wire holds, for lists, the latency until the whole response body
+	// had arrived, before the client decoded it (sorted).
+	Wire []time.Duration
 }
 
 // OpsPerSec is the throughput over the whole run.
@@ -201,15 +210,26 @@ func Gets(ctx context.Context, cs kubernetes.Interface, ns string, names []strin
 }
 
 // Lists lists ns n times, one after the other, and checks each list holds
-// want objects.
+// want objects. It makes the request the typed client's List makes, in two
+// steps, so that Wire has the latency until the response body was in and
+// Latencies the latency once decoded.
 func Lists(ctx context.Context, cs kubernetes.Interface, ns string, want, n int) (Result, error) {
-	return parallel(ctx, 1, n, func(ctx context.Context, _, _ int) error {
-		l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	wire := make([]time.Duration, 0, n)
+	r, err := parallel(ctx, 1, n, func(ctx context.Context, _, _ int) error {
+		start := time.Now()
+		res := cs.CoreV1().RESTClient().Get().Namespace(ns).Resource("configmaps").
+			VersionedParams(&metav1.ListOptions{}, scheme.ParameterCodec).Do(ctx)
+		wire = append(wire, time.Since(start))
+		var l corev1.ConfigMapList
+		err := res.Into(&l)
 		if err == nil && len(l.Items) != want {
 			err = fmt.Errorf("listed %d ConfigMaps, want %d", len(l.Items), want)
 		}
 		return err
 	})
+	slices.Sort(wire)
+	r.Wire = wire
+	return r, err
 }
 
 // WatchFanout starts watchers watches on ConfigMaps in ns, then updates one
@@ -218,7 +238,23 @@ func Lists(ctx context.Context, cs kubernetes.Interface, ns string, want, n int)
 // just before the write's request to the watcher's receipt; Last is per
 // write, until its last watcher. One unmeasured write first checks that
 // every watch delivers.
+//
+// The watchers are client-go's (Watch, decoding every event); for
+// WatchFanoutWire, readers of the response stream.
 func WatchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watchers, writes int) (Result, error) {
+	return watchFanout(ctx, cs, ns, watchers, writes, false)
+}
+
+// WatchFanoutWire is WatchFanout with watchers that read the response
+// stream and only find where each event ends and its sequence number in
+// the bytes (readWire): the figures are then the server's fan-out rather
+// than the client's decoding, which on a machine shared by both weighs as
+// much.
+func WatchFanoutWire(ctx context.Context, cs kubernetes.Interface, ns string, watchers, writes int) (Result, error) {
+	return watchFanout(ctx, cs, ns, watchers, writes, true)
+}
+
+func watchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watchers, writes int, wire bool) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, ConfigMap("fanout", 0), metav1.CreateOptions{})
@@ -243,11 +279,26 @@ func WatchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watche
 		}
 	}
 
-	ws := make([]watch.Interface, watchers)
+	got := func(i, s int, now time.Time) {
+		if s < 1 || s > total || !arrived[s][i].IsZero() {
+			return
+		}
+		arrived[s][i] = now
+		if counts[s].Add(1) == int64(watchers) {
+			close(done[s])
+		}
+	}
 	// The watches live on ctx, not on parallel's context (cancelled when it returns).
+	opts := metav1.ListOptions{ResourceVersion: cm.ResourceVersion}
+	ws := make([]watch.Interface, watchers)
+	streams := make([]io.ReadCloser, watchers)
 	if _, err := parallel(ctx, 16, watchers, func(_ context.Context, _, i int) error {
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion})
-		ws[i] = w
+		var err error
+		if wire {
+			streams[i], err = wireWatch(ctx, cs, ns, opts)
+		} else {
+			ws[i], err = cs.CoreV1().ConfigMaps(ns).Watch(ctx, opts)
+		}
 		return err
 	}); err != nil {
 		return Result{}, fmt.Errorf("starting watchers: %w", err)
@@ -255,15 +306,31 @@ func WatchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watche
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer func() {
-		for _, w := range ws {
-			if w != nil {
-				w.Stop()
+		for i := range watchers {
+			if ws[i] != nil {
+				ws[i].Stop()
+			}
+			if streams[i] != nil {
+				streams[i].Close()
 			}
 		}
 	}()
-	for i, w := range ws {
+	for i := range watchers {
+		if wire {
+			wg.Go(func() {
+				err := readWire(streams[i], func(frame []byte) {
+					if s, ok := seqOf(frame); ok {
+						got(i, s, time.Now())
+					}
+				})
+				if err != nil && ctx.Err() == nil {
+					fail(fmt.Errorf("watcher %d: %w", i, err))
+				}
+			})
+			continue
+		}
 		wg.Go(func() {
-			for ev := range w.ResultChan() {
+			for ev := range ws[i].ResultChan() {
 				now := time.Now()
 				switch ev.Type {
 				case watch.Modified:
@@ -277,13 +344,8 @@ func WatchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watche
 				if !ok || obj.Name != "fanout" {
 					continue
 				}
-				s, err := strconv.Atoi(obj.Data["seq"])
-				if err != nil || s < 1 || s > total {
-					continue
-				}
-				arrived[s][i] = now
-				if counts[s].Add(1) == int64(watchers) {
-					close(done[s])
+				if s, err := strconv.Atoi(strings.TrimPrefix(obj.Data["seq"], seqMark)); err == nil {
+					got(i, s, now)
 				}
 			}
 		})
@@ -292,7 +354,7 @@ func WatchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watche
 	sent := make([]time.Time, total+1)
 	for s := 1; s <= total; s++ {
 		next := cm.DeepCopy()
-		next.Data["seq"] = strconv.Itoa(s)
+		next.Data["seq"] = seqMark + strconv.Itoa(s)
 		sent[s] = time.Now()
 		if cm, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 			return Result{}, fmt.Errorf("write %d: %w", s, err)
@@ -322,32 +384,96 @@ func WatchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watche
 	return r, nil
 }
 
+// seqMark starts the sequence number of a fan-out write in the ConfigMap,
+// so that a wire watcher finds it in the event's bytes, protobuf or JSON.
+const seqMark = "fanout-seq-"
+
+// protoErrorType is metav1.WatchEvent's type field (1, a string) set to
+// ERROR, as it appears in a protobuf frame.
+var protoErrorType = []byte("\x0a\x05ERROR")
+
+// readWire reads a watch response stream, protobuf (frames of a 4-byte
+// big-endian length) or JSON (one event per line), and calls each with
+// every event's bytes (valid until the next call), until the stream ends.
+// An ERROR event fails it.
+func readWire(r io.Reader, each func(frame []byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	first, err := br.Peek(1)
+	if err != nil {
+		return err
+	}
+	json := first[0] == '{'
+	var frame []byte
+	for {
+		if json {
+			if frame, err = br.ReadSlice('\n'); err != nil {
+				return err
+			}
+		} else {
+			var n [4]byte
+			if _, err := io.ReadFull(br, n[:]); err != nil {
+				return err
+			}
+			frame = slices.Grow(frame[:0], int(binary.BigEndian.Uint32(n[:])))[:binary.BigEndian.Uint32(n[:])]
+			if _, err := io.ReadFull(br, frame); err != nil {
+				return err
+			}
+		}
+		if bytes.HasPrefix(frame, []byte(`{"type":"ERROR"`)) || bytes.Contains(frame, protoErrorType) {
+			return fmt.Errorf("error event: %q", frame)
+		}
+		each(frame)
+	}
+}
+
+// seqOf finds the fan-out sequence number (seqMark) in an event's bytes.
+func seqOf(frame []byte) (int, bool) {
+	i := bytes.Index(frame, []byte(seqMark))
+	if i < 0 {
+		return 0, false
+	}
+	digits := frame[i+len(seqMark):]
+	end := 0
+	for end < len(digits) && digits[end] >= '0' && digits[end] <= '9' {
+		end++
+	}
+	s, err := strconv.Atoi(string(digits[:end]))
+	return s, err == nil
+}
+
+// wireWatch opens a watch of ConfigMaps in ns as a response stream, in the
+// client's wire format, for readWire.
+func wireWatch(ctx context.Context, cs kubernetes.Interface, ns string, opts metav1.ListOptions) (io.ReadCloser, error) {
+	opts.Watch = true
+	return cs.CoreV1().RESTClient().Get().Namespace(ns).Resource("configmaps").
+		VersionedParams(&opts, scheme.ParameterCodec).Stream(ctx)
+}
+
 // Mixed runs n operations from workers clients while watchers watch ns: 30 %
 // creates, 30 % updates of the worker's own objects, 30 % gets of them and
 // 10 % lists of listNS (which holds a fixed set of objects), chosen by a
-// fixed seed per worker. Watchers only drain their events.
+// fixed seed per worker. The watchers read their response streams without
+// decoding them (readWire): they make the server fan every write out, as
+// controllers' watches would, without the load generator's own decoding,
+// the same against every target, taking the shared cores (with client-go's
+// JSON decoding, it took three quarters of the CPU of mixed-json).
 func Mixed(ctx context.Context, cs kubernetes.Interface, ns, listNS string, workers, n, watchers int) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	for range watchers {
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	events := make([]atomic.Int64, watchers)
+	failed := make(chan error, watchers)
+	for i := range watchers {
+		r, err := wireWatch(ctx, cs, ns, metav1.ListOptions{})
 		if err != nil {
 			return Result{}, fmt.Errorf("watcher: %w", err)
 		}
 		wg.Go(func() {
-			defer w.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case _, ok := <-w.ResultChan():
-					if !ok {
-						return
-					}
-				}
+			defer r.Close()
+			if err := readWire(r, func([]byte) { events[i].Add(1) }); err != nil && ctx.Err() == nil {
+				failed <- fmt.Errorf("watcher %d: %w", i, err)
 			}
 		})
 	}
@@ -356,7 +482,7 @@ func Mixed(ctx context.Context, cs kubernetes.Interface, ns, listNS string, work
 	for w := range workers {
 		rnd[w] = rand.New(rand.NewPCG(uint64(w), 10))
 	}
-	return parallel(ctx, workers, n, func(ctx context.Context, w, i int) error {
+	r, err := parallel(ctx, workers, n, func(ctx context.Context, w, i int) error {
 		c := cs.CoreV1().ConfigMaps(ns)
 		p := rnd[w].IntN(100)
 		switch {
@@ -383,4 +509,19 @@ func Mixed(ctx context.Context, cs kubernetes.Interface, ns, listNS string, work
 			return err
 		}
 	})
+	if err != nil {
+		return Result{}, err
+	}
+	// Every watcher had events: the server fanned the writes out.
+	for i := range events {
+		if events[i].Load() == 0 {
+			return Result{}, fmt.Errorf("watcher %d had no event", i)
+		}
+	}
+	select {
+	case err := <-failed:
+		return Result{}, err
+	default:
+	}
+	return r, nil
 }

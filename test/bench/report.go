@@ -154,7 +154,8 @@ func Misses(rows []Comparison, target string) []Comparison {
 
 // Compare builds the side-by-side rows from BenchmarkAPI's results
 // (names API/target=<t>/op=<op>): throughput for writes, reads and the
-// mixed load, p50 and p99 latency for all, and for watch fan-out the
+// mixed load, p50 and p99 latency for all, for lists also until the body
+// was in (before the client decoded it), and for watch fan-out the
 // delivery latency.
 func Compare(bs []Benchmark) []Comparison {
 	var ops []string
@@ -192,6 +193,8 @@ func Compare(bs []Benchmark) []Comparison {
 		case strings.HasPrefix(op, "list"):
 			add(op, "p50-ms", false)
 			add(op, "p99-ms", false)
+			add(op, "wire-p50-ms", false)
+			add(op, "wire-p99-ms", false)
 		default:
 			add(op, "ops/s", true)
 			add(op, "p99-ms", false)
@@ -206,6 +209,8 @@ var unitTitles = map[string]string{
 	"p50-ms":      "p50 latency (ms)",
 	"p99-ms":      "p99 latency (ms)",
 	"last-p99-ms": "p99 until the last watcher (ms)",
+	"wire-p50-ms": "p50 until the body is in, not decoded (ms)",
+	"wire-p99-ms": "p99 until the body is in, not decoded (ms)",
 }
 
 // CompareTable renders rows as a Markdown table: each target's figure and,
