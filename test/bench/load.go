@@ -210,14 +210,14 @@ func Gets(ctx context.Context, cs kubernetes.Interface, ns string, names []strin
 }
 
 // Lists lists ns n times, one after the other, and checks each list holds
-// want objects. It makes the request the typed client's List makes, in two
-// steps, so that Wire has the latency until the response body was in and
+// want objects. It makes the request the typed client's List makes
+// (protobuf unless cs was configured for another), in two steps, so that Wire has the latency until the response body was in and
 // Latencies the latency once decoded.
 func Lists(ctx context.Context, cs kubernetes.Interface, ns string, want, n int) (Result, error) {
 	wire := make([]time.Duration, 0, n)
 	r, err := parallel(ctx, 1, n, func(ctx context.Context, _, _ int) error {
 		start := time.Now()
-		res := cs.CoreV1().RESTClient().Get().Namespace(ns).Resource("configmaps").
+		res := cs.CoreV1().RESTClient().Get().UseProtobufAsDefault().Namespace(ns).Resource("configmaps").
 			VersionedParams(&metav1.ListOptions{}, scheme.ParameterCodec).Do(ctx)
 		wire = append(wire, time.Since(start))
 		var l corev1.ConfigMapList
@@ -441,11 +441,12 @@ func seqOf(frame []byte) (int, bool) {
 	return s, err == nil
 }
 
-// wireWatch opens a watch of ConfigMaps in ns as a response stream, in the
-// client's wire format, for readWire.
+// wireWatch opens a watch of ConfigMaps in ns as a response stream, for
+// readWire, in the wire format the typed client would use: protobuf
+// unless cs was configured for another (as the JSON clients are).
 func wireWatch(ctx context.Context, cs kubernetes.Interface, ns string, opts metav1.ListOptions) (io.ReadCloser, error) {
 	opts.Watch = true
-	return cs.CoreV1().RESTClient().Get().Namespace(ns).Resource("configmaps").
+	return cs.CoreV1().RESTClient().Get().UseProtobufAsDefault().Namespace(ns).Resource("configmaps").
 		VersionedParams(&opts, scheme.ParameterCodec).Stream(ctx)
 }
 
