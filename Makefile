@@ -77,7 +77,8 @@ simulate: build
 
 # Issue 10's benchmarks side by side, on this machine, in one run
 # (test/bench/cmd/benchreport): the kube API load generator against
-# kube-apiserver + etcd and Canopy roots of 1 and 3 replicas, root failover,
+# kube-apiserver with 1 and 3 etcd members and Canopy roots of 1 and 3
+# replicas (relay processes), root failover,
 # Go micro-benchmarks, flat vs tree and partition catch-up in the simulator.
 # Writes docs/benchmarks.md's generated region and raw outputs in docs/bench/ (about
 # 20 minutes on 2 cores). BENCH_QUICK=1: a smaller run in under 5 minutes,
@@ -86,8 +87,8 @@ BENCH_QUICK ?=
 bench: $(BIN)/kube-apiserver $(BIN)/etcd
 	$(GO) run ./test/bench/cmd/benchreport -go=$(GO) -quick=$(if $(filter-out 0,$(BENCH_QUICK)),true,false)
 
-# Flat vs tree at 10 000 virtual clusters: about an hour and 20 GiB, so not
-# part of `make bench`, whose report shows this run's last output.
+# Flat vs tree at 10 000 virtual clusters: about 15 minutes and 15 GiB, so
+# not part of `make bench`, whose report shows this run's last output.
 bench-10k:
 	$(GO) run ./test/bench/cmd/benchreport -go=$(GO) -only=sim10k
 
