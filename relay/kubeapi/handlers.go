@@ -226,6 +226,7 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 	if err != nil {
 		return nil, storeError(err, sv.gr(), obj.GetName())
 	}
+	rq.stored = stored
 	return stored.Data, nil
 }
 
@@ -408,6 +409,7 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 			res, err = s.store.Txn(ctx, store.Op{Type: store.OpUpdate, Key: key, Data: data, ExpectRevision: curObj.Revision})
 		}
 		if err == nil {
+			rq.stored = res.Objects[0]
 			return res.Objects[0].Data, nil
 		}
 		if errors.Is(err, store.ErrConflict) && pinnedRev == 0 && attempt < maxConflictRetries {

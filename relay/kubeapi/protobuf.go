@@ -22,6 +22,7 @@ package kubeapi
 //	watch frame: 4-byte big-endian length + metav1.WatchEvent{Type, Object: RawExtension{Raw: <object form>}}
 
 import (
+	"bytes"
 	"container/list"
 	"encoding/binary"
 	"errors"
@@ -235,7 +236,13 @@ func (s *Server) protoDeleted(sv *served, last *store.Object, rev int64) (protoE
 
 // writeProtoObject answers with one object in protobuf.
 func (rq *request) writeProtoObject(sv *served, code int, data []byte) {
-	enc, err := jsonToProto(sv, data)
+	var enc protoEncoding
+	var err error
+	if o := rq.stored; o != nil && bytes.Equal(o.Data, data) {
+		enc, err = rq.srv.protoStored(sv, o)
+	} else {
+		enc, err = jsonToProto(sv, data)
+	}
 	if err != nil {
 		rq.writeError(err)
 		return

@@ -492,18 +492,33 @@ func TestProtobufListPagingAndCache(t *testing.T) {
 	if st := e.srv.protoCache.stats(); st.Encodes != afterPages.Encodes {
 		t.Errorf("two more lists of unchanged objects encoded %d items, want 0", st.Encodes-afterPages.Encodes)
 	}
-	// A changed object is encoded again, once.
+	// A changed object is encoded again, once: for the update's protobuf
+	// answer, which the list then finds in the cache.
 	cm, _ := cms.Get(ctx, "cm-3", metav1.GetOptions{})
 	cm.Data = map[string]string{"x": "y"}
+	n := e.srv.protoCache.stats().Encodes
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n := e.srv.protoCache.stats().Encodes
+	if got := e.srv.protoCache.stats().Encodes - n; got != 1 {
+		t.Errorf("the update's answer encoded %d items, want 1", got)
+	}
 	if _, err := cms.List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.srv.protoCache.stats().Encodes - n; got != 1 {
-		t.Errorf("list after one update encoded %d items, want 1", got)
+		t.Errorf("update and list encoded %d items, want 1", got)
+	}
+	// So is a created one.
+	n = e.srv.protoCache.stats().Encodes
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "created"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.srv.protoCache.stats().Encodes - n; got != 1 {
+		t.Errorf("create and list encoded %d items, want 1", got)
 	}
 }
 

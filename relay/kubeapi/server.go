@@ -169,6 +169,10 @@ type request struct {
 	// verb label for metrics (WATCH, LIST, GET, ...)
 	metricVerb     string
 	metricResource string
+	// stored is the version the request wrote, if any: a protobuf answer
+	// of it goes through the encoding cache, where the lists and watch
+	// events that send it next find it.
+	stored *store.Object
 }
 
 func (s *Server) serve(rq *request) {
