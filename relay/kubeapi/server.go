@@ -258,6 +258,15 @@ func (s *Server) serve(rq *request) {
 	s.serveResource(rq)
 }
 
+// notReady is the answer of a server that is not ready to say whether a
+// space exists: 503 with a Retry-After of a second, which client-go
+// retries by itself.
+func notReady(err error) *apierrors.StatusError {
+	st := apierrors.NewServiceUnavailable("not ready: " + err.Error())
+	st.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return st
+}
+
 // splitSpace strips the /spaces/<name> prefix. Paths without it belong to
 // the default space. The space must exist; its kind comes back with it.
 func (s *Server) splitSpace(path string) (space, kind, rest string, err error) {
@@ -273,6 +282,14 @@ func (s *Server) splitSpace(path string) (space, kind, rest string, err error) {
 	}
 	kind, ok := s.catalog.spaceKind(space)
 	if !ok {
+		// A server that is not ready (a replica catching up after a
+		// restart) may simply not have the space yet: the client should
+		// try again, not conclude it does not exist.
+		if s.cfg.Ready != nil {
+			if err := s.cfg.Ready(); err != nil {
+				return "", "", "", notReady(err)
+			}
+		}
 		return "", "", "", apierrors.NewNotFound(spacesGR, space)
 	}
 	return space, kind, rest, nil

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,5 +179,43 @@ func TestMailboxSpacesAreReadOnly(t *testing.T) {
 	defer hs.Close()
 	if resp, _ := do(t, "GET", hs.URL+"/spaces/mailbox-x/api/v1/namespaces/default/configmaps", ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("reading a mailbox as a user: %d, want 200", resp.StatusCode)
+	}
+}
+
+// A space that does not exist is a 404, unless the server is not ready (a
+// replica catching up): then it may not have the space yet, and the answer
+// is a 503 that client-go tries again after Retry-After.
+func TestMissingSpaceWhileNotReady(t *testing.T) {
+	st := store.New(store.Options{})
+	st.SetLog(store.NewMemLog(st))
+	t.Cleanup(st.Close)
+	var ready atomic.Pointer[error]
+	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}, Ready: func() error {
+		if err := ready.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}})
+	if err := s.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	path := hs.URL + "/spaces/later/api/v1/namespaces/default/configmaps"
+
+	resp, body := do(t, http.MethodGet, path, "")
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `spaces.canopy.dev \"later\" not found`) {
+		t.Errorf("ready: %d %s, want 404 space not found", resp.StatusCode, body)
+	}
+	catchingUp := errors.New("catching up")
+	ready.Store(&catchingUp)
+	resp, body = do(t, http.MethodGet, path, "")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(body), "not ready: catching up") || !strings.Contains(string(body), `"reason":"ServiceUnavailable"`) {
+		t.Errorf("not ready: %d (Retry-After %q) %s, want 503 with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	// A space that exists is served even so.
+	if resp, body := do(t, http.MethodGet, hs.URL+"/api/v1/namespaces/default/configmaps", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("default space while not ready: %d %s", resp.StatusCode, body)
 	}
 }
