@@ -66,6 +66,45 @@ func ParseBench(r io.Reader) ([]Benchmark, error) {
 	return out, sc.Err()
 }
 
+// Medians merges the results of one benchmark run several times (-count)
+// into one, in the order each first appears, with the median of each
+// metric (of an even number, the mean of the middle two) and the
+// iterations summed.
+func Medians(bs []Benchmark) []Benchmark {
+	var out []Benchmark
+	runs := map[string][]Benchmark{}
+	for _, b := range bs {
+		key := b.Pkg + " " + b.Name
+		if runs[key] == nil {
+			out = append(out, b)
+		}
+		runs[key] = append(runs[key], b)
+	}
+	for i, b := range out {
+		rs := runs[b.Pkg+" "+b.Name]
+		if len(rs) == 1 {
+			continue
+		}
+		m := Benchmark{Pkg: b.Pkg, Name: b.Name, Metrics: map[string]float64{}, Units: b.Units}
+		for _, unit := range b.Units {
+			var vs []float64
+			for _, r := range rs {
+				if v, ok := r.Metrics[unit]; ok {
+					vs = append(vs, v)
+				}
+			}
+			slices.Sort(vs)
+			n := len(vs)
+			m.Metrics[unit] = (vs[(n-1)/2] + vs[n/2]) / 2
+		}
+		for _, r := range rs {
+			m.N += r.N
+		}
+		out[i] = m
+	}
+	return out
+}
+
 // Targets of BenchmarkAPI, in table order, and their column titles.
 var (
 	Targets      = []string{"kube", "kube-3", "canopy-1", "canopy-3"}

@@ -161,3 +161,39 @@ func TestNumAndPercentile(t *testing.T) {
 		t.Error("percentile of nothing")
 	}
 }
+
+// Medians merges the rounds of -count=N into one result per benchmark,
+// with each metric's median.
+func TestMedians(t *testing.T) {
+	out := `pkg: example.com/bench
+BenchmarkAPI/target=kube/op=create-2   1   3 ns/op   100 ops/s   9.0 p99-ms
+BenchmarkAPI/target=kube/op=create-2   1   1 ns/op   300 ops/s   1.0 p99-ms
+BenchmarkAPI/target=canopy-1/op=create-2   1   1 ns/op   500 ops/s   2.0 p99-ms
+BenchmarkAPI/target=kube/op=create-2   1   2 ns/op   200 ops/s   5.0 p99-ms
+BenchmarkAPI/target=canopy-1/op=create-2   1   1 ns/op   700 ops/s   4.0 p99-ms
+`
+	bs, err := ParseBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := Medians(bs)
+	if len(ms) != 2 || ms[0].Name != "API/target=kube/op=create" || ms[1].Name != "API/target=canopy-1/op=create" {
+		t.Fatalf("merged = %+v", ms)
+	}
+	for _, c := range []struct {
+		i          int
+		unit       string
+		want       float64
+		iterations int
+	}{
+		{0, "ops/s", 200, 3}, {0, "p99-ms", 5, 3}, {0, "ns/op", 2, 3},
+		{1, "ops/s", 600, 2}, {1, "p99-ms", 3, 2}, // even: the mean of the middle two
+	} {
+		if got := ms[c.i].Metrics[c.unit]; got != c.want || ms[c.i].N != c.iterations {
+			t.Errorf("%s %s = %v (N %d), want %v (N %d)", ms[c.i].Name, c.unit, got, ms[c.i].N, c.want, c.iterations)
+		}
+	}
+	if len(bs) != 5 || bs[0].Metrics["ops/s"] != 100 {
+		t.Errorf("Medians changed its input: %+v", bs[0])
+	}
+}

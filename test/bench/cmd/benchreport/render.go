@@ -86,11 +86,12 @@ func readBench(path string) ([]bench.Benchmark, error) {
 func api(sb *strings.Builder, i info, path string) {
 	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
 	p("### Kube API: Canopy root vs kube-apiserver + etcd\n\n")
-	bs, err := readBench(path)
-	if err != nil || len(bs) == 0 {
+	all, err := readBench(path)
+	if err != nil || len(all) == 0 {
 		p("Not measured in this run (%v).\n\n", err)
 		return
 	}
+	bs := bench.Medians(all)
 	s := bench.FullScale()
 	if i.mode == "quick" {
 		s = bench.QuickScale()
@@ -109,7 +110,11 @@ func api(sb *strings.Builder, i info, path string) {
 	p("one namespace, %d updates of one ConfigMap, each waited for by every watcher, latency from the\n", s.WatchWrites)
 	p("update's request to each watcher's receipt. The watchers are client-go's, decoding every event, and\n")
 	p("in the operations ending in `-wire` readers of the response stream that only find where each event\n")
-	p("ends and its sequence number.\n\n")
+	p("ends and its sequence number.")
+	if rounds := len(all) / len(bs); rounds > 1 {
+		p(" Each operation ran %d rounds in a row (`-count=%d`); every figure is the median of its rounds.", rounds, rounds)
+	}
+	p("\n\n")
 	p("Load generator and servers share the machine's cores, and client-go's decoding (the same against\n")
 	p("every target) is part of every end-to-end figure: for the big lists and the fan-out to a thousand\n")
 	p("watchers it is the larger part. The \"body is in\" rows and the `-wire` operations measure the\n")

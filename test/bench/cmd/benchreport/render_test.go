@@ -80,3 +80,32 @@ func TestAPIWithoutKube3(t *testing.T) {
 		t.Errorf("canopy-3 said to meet the goal without a baseline:\n%s", md)
 	}
 }
+
+// TestAPIRounds renders three rounds of each operation (-count=3): the
+// tables show each figure's median, and the prose says so.
+func TestAPIRounds(t *testing.T) {
+	var rounds []string
+	for l := range strings.Lines(apiOutput) {
+		rounds = append(rounds, l)
+		if strings.Contains(l, "target=canopy-1/op=create") {
+			// two more rounds of canopy-1's create: 6000 and 5000 ops/s,
+			// a median that is neither the first round nor the last
+			rounds = append(rounds, strings.Replace(l, "4000 ops/s", "6000 ops/s", 1), strings.Replace(l, "4000 ops/s", "5000 ops/s", 1))
+		} else if strings.HasPrefix(l, "Benchmark") {
+			rounds = append(rounds, l, l)
+		}
+	}
+	md := renderAPI(t, strings.Join(rounds, ""))
+	for _, want := range []string{
+		"Each operation ran 3 rounds in a row (`-count=3`); every figure is the median of its rounds.",
+		"| create | ops/s | 1000 | 500 | 5000 | 900 | 5.00× | 1.80× |\n",
+		"| target=canopy-1/op=create | 5000 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+	if n := strings.Count(md, "| target=canopy-1/op=create |"); n != 1 {
+		t.Errorf("canopy-1's create is listed %d times among every figure, want once", n)
+	}
+}
