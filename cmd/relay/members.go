@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -128,11 +127,11 @@ type memberView struct {
 // readMembers asks the replica of rc for the members, then each member for
 // its own status, concurrently.
 func readMembers(ctx context.Context, rc *rest.Config) (membersView, error) {
-	base, err := apiBase(rc.Host)
+	base, err := server.APIBase(rc.Host)
 	if err != nil {
 		return membersView{}, err
 	}
-	asked, err := getMemberList(ctx, rc, base)
+	asked, err := server.GetMembers(ctx, rc, base)
 	if err != nil {
 		return membersView{}, fmt.Errorf("asking %s: %w", base, err)
 	}
@@ -153,10 +152,10 @@ func readMembers(ctx context.Context, rc *rest.Config) (membersView, error) {
 			continue
 		}
 		wg.Go(func() {
-			mb, err := apiBase(m.APIURL)
+			mb, err := server.APIBase(m.APIURL)
 			var ml server.MemberList
 			if err == nil {
-				ml, err = getMemberList(ctx, rc, mb)
+				ml, err = server.GetMembers(ctx, rc, mb)
 			}
 			if err == nil && ml.Self != m.Name {
 				err = fmt.Errorf("%s answers as %q", mb, ml.Self)
@@ -184,54 +183,6 @@ func health(m *memberView) string {
 	default:
 		return "unreachable"
 	}
-}
-
-// apiBase is the scheme and host of a kube API URL: MembersPath is served
-// at the root of a replica's API, not under a space's path.
-func apiBase(host string) (string, error) {
-	u, err := url.Parse(host)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("%q is not an API URL", host)
-	}
-	return u.Scheme + "://" + u.Host, nil
-}
-
-// getMemberList GETs server.MembersPath on base with rc's credentials.
-func getMemberList(ctx context.Context, rc *rest.Config, base string) (server.MemberList, error) {
-	var ml server.MemberList
-	c := rest.CopyConfig(rc)
-	c.Host, c.APIPath = base, ""
-	client, err := rest.HTTPClientFor(c)
-	if err != nil {
-		return ml, err
-	}
-	defer client.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(ctx, rc.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+server.MembersPath, nil)
-	if err != nil {
-		return ml, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return ml, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return ml, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var st struct{ Message string }
-		if json.Unmarshal(body, &st) == nil && st.Message != "" {
-			return ml, fmt.Errorf("%s: %s", resp.Status, st.Message)
-		}
-		return ml, fmt.Errorf("%s (is this a Canopy root?)", resp.Status)
-	}
-	if err := json.Unmarshal(body, &ml); err != nil {
-		return ml, fmt.Errorf("decoding the members: %w", err)
-	}
-	return ml, nil
 }
 
 func writeMembersTable(w io.Writer, view membersView) error {

@@ -1,22 +1,15 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +21,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 // BenchmarkAPI runs the same load (load.go) against a real kube-apiserver
@@ -277,7 +271,11 @@ func startCanopy(b testing.TB, n int) *rest.Config {
 	waitFor(b, procs, time.Minute, "waiting for a leader", func(ctx context.Context) error {
 		var seen []string
 		for i, p := range procs {
-			ml, err := members(ctx, rcs[i])
+			base, err := server.APIBase(rcs[i].Host)
+			if err != nil {
+				return err
+			}
+			ml, err := server.GetMembers(ctx, rcs[i], base)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
@@ -302,40 +300,6 @@ func adminConfig(path string) (*rest.Config, error) {
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
 		&clientcmd.ConfigOverrides{CurrentContext: "default"})
 	return cc.ClientConfig()
-}
-
-// members GETs server.MembersPath, served at the root of the replica's API
-// (the kubeconfig's server is a space's path under it).
-func members(ctx context.Context, rc *rest.Config) (server.MemberList, error) {
-	var ml server.MemberList
-	u, err := url.Parse(rc.Host)
-	if err != nil {
-		return ml, err
-	}
-	c := rest.CopyConfig(rc)
-	c.Host, c.APIPath = u.Scheme+"://"+u.Host, ""
-	client, err := rest.HTTPClientFor(c)
-	if err != nil {
-		return ml, err
-	}
-	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host+server.MembersPath, nil)
-	if err != nil {
-		return ml, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return ml, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return ml, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return ml, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
-	}
-	return ml, json.Unmarshal(body, &ml)
 }
 
 // waitFor calls check, each call bounded by a few seconds, until it
@@ -367,52 +331,21 @@ func waitFor(b testing.TB, procs []*relayProc, timeout time.Duration, what strin
 	}
 }
 
-var (
-	relayOnce sync.Once
-	relayDir  string // holds relayPath; TestMain removes it
-	relayPath string
-	relayErr  error
-)
-
-// TestMain removes the relay binary that relayBin built, if it did.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if relayDir != "" {
-		_ = os.RemoveAll(relayDir)
-	}
+	relaybin.Remove()
 	os.Exit(code)
 }
 
-// relayBin builds the relay binary of this module (./cmd/relay, as
-// `make build` does) into a temporary directory, once per test process.
-// A failed build fails b: the benchmark never runs without its roots.
+// relayBin is the relay binary the roots run (relaybin.Path). A failed
+// build fails b: the benchmark never runs without its roots.
 func relayBin(b testing.TB) string {
 	b.Helper()
-	relayOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			relayErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		gomod := strings.TrimSpace(string(out))
-		if gomod == "" || gomod == os.DevNull {
-			relayErr = errors.New("the working directory is not inside the module")
-			return
-		}
-		if relayDir, relayErr = os.MkdirTemp("", "canopy-bench-relay-"); relayErr != nil {
-			return
-		}
-		relayPath = filepath.Join(relayDir, "relay")
-		build := exec.Command("go", "build", "-o", relayPath, "./cmd/relay")
-		build.Dir = filepath.Dir(gomod)
-		if out, err := build.CombinedOutput(); err != nil {
-			relayErr = fmt.Errorf("go build ./cmd/relay in %s: %v\n%s", build.Dir, err, out)
-		}
-	})
-	if relayErr != nil {
-		b.Fatalf("building the relay binary: %v", relayErr)
+	p, err := relaybin.Path()
+	if err != nil {
+		b.Fatalf("the relay binary: %v", err)
 	}
-	return relayPath
+	return p
 }
 
 // relayProc is a relay running as a child process, its stdout and stderr

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,51 +21,24 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
-var (
-	relayOnce sync.Once
-	relayPath string
-	relayErr  error
-)
+func TestMain(m *testing.M) {
+	code := m.Run()
+	relaybin.Remove()
+	os.Exit(code)
+}
 
 // relayBin returns the relay binary: $RELAY_BIN, or one built from this
-// module into a temporary directory (once per test binary).
+// module (relaybin.Path).
 func relayBin(t testing.TB) string {
 	t.Helper()
-	relayOnce.Do(func() {
-		if p := os.Getenv("RELAY_BIN"); p != "" {
-			if _, relayErr = os.Stat(p); relayErr == nil {
-				relayPath = p
-			}
-			return
-		}
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			relayErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		gomod := strings.TrimSpace(string(out))
-		if gomod == "" || gomod == os.DevNull {
-			relayErr = errors.New("not inside a Go module")
-			return
-		}
-		dir, err := os.MkdirTemp("", "canopy-e2e-relay-")
-		if err != nil {
-			relayErr = err
-			return
-		}
-		relayPath = filepath.Join(dir, "relay")
-		cmd := exec.Command("go", "build", "-o", relayPath, "./cmd/relay")
-		cmd.Dir = filepath.Dir(gomod)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			relayErr = fmt.Errorf("go build ./cmd/relay: %v\n%s", err, out)
-		}
-	})
-	if relayErr != nil {
-		t.Fatalf("relay binary (set RELAY_BIN or build from the module): %v", relayErr)
+	p, err := relaybin.Path()
+	if err != nil {
+		t.Fatalf("relay binary (set RELAY_BIN or build from the module): %v", err)
 	}
-	return relayPath
+	return p
 }
 
 // relayProcess is a root relay running as a separate process.

@@ -1,0 +1,63 @@
+// Package relaybin gives tests that run relays as processes the relay
+// binary: $RELAY_BIN, or one built from this module once per test binary.
+package relaybin
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+var (
+	once  sync.Once
+	dir   string // the temporary directory of a built binary
+	path  string
+	built error
+)
+
+// Path returns $RELAY_BIN if set, else the relay of this module
+// (./cmd/relay, as `make build` does) built into a temporary directory,
+// once per test binary; the working directory must be inside the module.
+// Remove deletes what it built.
+func Path() (string, error) {
+	once.Do(func() {
+		if p := os.Getenv("RELAY_BIN"); p != "" {
+			if _, built = os.Stat(p); built == nil {
+				path = p
+			}
+			return
+		}
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			built = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		gomod := strings.TrimSpace(string(out))
+		if gomod == "" || gomod == os.DevNull {
+			built = errors.New("the working directory is not inside the module")
+			return
+		}
+		if dir, built = os.MkdirTemp("", "canopy-relay-"); built != nil {
+			return
+		}
+		path = filepath.Join(dir, "relay")
+		cmd := exec.Command("go", "build", "-o", path, "./cmd/relay")
+		cmd.Dir = filepath.Dir(gomod)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built = fmt.Errorf("go build ./cmd/relay in %s: %v\n%s", cmd.Dir, err, out)
+		}
+	})
+	return path, built
+}
+
+// Remove deletes the binary Path built, if it built one: for TestMain,
+// after m.Run.
+func Remove() {
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
