@@ -144,8 +144,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringToStringVar(&o.labels, "labels", nil, "labels of this edge's cluster, k=v,... (Kubernetes label keys and values)")
 	forRoles(fs, "labels", roleEdge)
 	fs.StringVar(&o.statusAddr, "status-addr", "", "host:port serving /metrics, /healthz and /debug/inbox (off when empty)")
-	fs.StringVar(&o.pprofAddr, "pprof", "", "loopback host:port serving the runtime profiles, net/http/pprof (127.0.0.1:6060; off when empty)")
 	forRoles(fs, "status-addr", roleRegion, roleEdge)
+	fs.StringVar(&o.pprofAddr, "pprof", "", "loopback host:port serving the runtime profiles, net/http/pprof (127.0.0.1:6060; off when empty)")
 	fs.DurationVar(&o.parentTimeout, "parent-timeout", link.DefaultConfig().MaxIdleTimeout, "how long the link to the parent may stay silent before the parent, or one of its siblings, is dialed again")
 	forRoles(fs, "parent-timeout", roleRegion, roleEdge)
 }

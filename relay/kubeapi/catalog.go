@@ -267,8 +267,8 @@ func (c *catalog) all(space string) []*served {
 	return append(out, custom...)
 }
 
-// fieldsFor is the store's Options.Fields: kind-specific field-selector
-// fields of built-in kinds.
+// FieldsFor is the store's Options.Fields: kind-specific field-selector
+// fields of built-in kinds (only those decode the whole object).
 func FieldsFor(r store.Resource, v *store.FieldSource) fields.Set {
 	info := resources.Lookup(r.Group, r.Resource)
 	if info == nil || info.Fields == nil {

@@ -389,6 +389,7 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 			return nil, err
 		}
 		if sameObject(next, cur) {
+			rq.stored = curObj
 			return curObj.Data, nil
 		}
 		data, err := json.Marshal(next.Object)

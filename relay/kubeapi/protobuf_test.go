@@ -520,6 +520,26 @@ func TestProtobufListPagingAndCache(t *testing.T) {
 	if got := e.srv.protoCache.stats().Encodes - n; got != 1 {
 		t.Errorf("create and list encoded %d items, want 1", got)
 	}
+	// And the version an update that changes nothing leaves: written in
+	// JSON (nothing encoded), its no-op protobuf update encodes it for
+	// the answer, and the list finds it.
+	js, err := e.js.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "same"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = e.srv.protoCache.stats().Encodes
+	if _, err := cms.Update(ctx, js, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.srv.protoCache.stats().Encodes - n; got != 1 {
+		t.Errorf("the no-op update's answer encoded %d items, want 1", got)
+	}
+	if _, err := cms.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.srv.protoCache.stats().Encodes - n; got != 1 {
+		t.Errorf("no-op update and list encoded %d items, want 1", got)
+	}
 }
 
 func TestProtoCacheBound(t *testing.T) {

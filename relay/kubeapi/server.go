@@ -169,9 +169,10 @@ type request struct {
 	// verb label for metrics (WATCH, LIST, GET, ...)
 	metricVerb     string
 	metricResource string
-	// stored is the version the request wrote, if any: a protobuf answer
-	// of it goes through the encoding cache, where the lists and watch
-	// events that send it next find it.
+	// stored is the version the request wrote (or, for an update that
+	// changed nothing, left), if any: a protobuf answer of it goes through
+	// the encoding cache, where the lists and watch events that send it
+	// next find it.
 	stored *store.Object
 }
 

@@ -422,7 +422,7 @@ const apiStreams = 1000
 // x/net's random one. The default ones (net/http's round robin, x/net's
 // RFC 9218) walk a connection's open streams until one has a frame, so an
 // event sent to a thousand watches of one connection cost up to a million
-// steps (docs/benchmarks.md, *Watch fan-out*); the random one holds only
+// steps (docs/benchmarks.md, *Where the time goes*); the random one holds only
 // the streams with frames queued. API clients set no priorities to lose.
 func apiHTTP2() *http2.Server {
 	return &http2.Server{MaxConcurrentStreams: apiStreams, NewWriteScheduler: http2.NewRandomWriteScheduler}

@@ -200,7 +200,7 @@ type watcher struct {
 
 	mu      sync.Mutex
 	live    bool // run has delivered the backlog: push may hand events over
-	sending bool // run holds an event it took from the queue
+	sending bool // run holds an event it took from the queue, until its next call of next
 	// testPopped, if set (by tests), runs after run took an event from
 	// the queue and before it sends it.
 	testPopped func()
@@ -326,9 +326,6 @@ func (w *watcher) run(ctx context.Context) {
 			w.end(nil)
 			return
 		}
-		w.mu.Lock()
-		w.sending = false
-		w.mu.Unlock()
 	}
 }
 
@@ -348,7 +345,9 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 			w.mu.Unlock()
 			return Event{}, false
 		}
-		w.live = true
+		// run sent what it took before (if anything): push may hand
+		// events over again, once the queue is empty.
+		w.live, w.sending = true, false
 		if w.head < len(w.queue) {
 			ev := w.queue[w.head]
 			w.queue[w.head] = Event{}

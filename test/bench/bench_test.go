@@ -209,7 +209,7 @@ func startKube(b testing.TB) *rest.Config {
 // are stopped when b ends.
 func startCanopy(b testing.TB, n int) *rest.Config {
 	b.Helper()
-	bin := relayBin(b)
+	bin := relaybin.For(b)
 	dirs, gossip := make([]string, n), make([]string, n)
 	for i := range n {
 		dirs[i], gossip[i] = b.TempDir(), freePort(b)
@@ -331,22 +331,7 @@ func waitFor(b testing.TB, procs []*relayProc, timeout time.Duration, what strin
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	relaybin.Remove()
-	os.Exit(code)
-}
-
-// relayBin is the relay binary the roots run (relaybin.Path). A failed
-// build fails b: the benchmark never runs without its roots.
-func relayBin(b testing.TB) string {
-	b.Helper()
-	p, err := relaybin.Path()
-	if err != nil {
-		b.Fatalf("the relay binary: %v", err)
-	}
-	return p
-}
+func TestMain(m *testing.M) { relaybin.Main(m) }
 
 // relayProc is a relay running as a child process, its stdout and stderr
 // going to log (in its data directory).

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 // haNode is one replica of a replicated root, run as `relay --role=root`
@@ -57,7 +58,7 @@ func (n *haNode) start(t *testing.T) {
 		args = append(args, fmt.Sprintf("--bootstrap-expect=%d", n.expect))
 	}
 	args = append(args, n.extra...)
-	cmd := exec.Command(relayBin(t), args...)
+	cmd := exec.Command(relaybin.For(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, done := &syncBuffer{}, make(chan struct{})
 	cmd.Stdout, cmd.Stderr = out, out
@@ -168,7 +169,7 @@ func startHACluster(t *testing.T, n int, extra ...string) *haCluster {
 	c.nodes[0].start(t)
 	eventually(t, 30*time.Second, func() error {
 		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(relayBin(t), "pki", "export", "--data-dir="+c.nodes[0].dir)
+		cmd := exec.Command(relaybin.For(t), "pki", "export", "--data-dir="+c.nodes[0].dir)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("relay pki export: %v: %s", err, strings.TrimSpace(stderr.String()))
@@ -195,7 +196,7 @@ func startHACluster(t *testing.T, n int, extra ...string) *haCluster {
 // importPKI runs `relay pki import` into node's data directory.
 func (c *haCluster) importPKI(node *haNode) {
 	c.t.Helper()
-	cmd := exec.Command(relayBin(c.t), "pki", "import", "--data-dir="+node.dir)
+	cmd := exec.Command(relaybin.For(c.t), "pki", "import", "--data-dir="+node.dir)
 	cmd.Stdin = bytes.NewReader(c.bundle)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		c.t.Fatalf("relay pki import into %s: %v: %s", node.name, err, out)

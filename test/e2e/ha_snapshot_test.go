@@ -13,6 +13,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 // haMembers is the part of `relay members -o json` the tests read.
@@ -42,7 +44,7 @@ type haMembers struct {
 // directory (so it asks via) and returns its stdout.
 func (c *haCluster) members(via *haNode, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(relayBin(c.t), append([]string{"members", "--data-dir=" + via.dir}, args...)...)
+	cmd := exec.Command(relaybin.For(c.t), append([]string{"members", "--data-dir=" + via.dir}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("relay members: %v: %s", err, strings.TrimSpace(stderr.String()))

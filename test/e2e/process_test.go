@@ -24,22 +24,7 @@ import (
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	relaybin.Remove()
-	os.Exit(code)
-}
-
-// relayBin returns the relay binary: $RELAY_BIN, or one built from this
-// module (relaybin.Path).
-func relayBin(t testing.TB) string {
-	t.Helper()
-	p, err := relaybin.Path()
-	if err != nil {
-		t.Fatalf("relay binary (set RELAY_BIN or build from the module): %v", err)
-	}
-	return p
-}
+func TestMain(m *testing.M) { relaybin.Main(m) }
 
 // relayProcess is a root relay running as a separate process.
 type relayProcess struct {
@@ -53,7 +38,7 @@ type relayProcess struct {
 // addresses and waits until its kubeconfig exists and it answers /readyz.
 func startRelayProcess(t *testing.T, dataDir, apiAddr, linkAddr string) *relayProcess {
 	t.Helper()
-	cmd := exec.Command(relayBin(t), "--role=root", "--name=root", "--data-dir="+dataDir,
+	cmd := exec.Command(relaybin.For(t), "--role=root", "--name=root", "--data-dir="+dataDir,
 		"--api-addr="+apiAddr, "--link-addr="+linkAddr)
 	p := &relayProcess{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
@@ -163,7 +148,7 @@ func TestProcess(t *testing.T) {
 	relayKubeconfig := func(args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(relayBin(t), append([]string{"kubeconfig", "--data-dir=" + dataDir}, args...)...)
+		cmd := exec.Command(relaybin.For(t), append([]string{"kubeconfig", "--data-dir=" + dataDir}, args...)...)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("relay kubeconfig %v: %v: %s", args, err, stderr.String())

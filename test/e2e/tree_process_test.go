@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 // childProcess is a region or edge relay running as a process, with its
@@ -39,7 +41,7 @@ func startChildProcess(t *testing.T, args ...string) *childProcess {
 
 func (p *childProcess) start(t *testing.T) {
 	t.Helper()
-	p.cmd = exec.Command(relayBin(t), append(p.args, "--status-addr="+p.status)...)
+	p.cmd = exec.Command(relaybin.For(t), append(p.args, "--status-addr="+p.status)...)
 	p.out, p.done = &syncBuffer{}, make(chan struct{})
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -96,7 +98,7 @@ func startRootWithToken(t *testing.T, base string) (dir, link, token string) {
 	t.Helper()
 	dir, link = filepath.Join(base, "root"), freeAddr(t)
 	startRelayProcess(t, dir, freeAddr(t), link)
-	tok, err := exec.Command(relayBin(t), "token", "create", "--data-dir="+dir).Output()
+	tok, err := exec.Command(relaybin.For(t), "token", "create", "--data-dir="+dir).Output()
 	if err != nil {
 		t.Fatalf("relay token create: %v", err)
 	}

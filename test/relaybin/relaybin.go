@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 var (
@@ -22,7 +23,7 @@ var (
 // Path returns $RELAY_BIN if set, else the relay of this module
 // (./cmd/relay, as `make build` does) built into a temporary directory,
 // once per test binary; the working directory must be inside the module.
-// Remove deletes what it built.
+// Main deletes what it built.
 func Path() (string, error) {
 	once.Do(func() {
 		if p := os.Getenv("RELAY_BIN"); p != "" {
@@ -54,10 +55,23 @@ func Path() (string, error) {
 	return path, built
 }
 
-// Remove deletes the binary Path built, if it built one: for TestMain,
-// after m.Run.
-func Remove() {
+// For is Path for a test: it fails t, loudly, when there is no binary
+// (a test that runs relays never runs without them).
+func For(t testing.TB) string {
+	t.Helper()
+	p, err := Path()
+	if err != nil {
+		t.Fatalf("the relay binary (set RELAY_BIN, or run inside the module to build it): %v", err)
+	}
+	return p
+}
+
+// Main is a TestMain for the packages that use Path: it runs the tests,
+// then deletes what Path built.
+func Main(m *testing.M) {
+	code := m.Run()
 	if dir != "" {
 		_ = os.RemoveAll(dir)
 	}
+	os.Exit(code)
 }
