@@ -78,6 +78,15 @@ type Controller struct {
 	// dirty says that placement inputs changed since last computed (last);
 	// reports that reports from below did.
 	dirty, reportsDirty bool
+	// touched lists (with their spaces) the workload objects changed
+	// since last computed; structural says that something else did:
+	// placements, the scheduler's answers, namespaces, Customizers,
+	// collectors, spaces. Without it, a flush patches last (patch).
+	touched    map[store.Key]bool
+	structural bool
+	// patched and recomputed count the flushes that patched the last
+	// outcome and those that computed it whole.
+	patched, recomputed int
 	// redo is set by a write of the flush that lost a race with another
 	// writer and was dropped: the flush is done again.
 	redo bool
@@ -215,6 +224,7 @@ func New(cfg Config) *Controller {
 		dirtyPlacements: map[scheduler.PlacementRef]bool{},
 		pagers:          map[scheduler.PlacementRef]*scheduler.Pager{},
 		wrote:           map[store.Key]written{},
+		touched:         map[store.Key]bool{},
 	}
 }
 
@@ -354,6 +364,17 @@ func (c *Controller) observe(ev store.Event) bool {
 // inventory, workload description spaces).
 func (c *Controller) observeInput(ev store.Event) bool {
 	k := ev.Object.Key
+	if s := c.spaces[k.Space]; s != nil && k.Space != c.cfg.Inventory {
+		return c.observeWDS(s, ev)
+	}
+	work := c.observeStructure(ev)
+	c.structural = c.structural || work
+	return work
+}
+
+// observeStructure takes one event of the spaces or the inventory.
+func (c *Controller) observeStructure(ev store.Event) bool {
+	k := ev.Object.Key
 	switch {
 	case k.Space == "" && k.Resource == kubeapi.SpaceResource:
 		if ev.Type == store.Deleted {
@@ -375,10 +396,6 @@ func (c *Controller) observeInput(ev store.Event) bool {
 		return false
 	case k.Space == c.cfg.Inventory:
 		return c.observeInventory(ev)
-	default:
-		if s := c.spaces[k.Space]; s != nil {
-			return c.observeWDS(s, ev)
-		}
 	}
 	return false
 }
@@ -434,6 +451,7 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 	case key.Resource == placementsRes:
 		ref := scheduler.PlacementRef{Space: s.name, Name: key.Name}
 		if ev.Type == store.Deleted {
+			c.structural = true
 			delete(s.placements, key.Name)
 			s.selectedStale = true
 			c.markPlacements(c.eng.DeletePlacement(ref))
@@ -454,6 +472,7 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 			s.placements[key.Name] = ps
 		}
 		ps.obj, ps.src = &p, o
+		c.structural = true
 		ps.selector, ps.err = selection.Compile(p.Spec.Downsync)
 		s.selectedStale = true
 		c.markPlacements(c.eng.SetPlacement(ref, &p))
@@ -467,7 +486,17 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 	} else {
 		s.objects[key] = o
 	}
-	return s.track(key)
+	if !s.track(key) {
+		return false
+	}
+	switch key.Resource {
+	case namespacesRes, customizersRes, collectorsRes:
+		// They travel with what they hold or customize.
+		c.structural = true
+	default:
+		c.touched[o.Key] = true
+	}
+	return true
 }
 
 func deleting(o *store.Object) bool {
@@ -483,15 +512,35 @@ func deleting(o *store.Object) bool {
 // flush recomputes and writes the differences: the dirty placements'
 // slices, the downsync space and placement statuses.
 //
-// The downsync content is recomputed whole (the objects some placement
-// selects × placements, plus the destinations of each match: wds.selected
-// keeps those objects, so a space's other objects cost nothing here, and
-// their changes no flush at all); only what differs from the store is
-// written, so the tree sees only real changes. Scheduling itself is
-// incremental (topology/scheduler).
+// When only workload objects changed, and their placements and
+// Customizers did not, the last outcome is patched (patch) and only their
+// entries are written: the common case of a rollout, whose cost does not
+// depend on the destinations. Otherwise the downsync content is
+// recomputed whole (the objects some placement selects × placements, plus
+// the destinations of each match: wds.selected keeps those objects, so a
+// space's other objects cost nothing here, and their changes no flush at
+// all); only what differs from the store is written, so the tree sees
+// only real changes. Scheduling itself is incremental
+// (topology/scheduler).
 func (c *Controller) flush(ctx context.Context) error {
 	c.redo = false
-	if c.dirty || c.last == nil {
+	patched := false
+	if c.dirty && c.last != nil && !c.structural && len(c.dirtyPlacements) == 0 {
+		var keys []store.Key
+		if keys, patched = c.patch(c.last, c.touched); patched {
+			if err := c.writeDownsyncKeys(ctx, c.last, keys); err != nil {
+				return err
+			}
+			clear(c.touched)
+			c.dirty = false
+			c.patched++
+			if c.redo {
+				// Redone whole from the store at the next flush.
+				c.dirty, c.structural, c.redo = true, true, false
+			}
+		}
+	}
+	if !patched && (c.dirty || c.last == nil) {
 		placements := maps.Clone(c.dirtyPlacements)
 		if err := c.writeSlices(ctx); err != nil {
 			return err
@@ -501,10 +550,12 @@ func (c *Controller) flush(ctx context.Context) error {
 		if err := c.writeDownsync(ctx, d); err != nil {
 			return err
 		}
-		c.last, c.dirty = d, false
+		c.last, c.dirty, c.structural = d, false, false
+		c.recomputed++
+		clear(c.touched)
 		if c.redo {
 			// Redone from the store at the next flush.
-			c.dirty = true
+			c.dirty, c.structural = true, true
 			maps.Copy(c.dirtyPlacements, placements)
 			c.redo = false
 		}

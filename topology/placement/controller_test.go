@@ -26,18 +26,14 @@ const (
 )
 
 type fixture struct {
-	t  *testing.T
+	t  testing.TB
 	st *store.Store
 }
 
+// newFixture returns a fixture whose controller runs (Controller.Run).
 func newFixture(t *testing.T) *fixture {
-	st := store.New(store.Options{})
-	st.SetLog(store.NewMemLog(st))
-	t.Cleanup(st.Close)
-	f := &fixture{t: t, st: st}
-	for name, kind := range map[string]string{ws: kubeapi.SpaceKindWDS, inv: kubeapi.SpaceKindInventory, down: kubeapi.SpaceKindDownsync, "other": kubeapi.SpaceKindWDS} {
-		f.put(store.Key{Resource: kubeapi.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
-	}
+	f := newStoreFixture(t)
+	st := f.st
 	c := New(Config{Store: st, Inventory: inv, Downsync: down, Settle: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -48,6 +44,18 @@ func newFixture(t *testing.T) *fixture {
 			t.Errorf("controller: %v", err)
 		}
 	})
+	return f
+}
+
+// newStoreFixture returns a fixture with its spaces and no controller.
+func newStoreFixture(t testing.TB) *fixture {
+	st := store.New(store.Options{})
+	st.SetLog(store.NewMemLog(st))
+	t.Cleanup(st.Close)
+	f := &fixture{t: t, st: st}
+	for name, kind := range map[string]string{ws: kubeapi.SpaceKindWDS, inv: kubeapi.SpaceKindInventory, down: kubeapi.SpaceKindDownsync, "other": kubeapi.SpaceKindWDS} {
+		f.put(store.Key{Resource: kubeapi.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
+	}
 	return f
 }
 

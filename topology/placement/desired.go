@@ -36,6 +36,34 @@ type entry struct {
 	// and collectors of every space share the downsync space:
 	// reports.PlacedName).
 	rename string
+	// placedBy lists, for a workload object, the placements that place
+	// it (of every space, in the order desired visits them) and the
+	// Customizer each chooses: with the placements' destinations, they
+	// decide dests and the object's conflicts (patch).
+	placedBy []placing
+	// failures lists what customization fails for, by destination
+	// (checkEntry).
+	failures []failure
+	// sorted and sig cache destinationList and signature once dests is
+	// complete (dests only grows while desired builds it).
+	sorted []string
+	sig    string
+}
+
+// placing is one placement's choice for an object.
+type placing struct {
+	ref        scheduler.PlacementRef
+	customizer string
+	dests      []v1alpha1.Destination
+}
+
+func samePlacing(a, b placing) bool { return a.ref == b.ref && a.customizer == b.customizer }
+
+// failure is an object that cannot be customized for one destination,
+// charged to the placement that chose its Customizer there.
+type failure struct {
+	placement scheduler.PlacementRef
+	message   string
 }
 
 type choice struct {
@@ -106,37 +134,30 @@ func (c *Controller) desired() *outcome {
 		failed:    map[scheduler.PlacementRef][]string{},
 		placed:    map[scheduler.PlacementRef][]store.Key{},
 	}
+	var ps []placing
 	for _, sname := range sortedKeys(c.spaces) {
 		s := c.spaces[sname]
 		if len(s.placements) == 0 {
 			continue // nothing of it is placed
 		}
-		// Only the objects some placement selects, in key order.
-		keys := s.selectedKeys()
-		for _, pname := range sortedKeys(s.placements) {
-			ps := s.placements[pname]
-			ref := scheduler.PlacementRef{Space: sname, Name: pname}
-			if ps.err != nil || ps.obj.DeletionTimestamp != nil {
-				continue
-			}
+		active := c.active(s, func(ref scheduler.PlacementRef) []v1alpha1.Destination {
 			dests := c.eng.Destinations(ref)
 			out.matched[ref] = dests
-			if len(dests) == 0 {
-				continue
+			return dests
+		})
+		// Only the objects some placement selects, in key order.
+		for _, k := range s.selectedKeys() {
+			o := s.objects[k]
+			ps = placings(s, active, k, o, ps[:0])
+			for _, p := range ps {
+				c.place(out, k, sname, o, p.ref, p.dests, p.customizer)
+				out.placed[p.ref] = append(out.placed[p.ref], k)
+				e := out.entries[k]
+				e.placedBy = append(e.placedBy, p)
 			}
-			for _, k := range keys {
-				o := s.objects[k]
-				clause, ok := ps.selector.Matches(selection.Object{
-					Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name, Labels: o.Labels,
-				}, s.nsLabels)
-				if !ok || !placeable(k, o) {
-					continue
-				}
-				cust := customizerOf(o, k, ps.obj.Spec.Downsync[clause].Customizer)
-				c.place(out, k, sname, o, ref, dests, cust)
-				out.placed[ref] = append(out.placed[ref], k)
-			}
-			c.addPlacement(out, s, ps, dests)
+		}
+		for _, a := range active {
+			c.addPlacement(out, s, s.placements[a.ref.Name], a.dests)
 		}
 		c.addNamespaces(out, s)
 		c.addCustomizers(out, s)
@@ -146,32 +167,168 @@ func (c *Controller) desired() *outcome {
 	return out
 }
 
+// active lists, in name order, the placements of s that place objects:
+// valid, not being deleted, with destinations (dests gives them).
+func (c *Controller) active(s *wds, dests func(scheduler.PlacementRef) []v1alpha1.Destination) []placing {
+	var out []placing
+	for _, pname := range sortedKeys(s.placements) {
+		ps := s.placements[pname]
+		if ps.err != nil || ps.obj.DeletionTimestamp != nil {
+			continue
+		}
+		ref := scheduler.PlacementRef{Space: s.name, Name: pname}
+		if d := dests(ref); len(d) > 0 {
+			out = append(out, placing{ref: ref, dests: d})
+		}
+	}
+	return out
+}
+
+// placings appends to into, in order, the placements of active that place
+// object o at k, each with the Customizer it chooses.
+func placings(s *wds, active []placing, k store.Key, o *store.Object, into []placing) []placing {
+	if o == nil || !placeable(k, o) {
+		return into
+	}
+	obj := selection.Object{Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name, Labels: o.Labels}
+	for _, a := range active {
+		clause, ok := s.placements[a.ref.Name].selector.Matches(obj, s.nsLabels)
+		if !ok {
+			continue
+		}
+		a.customizer = customizerOf(o, k, s.placements[a.ref.Name].obj.Spec.Downsync[clause].Customizer)
+		into = append(into, a)
+	}
+	return into
+}
+
+// patch brings out, computed by desired, up to date with changes of
+// workload objects alone (touched, with their spaces; nothing else
+// changed since): it returns the keys whose entries changed, or false
+// when some change needs desired again. An object whose placements and
+// Customizers are the same as before keeps its destinations, conflicts,
+// namespace, Customizers and inventory: only its source version, and
+// what its customization finds, change. So an update costs the same with
+// ten destinations as with ten thousand.
+func (c *Controller) patch(out *outcome, touched map[store.Key]bool) ([]store.Key, bool) {
+	type change struct {
+		k store.Key
+		e *entry
+		o *store.Object
+	}
+	var changes []change
+	actives := map[string][]placing{}
+	var ps []placing
+	for sk := range touched {
+		s := c.spaces[sk.Space]
+		if s == nil {
+			return nil, false
+		}
+		k := sk
+		k.Space = ""
+		active, ok := actives[s.name]
+		if !ok {
+			active = c.active(s, func(ref scheduler.PlacementRef) []v1alpha1.Destination { return out.matched[ref] })
+			actives[s.name] = active
+		}
+		o := s.objects[k]
+		ps = placings(s, active, k, o, ps[:0])
+		e := out.entries[k]
+		if e == nil {
+			if len(ps) > 0 {
+				return nil, false // newly placed
+			}
+			continue
+		}
+		var before []placing
+		for _, p := range e.placedBy {
+			if p.ref.Space == s.name {
+				before = append(before, p)
+			}
+		}
+		if !slices.EqualFunc(before, ps, samePlacing) {
+			return nil, false
+		}
+		if e.space == s.name && len(ps) > 0 {
+			changes = append(changes, change{k, e, o})
+		}
+	}
+	keys := make([]store.Key, 0, len(changes))
+	tally := map[scheduler.PlacementRef]bool{}
+	for _, ch := range changes {
+		ch.e.source = ch.o
+		c.checkEntry(out, ch.k, ch.e)
+		for _, p := range ch.e.placedBy {
+			tally[p.ref] = true
+		}
+		keys = append(keys, ch.k)
+	}
+	for ref := range tally {
+		out.tally(ref)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys, true
+}
+
 // checkCustomization expands, for every destination, each object that asks
 // for customization, as its edge will: a missing parameter or Customizer
 // is reported in the status of the placement that put the object there
 // (the edge, for its part, will not apply it half-expanded).
 func (c *Controller) checkCustomization(out *outcome) {
-	for _, k := range slicesSorted(out.entries) {
-		e := out.entries[k]
-		if e.space == "" || e.source == nil {
+	for k, e := range out.entries {
+		c.checkEntry(out, k, e)
+	}
+	for ref := range out.placed {
+		out.tally(ref)
+	}
+}
+
+// checkEntry sets e.failures: the destinations e cannot be customized for.
+func (c *Controller) checkEntry(out *outcome, k store.Key, e *entry) {
+	e.failures = nil
+	if e.space == "" || e.source == nil {
+		return
+	}
+	obj := jsonMap(e.source)
+	expand := annotationOf(obj, v1alpha1.ExpandParametersAnnotation) == "true"
+	if !expand && !slices.ContainsFunc(e.placedBy, func(p placing) bool { return p.customizer != "" }) {
+		return // no destination has a Customizer (only placings choose one)
+	}
+	for _, d := range e.destinationList() {
+		ch := e.dests[d]
+		if !expand && ch.customizer == "" {
 			continue
 		}
-		obj := jsonMap(e.source)
-		expand := annotationOf(obj, v1alpha1.ExpandParametersAnnotation) == "true"
-		for _, d := range e.destinationList() {
-			ch := e.dests[d]
-			if !expand && ch.customizer == "" {
+		if err := c.expandFor(out, obj, k, e.space, d, ch.customizer); err != nil {
+			e.failures = append(e.failures, failure{ch.placement, fmt.Sprintf("%s %s/%s at %s: %v", k.Resource, k.Namespace, k.Name, d, err)})
+		}
+	}
+}
+
+// tally counts the failures charged to ref and keeps the first few
+// messages, in key then destination order.
+func (o *outcome) tally(ref scheduler.PlacementRef) {
+	n := 0
+	var msgs []string
+	for _, k := range o.placed[ref] {
+		e := o.entries[k]
+		if e == nil {
+			continue
+		}
+		for _, f := range e.failures {
+			if f.placement != ref {
 				continue
 			}
-			err := c.expandFor(out, obj, k, e.space, d, ch.customizer)
-			if err == nil {
-				continue
-			}
-			out.failures[ch.placement]++
-			if len(out.failed[ch.placement]) < maxFailureMessages {
-				out.failed[ch.placement] = append(out.failed[ch.placement], fmt.Sprintf("%s %s/%s at %s: %v", k.Resource, k.Namespace, k.Name, d, err))
+			n++
+			if len(msgs) < maxFailureMessages {
+				msgs = append(msgs, f.message)
 			}
 		}
+	}
+	delete(o.failures, ref)
+	delete(o.failed, ref)
+	if n > 0 {
+		o.failures[ref], o.failed[ref] = n, msgs
 	}
 }
 
@@ -427,9 +584,11 @@ func compareKeys(a, b store.Key) int {
 	)
 }
 
-// destinationList returns e's destinations, sorted.
+// destinationList returns e's destinations, sorted (not to be changed).
 func (e *entry) destinationList() []string {
-	out := slices.Collect(maps.Keys(e.dests))
-	sort.Strings(out)
-	return out
+	if len(e.sorted) != len(e.dests) {
+		e.sorted = slices.Collect(maps.Keys(e.dests))
+		sort.Strings(e.sorted)
+	}
+	return e.sorted
 }

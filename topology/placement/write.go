@@ -2,6 +2,7 @@ package placement
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,12 +160,16 @@ type written struct {
 // signature is everything render reads of an entry besides its source
 // version and key.
 func (e *entry) signature() string {
+	if e.sig != "" {
+		return e.sig
+	}
 	var b strings.Builder
 	b.WriteString(e.space + "|" + e.rename + "|" + e.location)
 	for _, d := range e.destinationList() {
 		b.WriteString("|" + d + "=" + e.dests[d].customizer)
 	}
-	return b.String()
+	e.sig = b.String()
+	return e.sig
 }
 
 // withSourceRevision adds reports.SourceRevisionAnnotation to rendered
@@ -205,47 +210,9 @@ func (c *Controller) writeDownsync(ctx context.Context, out *outcome) error {
 		}
 	}
 	for _, k := range slicesSorted(out.entries) {
-		e := out.entries[k]
-		o := cur[k]
-		sig := e.signature()
-		// An entry whose source version and destinations are those the
-		// stored version was found equal to (or written from) is
-		// unchanged: with a SyncTarget copy per destination, this keeps
-		// a flush from rendering the whole fleet's copies again.
-		if w, ok := c.wrote[k]; ok && o != nil && w.stored == o.Revision && w.source == e.source.Revision && w.sig == sig {
-			out.sourceRev[k] = w.sourceRev
-			continue
-		}
-		data, err := render(k, e)
-		if err != nil {
+		if err := c.writeEntry(ctx, b, out, k, cur[k]); err != nil {
 			return err
 		}
-		dk := k
-		dk.Space = c.cfg.Downsync
-		// The source revision changes only with the content placed, so
-		// that status writes to the source do not travel down the tree.
-		var old []byte
-		var rev string
-		if o != nil {
-			old, rev = canonical(o)
-		}
-		if o != nil && bytes.Equal(old, data) {
-			out.sourceRev[k], _ = strconv.ParseInt(rev, 10, 64)
-			c.wrote[k] = written{stored: o.Revision, source: e.source.Revision, sig: sig, sourceRev: out.sourceRev[k]}
-			continue
-		}
-		delete(c.wrote, k) // known again when the next flush reads it back
-		if data, err = withSourceRevision(data, strconv.FormatInt(e.source.Revision, 10)); err != nil {
-			return err
-		}
-		op := store.Op{Type: store.OpCreate, Key: dk, Data: data}
-		if o != nil {
-			op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
-		}
-		if err := b.add(ctx, op); err != nil {
-			return err
-		}
-		out.sourceRev[k] = e.source.Revision
 	}
 	for k, o := range cur {
 		if _, want := out.entries[k]; want || !placedByUs(o) {
@@ -256,6 +223,73 @@ func (c *Controller) writeDownsync(ctx context.Context, out *outcome) error {
 		}
 	}
 	return b.flush(ctx)
+}
+
+// writeDownsyncKeys writes the entries of keys where they differ from
+// the downsync space (patch: out's other entries are unchanged).
+func (c *Controller) writeDownsyncKeys(ctx context.Context, out *outcome, keys []store.Key) error {
+	b := &batch{st: c.st, redo: &c.redo}
+	for _, k := range keys {
+		dk := k
+		dk.Space = c.cfg.Downsync
+		o, err := c.st.Get(dk)
+		if errors.Is(err, store.ErrNotFound) {
+			o = nil
+		} else if err != nil {
+			return err
+		}
+		if err := c.writeEntry(ctx, b, out, k, o); err != nil {
+			return err
+		}
+	}
+	return b.flush(ctx)
+}
+
+// writeEntry adds to b the write that brings the downsync version o of
+// key k (nil: none) in line with out's entry, if any is needed, and
+// records the source revision the downsync space holds for it.
+func (c *Controller) writeEntry(ctx context.Context, b *batch, out *outcome, k store.Key, o *store.Object) error {
+	e := out.entries[k]
+	sig := e.signature()
+	// An entry whose source version and destinations are those the
+	// stored version was found equal to (or written from) is unchanged:
+	// with a SyncTarget copy per destination, this keeps a flush from
+	// rendering the whole fleet's copies again.
+	if w, ok := c.wrote[k]; ok && o != nil && w.stored == o.Revision && w.source == e.source.Revision && w.sig == sig {
+		out.sourceRev[k] = w.sourceRev
+		return nil
+	}
+	data, err := render(k, e)
+	if err != nil {
+		return err
+	}
+	dk := k
+	dk.Space = c.cfg.Downsync
+	// The source revision changes only with the content placed, so that
+	// status writes to the source do not travel down the tree.
+	var old []byte
+	var rev string
+	if o != nil {
+		old, rev = canonical(o)
+	}
+	if o != nil && bytes.Equal(old, data) {
+		out.sourceRev[k], _ = strconv.ParseInt(rev, 10, 64)
+		c.wrote[k] = written{stored: o.Revision, source: e.source.Revision, sig: sig, sourceRev: out.sourceRev[k]}
+		return nil
+	}
+	delete(c.wrote, k) // known again when the next flush reads it back
+	if data, err = withSourceRevision(data, strconv.FormatInt(e.source.Revision, 10)); err != nil {
+		return err
+	}
+	op := store.Op{Type: store.OpCreate, Key: dk, Data: data}
+	if o != nil {
+		op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
+	}
+	if err := b.add(ctx, op); err != nil {
+		return err
+	}
+	out.sourceRev[k] = e.source.Revision
+	return nil
 }
 
 func placedByUs(o *store.Object) bool {
@@ -383,9 +417,7 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[
 			st.ObservedGeneration = ps.obj.Generation
 			st.MatchedDestinations = int32(len(out.matched[ref]))
 			conf := out.conflicts[ref]
-			slices.SortFunc(conf, func(a, b v1alpha1.Conflict) int {
-				return strings.Compare(a.Object.Namespace+"/"+a.Object.Name+"@"+a.Destination, b.Object.Namespace+"/"+b.Object.Name+"@"+b.Destination)
-			})
+			slices.SortFunc(conf, compareConflicts)
 			st.ConflictCount = int32(len(conf))
 			st.Conflicts = conf[:min(len(conf), v1alpha1.MaxReportedConflicts)]
 			if len(st.Conflicts) == 0 {
@@ -403,6 +435,20 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[
 		}
 	}
 	return nil
+}
+
+// compareConflicts orders conflicts by object, destination, then the
+// placements involved: a total order, so that the status does not
+// depend on the order desired found them in.
+func compareConflicts(a, b v1alpha1.Conflict) int {
+	return cmp.Or(
+		cmp.Compare(a.Object.Group, b.Object.Group),
+		cmp.Compare(a.Object.Resource, b.Object.Resource),
+		cmp.Compare(a.Object.Namespace, b.Object.Namespace),
+		cmp.Compare(a.Object.Name, b.Object.Name),
+		cmp.Compare(a.Destination, b.Destination),
+		slices.Compare(a.Placements, b.Placements),
+	)
 }
 
 // updateStatus writes st into the placement's status, if the placement
