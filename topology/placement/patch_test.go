@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -189,6 +190,12 @@ func check(t *testing.T, c *Controller, when string) {
 		have, rev := canonical(o)
 		if string(have) != string(data) {
 			t.Fatalf("%s: %v holds\n%s\nwant\n%s", when, k, have, data)
+		}
+		// What the controller remembers of it: the version stored, and
+		// the digest of its content, so that the next flush need not
+		// decode it again.
+		if w, ok := c.wrote[k]; !ok || w.stored != o.Revision || w.digest != sha256.Sum256(have) {
+			t.Fatalf("%s: %v: the controller remembers %+v, not revision %d", when, k, w, o.Revision)
 		}
 		if r, _ := strconv.ParseInt(rev, 10, 64); r != got.sourceRev[k] || r > e.source.Revision {
 			t.Fatalf("%s: %v carries %s %q; the outcome says %d, its source is at %d", when, k, reports.SourceRevisionAnnotation, rev, got.sourceRev[k], e.source.Revision)

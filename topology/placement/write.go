@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,13 +31,22 @@ const maxOps = 256
 type batch struct {
 	st  *store.Store
 	ops []store.Op
+	// then holds, per op, what to do once it is committed (nil: nothing),
+	// with the revision it was committed at.
+	then []func(rev int64)
 	// redo is set when a Txn lost a race with another writer and was
 	// dropped: the controller flushes again (Controller.redo).
 	redo *bool
 }
 
 func (b *batch) add(ctx context.Context, op store.Op) error {
+	return b.addThen(ctx, op, nil)
+}
+
+// addThen adds op, and then, which is called once op is committed.
+func (b *batch) addThen(ctx context.Context, op store.Op, then func(rev int64)) error {
 	b.ops = append(b.ops, op)
+	b.then = append(b.then, then)
 	if len(b.ops) >= maxOps {
 		return b.flush(ctx)
 	}
@@ -47,8 +57,16 @@ func (b *batch) flush(ctx context.Context) error {
 	if len(b.ops) == 0 {
 		return nil
 	}
-	_, err := b.st.Txn(ctx, b.ops...)
-	b.ops = b.ops[:0]
+	res, err := b.st.Txn(ctx, b.ops...)
+	then := b.then
+	b.ops, b.then = b.ops[:0], nil
+	if err == nil {
+		for _, f := range then {
+			if f != nil {
+				f(res.Revision)
+			}
+		}
+	}
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrNotFound) {
 		// Someone wrote meanwhile (an admin by hand): the next flush
 		// redoes it from what is stored then.
@@ -69,6 +87,11 @@ var droppedMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "g
 // without status and server-set metadata, annotated with its destinations
 // and the Customizers chosen for them.
 func render(k store.Key, e *entry) ([]byte, error) {
+	return json.Marshal(renderMap(k, e))
+}
+
+// renderMap is render before encoding.
+func renderMap(k store.Key, e *entry) map[string]any {
 	m := jsonMap(e.source)
 	delete(m, "status")
 	md, _ := m["metadata"].(map[string]any)
@@ -128,7 +151,7 @@ func render(k store.Key, e *entry) ([]byte, error) {
 		ann[CustomizerOverridesAnnotation] = strings.Join(over, ",")
 	}
 	md["annotations"] = ann
-	return json.Marshal(m)
+	return m
 }
 
 // canonical re-encodes a stored version without its resourceVersion and
@@ -149,11 +172,13 @@ func canonical(o *store.Object) ([]byte, string) {
 }
 
 // written is what writeDownsync knows of a downsync key: the stored
-// revision it found equal to the entry rendered from the source revision
-// source with signature sig, and the source revision annotated there.
+// revision it found equal to (or wrote from) the entry rendered from the
+// source revision source with signature sig, the digest of that
+// rendering, and the source revision annotated there.
 type written struct {
 	stored, source int64
 	sig            string
+	digest         [sha256.Size]byte
 	sourceRev      int64
 }
 
@@ -170,23 +195,6 @@ func (e *entry) signature() string {
 	}
 	e.sig = b.String()
 	return e.sig
-}
-
-// withSourceRevision adds reports.SourceRevisionAnnotation to rendered
-// data.
-func withSourceRevision(data []byte, rev string) ([]byte, error) {
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	md := m["metadata"].(map[string]any)
-	ann, _ := md["annotations"].(map[string]any)
-	if ann == nil {
-		ann = map[string]any{}
-		md["annotations"] = ann
-	}
-	ann[reports.SourceRevisionAnnotation] = rev
-	return json.Marshal(m)
 }
 
 // writeDownsync brings the downsync space in line with out: it writes
@@ -251,41 +259,54 @@ func (c *Controller) writeDownsyncKeys(ctx context.Context, out *outcome, keys [
 func (c *Controller) writeEntry(ctx context.Context, b *batch, out *outcome, k store.Key, o *store.Object) error {
 	e := out.entries[k]
 	sig := e.signature()
+	w, known := c.wrote[k]
+	known = known && o != nil && w.stored == o.Revision
 	// An entry whose source version and destinations are those the
 	// stored version was found equal to (or written from) is unchanged:
 	// with a SyncTarget copy per destination, this keeps a flush from
 	// rendering the whole fleet's copies again.
-	if w, ok := c.wrote[k]; ok && o != nil && w.stored == o.Revision && w.source == e.source.Revision && w.sig == sig {
+	if known && w.source == e.source.Revision && w.sig == sig {
 		out.sourceRev[k] = w.sourceRev
 		return nil
 	}
-	data, err := render(k, e)
+	m := renderMap(k, e)
+	data, err := json.Marshal(m)
 	if err != nil {
+		return err
+	}
+	digest := sha256.Sum256(data)
+	// The source revision changes only with the content placed, so that
+	// status writes to the source do not travel down the tree. A stored
+	// version known by its digest is not decoded again.
+	same := known && w.digest == digest
+	if !known && o != nil {
+		old, rev := canonical(o)
+		if same = bytes.Equal(old, data); same {
+			w.sourceRev, _ = strconv.ParseInt(rev, 10, 64)
+		}
+	}
+	if same {
+		out.sourceRev[k] = w.sourceRev
+		c.wrote[k] = written{stored: o.Revision, source: e.source.Revision, sig: sig, digest: digest, sourceRev: w.sourceRev}
+		return nil
+	}
+	delete(c.wrote, k) // known again once the write is committed
+	m["metadata"].(map[string]any)["annotations"].(map[string]any)[reports.SourceRevisionAnnotation] = strconv.FormatInt(e.source.Revision, 10)
+	if data, err = json.Marshal(m); err != nil {
 		return err
 	}
 	dk := k
 	dk.Space = c.cfg.Downsync
-	// The source revision changes only with the content placed, so that
-	// status writes to the source do not travel down the tree.
-	var old []byte
-	var rev string
-	if o != nil {
-		old, rev = canonical(o)
-	}
-	if o != nil && bytes.Equal(old, data) {
-		out.sourceRev[k], _ = strconv.ParseInt(rev, 10, 64)
-		c.wrote[k] = written{stored: o.Revision, source: e.source.Revision, sig: sig, sourceRev: out.sourceRev[k]}
-		return nil
-	}
-	delete(c.wrote, k) // known again when the next flush reads it back
-	if data, err = withSourceRevision(data, strconv.FormatInt(e.source.Revision, 10)); err != nil {
-		return err
-	}
 	op := store.Op{Type: store.OpCreate, Key: dk, Data: data}
 	if o != nil {
 		op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
 	}
-	if err := b.add(ctx, op); err != nil {
+	next := written{source: e.source.Revision, sig: sig, digest: digest, sourceRev: e.source.Revision}
+	committed := func(rev int64) {
+		next.stored = rev
+		c.wrote[k] = next
+	}
+	if err := b.addThen(ctx, op, committed); err != nil {
 		return err
 	}
 	out.sourceRev[k] = e.source.Revision

@@ -184,7 +184,8 @@ func main() {
 		}
 		do(&step{name: "micro", title: "Go micro-benchmarks",
 			args: []string{*goBin, "test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime=" + bt, "-timeout=20m",
-				"./relay/store/", "./relay/internal/wire/", "./relay/tree/", "./consensus/", "./topology/status/", "./topology/scheduler/"},
+				"./relay/store/", "./relay/internal/wire/", "./relay/tree/", "./consensus/", "./topology/status/", "./topology/scheduler/",
+				"./topology/placement/"},
 			out: raw("micro.txt"), tee: true})
 	}
 	var sims []*step

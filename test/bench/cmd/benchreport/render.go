@@ -300,6 +300,36 @@ func micro(sb *strings.Builder, path string) {
 			duration(b.Metrics["ns/op"]), bench.Num(b.Metrics["B/op"]), bench.Num(b.Metrics["allocs/op"]), strings.Join(other, ", "))
 	}
 	p("\n")
+	placementScaling(sb, bs)
+}
+
+// placementScaling shows, from topology/placement's BenchmarkUpdate, what
+// one update of a placed object costs the root's placement controller as
+// its destinations grow: the goal is a cost flat in the fleet.
+func placementScaling(sb *strings.Builder, bs []bench.Benchmark) {
+	type row struct {
+		dests int
+		b     bench.Benchmark
+	}
+	var rows []row
+	for _, b := range bs {
+		var d int
+		if _, err := fmt.Sscanf(b.Name, "Update/objects=1000/destinations=%d/update=placed", &d); err == nil && strings.HasSuffix(b.Pkg, "topology/placement") {
+			rows = append(rows, row{d, b})
+		}
+	}
+	if len(rows) < 2 {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
+	p("**The placement controller as the fleet grows** (`BenchmarkUpdate` above: one update of an object\n")
+	p("placed on every destination, until the controller is quiescent):\n\n")
+	p("| destinations | time/op | allocs/op | time vs %d destinations |\n|---:|---:|---:|---:|\n", rows[0].dests)
+	base := rows[0].b.Metrics["ns/op"]
+	for _, r := range rows {
+		p("| %d | %s | %s | %.1f× |\n", r.dests, duration(r.b.Metrics["ns/op"]), bench.Num(r.b.Metrics["allocs/op"]), r.b.Metrics["ns/op"]/base)
+	}
+	p("\n")
 }
 
 // duration formats nanoseconds as the hand-written tables do (µs, ms, s).

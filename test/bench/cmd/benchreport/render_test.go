@@ -109,3 +109,29 @@ func TestAPIRounds(t *testing.T) {
 		t.Errorf("canopy-1's create is listed %d times among every figure, want once", n)
 	}
 }
+
+// The micro table gains the placement controller's cost per update by
+// destinations, with the growth against the fewest.
+func TestPlacementScaling(t *testing.T) {
+	out := `pkg: github.com/canopy-dev/canopy/topology/placement
+BenchmarkUpdate/objects=1000/destinations=10/update=placed-2      100   200000 ns/op   58000 B/op   1150 allocs/op
+BenchmarkUpdate/objects=1000/destinations=10000/update=placed-2   100   3500000 ns/op   866000 B/op   1160 allocs/op
+BenchmarkUpdate/objects=1000/placement=none-2                     100   30000 ns/op   6000 B/op   117 allocs/op
+`
+	path := filepath.Join(t.TempDir(), "micro.txt")
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	micro(&sb, path)
+	md := sb.String()
+	for _, want := range []string{
+		"| topology/placement | Update/objects=1000/placement=none | 30 µs |",
+		"| destinations | time/op | allocs/op | time vs 10 destinations |\n|---:|---:|---:|---:|\n" +
+			"| 10 | 200 µs | 1150 | 1.0× |\n| 10000 | 3.50 ms | 1160 | 17.5× |\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+}
