@@ -82,3 +82,50 @@ func TestRouteCache(t *testing.T) {
 		t.Errorf("cache holds %d versions, want the 2 listed last", len(c.decoded))
 	}
 }
+
+// A RouteCache answers Superseded again without walking the claims while
+// the route records stay the same, and anew once one changes or when
+// asked with above.
+func TestRouteCacheSuperseded(t *testing.T) {
+	st := newStore(t, store.Options{})
+	set := func(child string, dests ...RouteDestination) {
+		k := RouteKey(shared, child)
+		data, err := EncodeRoute(k.Name, dests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, st, k, data)
+	}
+	set("r1", RouteDestination{Name: "e1", Since: 10}, RouteDestination{Name: "e2", Since: 10})
+	set("r2", RouteDestination{Name: "e1", Since: 20})
+	var c RouteCache
+	ask := func(above map[string]int64) map[string]map[string]int64 {
+		t.Helper()
+		got, err := c.Superseded(st, shared, above)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Superseded(st, shared, above)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.EqualFunc(got, want, maps.Equal) {
+			t.Fatalf("cached Superseded(%v) = %v, Superseded %v", above, got, want)
+		}
+		return got
+	}
+	first := ask(nil)
+	if len(first["r1"]) != 1 || first["r1"]["e1"] != 20 {
+		t.Fatalf("Superseded = %v, want r1's e1 at 20", first)
+	}
+	if again := ask(nil); reflect.ValueOf(again).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
+		t.Error("the records did not change, yet the claims were walked again")
+	}
+	if withAbove := ask(map[string]int64{"e2": 30}); len(withAbove["r1"]) != 2 {
+		t.Errorf("with e2 moved above at 30: %v, want r1's e1 and e2", withAbove)
+	}
+	set("r1", RouteDestination{Name: "e2", Since: 10}) // r1 dropped e1
+	if after := ask(nil); len(after) != 0 {
+		t.Errorf("after r1 dropped e1: %v, want nothing superseded", after)
+	}
+}
