@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -202,20 +201,25 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 
 	var w store.Watcher
 	if cursor != 0 && cursor <= uint64(s.st.Revision()) {
-		// The history up to the watch's start is replayed whole; after
-		// it, an Addressed watch delivers only what is addressed to the
-		// subtree (s.watch).
-		replayed := int64(math.MaxInt64)
-		if s.route != nil && s.st.Addressable() {
-			replayed = s.st.Revision()
-		}
+		// What the child holds is judged on a list taken before the watch
+		// starts. The watch replays the history up to its start whole;
+		// after it, an Addressed watch delivers only what is addressed to
+		// the subtree (s.watch). So no change escapes both: a held object
+		// deleted after a list taken later, outside the subtree of then,
+		// would (TestRoutedRandomized, under load).
+		var lr store.ListResult
 		var err error
+		if s.route != nil {
+			if lr, err = s.st.List(store.ListOptions{Space: s.space}); err != nil {
+				return err
+			}
+		}
 		w, err = s.watch(ctx, s.seen)
 		if err != nil && !errors.Is(err, store.ErrExpired) {
 			return err
 		}
 		if w != nil && s.route != nil {
-			switch err := s.resumeRoute(s.seen, replayed); {
+			switch err := s.resumeRoute(s.seen, lr); {
 			case errors.Is(err, store.ErrExpired):
 				w.Stop() // the record's history is gone: resync
 				w = nil
@@ -287,13 +291,9 @@ func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) 
 // child what a later subtree wanted (frames past the last Progress are
 // applied): those keys are maybe too, judged by their targets now (a
 // later change of theirs could hide them from the replayed route changes).
-// Of the keys touched after replayed, the watch may deliver only those
-// addressed to the subtree: they are maybe, and judged now.
-func (s *source) resumeRoute(cursor, replayed int64) error {
-	lr, err := s.st.List(store.ListOptions{Space: s.space})
-	if err != nil {
-		return err
-	}
+// lr is the space listed before the watch started: a key touched after it
+// is in the watch's replay, or addressed to the subtree.
+func (s *source) resumeRoute(cursor int64, lr store.ListResult) error {
 	r := s.route
 	at, later, err := s.st.Versions(r.Record, cursor)
 	if err != nil {
@@ -322,11 +322,6 @@ func (s *source) resumeRoute(cursor, replayed int64) error {
 	s.catchup = lr.Revision
 	for _, o := range lr.Items {
 		switch {
-		case o.Revision > replayed:
-			s.maybe[o.Key] = true
-			if _, ok := s.dirty[o.Key]; !ok {
-				s.dirty[o.Key] = lr.Revision
-			}
 		case o.Revision > cursor: // replayed
 		case then.wants(o):
 			r.held[o.Key] = true
@@ -580,13 +575,17 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 // coalesced with replayed ones must not hide them).
 func (s *source) reroute(rev int64) ([]store.Key, error) {
 	r := s.route
-	if err := r.load(s.st); err != nil {
-		return nil, err
-	}
+	// The moves are taken before the record is read: a move the pump adds
+	// meanwhile is judged at the next reroute, never against a record
+	// older than itself (which the next reroute, finding no move left,
+	// would not correct).
 	s.mu.Lock()
 	moved := maps.Clone(s.rerouted)
 	clear(s.rerouted)
 	s.mu.Unlock()
+	if err := r.load(s.st); err != nil {
+		return nil, err
+	}
 	if len(moved) == 0 {
 		return nil, nil
 	}
