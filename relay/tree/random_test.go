@@ -2,7 +2,6 @@ package tree
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -150,7 +149,7 @@ func routedDiff(t *testing.T, parent, child *store.Store, dests []string) string
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("missing %s (rev %d)", n, o.Revision))
-		case !bytes.Equal(withoutRV(h.Data), withoutRV(o.Data)):
+		case !bytes.Equal(mustStrip(t, h.Data), mustStrip(t, o.Data)):
 			out = append(out, fmt.Sprintf("%s differs: has %s, want %s (rev %d)", n, h.Data, o.Data, o.Revision))
 		}
 	}
@@ -160,15 +159,12 @@ func routedDiff(t *testing.T, parent, child *store.Store, dests []string) string
 	return strings.Join(out, "; ")
 }
 
-// withoutRV returns data without its metadata.resourceVersion.
-func withoutRV(data []byte) []byte {
-	var m map[string]any
-	if json.Unmarshal(data, &m) != nil {
-		return data
+// mustStrip is stripResourceVersion (what ContentHash compares) for a test.
+func mustStrip(t *testing.T, data []byte) []byte {
+	t.Helper()
+	b, err := stripResourceVersion(data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "resourceVersion")
-	}
-	out, _ := json.Marshal(m)
-	return out
+	return b
 }

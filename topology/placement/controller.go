@@ -75,15 +75,15 @@ type Controller struct {
 	// dirtyPlacements lists the placements whose slices may have to be
 	// rewritten at the next flush.
 	dirtyPlacements map[scheduler.PlacementRef]bool
-	// dirty says that placement inputs changed since last computed (last);
-	// reports that reports from below did.
-	dirty, reportsDirty bool
 	// touched lists (with their spaces) the workload objects changed
-	// since last computed; structural says that something else did:
-	// placements, the scheduler's answers, namespaces, Customizers,
+	// since last computed (last); structural says that something else
+	// did: placements, the scheduler's answers, namespaces, Customizers,
 	// collectors, spaces. Without it, a flush patches last (patch).
+	// Together they are what dirty reports.
 	touched    map[store.Key]bool
 	structural bool
+	// reportsDirty says that reports from below changed.
+	reportsDirty bool
 	// patched and recomputed count the flushes that patched the last
 	// outcome and those that computed it whole.
 	patched, recomputed int
@@ -294,7 +294,7 @@ func (c *Controller) run(ctx context.Context) error {
 		}
 		// After a change, or a flush that lost a write to another writer
 		// and left itself dirty: flush again once the window has passed.
-		if c.dirty && !pending {
+		if c.dirty() && !pending {
 			pending = true
 			timer.Reset(c.cfg.Settle)
 		}
@@ -355,10 +355,11 @@ func (c *Controller) observe(ev store.Event) bool {
 		c.reportsDirty = true
 		return true
 	}
-	work := c.observeInput(ev)
-	c.dirty = c.dirty || work
-	return work
+	return c.observeInput(ev)
 }
+
+// dirty says that placement inputs changed since last computed.
+func (c *Controller) dirty() bool { return c.structural || len(c.touched) > 0 }
 
 // observeInput takes one event of the placement inputs (spaces, the
 // inventory, workload description spaces).
@@ -525,22 +526,21 @@ func deleting(o *store.Object) bool {
 func (c *Controller) flush(ctx context.Context) error {
 	c.redo = false
 	patched := false
-	if c.dirty && c.last != nil && !c.structural && len(c.dirtyPlacements) == 0 {
+	if c.last != nil && !c.structural && len(c.touched) > 0 && len(c.dirtyPlacements) == 0 {
 		var keys []store.Key
 		if keys, patched = c.patch(c.last, c.touched); patched {
 			if err := c.writeDownsyncKeys(ctx, c.last, keys); err != nil {
 				return err
 			}
 			clear(c.touched)
-			c.dirty = false
 			c.patched++
 			if c.redo {
 				// Redone whole from the store at the next flush.
-				c.dirty, c.structural, c.redo = true, true, false
+				c.structural, c.redo = true, false
 			}
 		}
 	}
-	if !patched && (c.dirty || c.last == nil) {
+	if !patched && (c.dirty() || c.last == nil) {
 		placements := maps.Clone(c.dirtyPlacements)
 		if err := c.writeSlices(ctx); err != nil {
 			return err
@@ -550,12 +550,12 @@ func (c *Controller) flush(ctx context.Context) error {
 		if err := c.writeDownsync(ctx, d); err != nil {
 			return err
 		}
-		c.last, c.dirty, c.structural = d, false, false
+		c.last, c.structural = d, false
 		c.recomputed++
 		clear(c.touched)
 		if c.redo {
 			// Redone from the store at the next flush.
-			c.dirty, c.structural = true, true
+			c.structural = true
 			maps.Copy(c.dirtyPlacements, placements)
 			c.redo = false
 		}
