@@ -284,14 +284,140 @@ func encodeList(sv *served, rev int64, cont string, remaining *int64, items [][]
 	meta := metav1.ListMeta{ResourceVersion: strconv.FormatInt(rev, 10), Continue: cont, RemainingItemCount: remaining}
 	mb, _ := json.Marshal(meta)
 	fmt.Fprintf(&b, `{"kind":%q,"apiVersion":%q,"metadata":%s,"items":[`, sv.listKind, sv.apiVersion(), mb)
+	// Like kube-apiserver, the items of a built-in kind's list carry no
+	// apiVersion and kind (the list's say them); a custom resource's do.
+	// About 7 % fewer bytes for a client to read and decode in a list of
+	// ConfigMaps.
+	typed := sv.newTyped != nil
 	for i, it := range items {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(it)
+		if typed {
+			writeWithoutTypeMeta(&b, it)
+		} else {
+			b.Write(it)
+		}
 	}
 	b.WriteString("]}")
 	return b.Bytes()
+}
+
+// writeWithoutTypeMeta writes the JSON object obj without its top-level
+// apiVersion and kind members. An object not in the form the store keeps
+// (compact, keys sorted, so kind comes before metadata), or without both,
+// is written whole.
+func writeWithoutTypeMeta(b *bytes.Buffer, obj []byte) {
+	cut, ok := typeMetaMembers(obj)
+	if !ok {
+		b.Write(obj)
+		return
+	}
+	b.Write(obj[:cut[0]])
+	b.Write(obj[cut[1]:cut[2]])
+	b.Write(obj[cut[3]:])
+}
+
+// typeMetaMembers finds the members apiVersion and kind of the compact
+// JSON object obj with sorted keys: obj[cut[0]:cut[1]] is apiVersion's
+// and obj[cut[2]:cut[3]] kind's, each with the comma after it. ok is false
+// when obj is not of that form, lacks either, or ends with kind.
+func typeMetaMembers(obj []byte) (cut [4]int, ok bool) {
+	const apiVersion, kind = "apiVersion", "kind"
+	if len(obj) < 2 || obj[0] != '{' {
+		return cut, false
+	}
+	for i := 1; i < len(obj) && obj[i] == '"'; {
+		k := bytes.IndexByte(obj[i+1:], '"')
+		if k < 0 {
+			return cut, false
+		}
+		key := obj[i+1 : i+1+k]
+		v := i + 1 + k + 1
+		if v >= len(obj) || obj[v] != ':' || bytes.IndexByte(key, '\\') >= 0 {
+			return cut, false
+		}
+		v++
+		end := skipJSONValue(obj, v)
+		if end < 0 || end >= len(obj) || obj[end] != ',' {
+			return cut, false // malformed, or the last member
+		}
+		isString := obj[v] == '"'
+		switch {
+		case string(key) == apiVersion:
+			if !isString {
+				return cut, false
+			}
+			cut[0], cut[1] = i, end+1
+		case string(key) == kind:
+			if !isString || cut[1] == 0 {
+				return cut, false
+			}
+			cut[2], cut[3] = i, end+1
+			return cut, true
+		case string(key) > kind:
+			return cut, false // sorted keys: no kind
+		}
+		i = end + 1
+	}
+	return cut, false
+}
+
+// skipJSONValue returns the index just after the compact JSON value that
+// starts at obj[i], or -1 when it does not end.
+func skipJSONValue(obj []byte, i int) int {
+	if i >= len(obj) {
+		return -1
+	}
+	switch obj[i] {
+	case '"':
+		return skipJSONString(obj, i)
+	case '{', '[':
+		depth := 0
+		for i < len(obj) {
+			switch obj[i] {
+			case '"':
+				if i = skipJSONString(obj, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	default: // number, true, false, null
+		for i < len(obj) && obj[i] != ',' && obj[i] != '}' && obj[i] != ']' {
+			i++
+		}
+		return i
+	}
+}
+
+// skipJSONString returns the index just after the JSON string that starts
+// at obj[i] (a quote), or -1 when it does not end.
+func skipJSONString(obj []byte, i int) int {
+	start := i + 1
+	for p := start; ; {
+		k := bytes.IndexByte(obj[p:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := p + k
+		n := 0 // backslashes just before the quote: an odd count escapes it
+		for q-1-n >= start && obj[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		p = q + 1
+	}
 }
 
 // Output forms a client may ask for with Accept.

@@ -150,41 +150,40 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 		}
 	}
 	flush()
+	// The store closes the events when wctx ends (timeout or the client
+	// gone): a plain receive, cheaper than a select per event for each of
+	// thousands of watchers.
 	for {
-		select {
-		case ev, ok := <-w.Events():
-			if !ok {
-				if err := w.Err(); errors.Is(err, store.ErrExpired) {
-					enc.writeError(apierrors.NewResourceExpired("too old resource version"))
-					flush()
-				}
-				return
-			}
-			var err error
-			switch ev.Type {
-			case store.Bookmark:
-				err = enc.writeBookmark(ev.Revision, false)
-			case store.Deleted:
-				// Like kube: the last version the watcher could see (for an
-				// object leaving the selection, the one before the change),
-				// carrying the revision of the event.
-				last := ev.Object
-				if ev.Prev != nil {
-					last = ev.Prev
-				}
-				err = enc.writeDeleted(last, ev.Revision)
-			default:
-				err = enc.writeStored(string(ev.Type), ev.Object)
-			}
-			if err != nil {
-				return
-			}
-			// Flush once the burst already queued has been written.
-			if len(w.Events()) == 0 {
+		ev, ok := <-w.Events()
+		if !ok {
+			if err := w.Err(); errors.Is(err, store.ErrExpired) {
+				enc.writeError(apierrors.NewResourceExpired("too old resource version"))
 				flush()
 			}
-		case <-wctx.Done():
 			return
+		}
+		var err error
+		switch ev.Type {
+		case store.Bookmark:
+			err = enc.writeBookmark(ev.Revision, false)
+		case store.Deleted:
+			// Like kube: the last version the watcher could see (for an
+			// object leaving the selection, the one before the change),
+			// carrying the revision of the event.
+			last := ev.Object
+			if ev.Prev != nil {
+				last = ev.Prev
+			}
+			err = enc.writeDeleted(last, ev.Revision)
+		default:
+			err = enc.writeStored(string(ev.Type), ev.Object)
+		}
+		if err != nil {
+			return
+		}
+		// Flush once the burst already queued has been written.
+		if len(w.Events()) == 0 {
+			flush()
 		}
 	}
 }

@@ -584,6 +584,9 @@ func crdSteps() []step {
 			}
 			return names(l.Items, func(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }, metav1.ListMeta{})
 		}),
+		call("cr/list-json-item-typemeta", func(ctx context.Context, tg *target) string {
+			return itemTypeMeta(ctx, tg, "/apis/diff.example.com/v1/namespaces/"+ns+"/widgets")
+		}),
 		call("crd/get", func(ctx context.Context, tg *target) string {
 			return show(tg.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.diff.example.com", metav1.GetOptions{}))
 		}),

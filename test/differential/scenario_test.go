@@ -2,6 +2,7 @@ package differential
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -104,6 +105,41 @@ func (tg *target) raw(ctx context.Context, method, path string, params []string,
 	return out + jsonToYAML(b)
 }
 
+// itemTypeMeta lists path in JSON and renders the list's kind and
+// apiVersion and each item's: kube-apiserver leaves them out of the items
+// of a built-in kind's list and keeps them in a custom resource's.
+func itemTypeMeta(ctx context.Context, tg *target, path string) string {
+	b, err := tg.cs.CoreV1().RESTClient().Get().AbsPath(path).SetHeader("Accept", "application/json").Do(ctx).Raw()
+	if err != nil {
+		return showErr(err)
+	}
+	type typeMeta struct {
+		Kind       *string `json:"kind"`
+		APIVersion *string `json:"apiVersion"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	var l struct {
+		typeMeta
+		Items []typeMeta `json:"items"`
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return "body (not a list): " + string(b) + "\n"
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "(none)"
+		}
+		return *p
+	}
+	out := fmt.Sprintf("list: %s %s\n", str(l.APIVersion), str(l.Kind))
+	for _, it := range l.Items {
+		out += fmt.Sprintf("- %s: %s %s\n", it.Metadata.Name, str(it.APIVersion), str(it.Kind))
+	}
+	return out
+}
+
 func namespaceSteps() []step {
 	return []step{
 		call("namespace/create", func(ctx context.Context, tg *target) string {
@@ -178,6 +214,9 @@ func configMapSteps() []step {
 		}),
 		call("configmap/list-field-selector", func(ctx context.Context, tg *target) string {
 			return listCMs(ctx, tg, ns, metav1.ListOptions{FieldSelector: "metadata.name=beta"})
+		}),
+		call("configmap/list-json-item-typemeta", func(ctx context.Context, tg *target) string {
+			return itemTypeMeta(ctx, tg, "/api/v1/namespaces/"+ns+"/configmaps")
 		}),
 		call("configmap/list-all-namespaces-field-selector", func(ctx context.Context, tg *target) string {
 			return listCMs(ctx, tg, "", metav1.ListOptions{FieldSelector: "metadata.namespace=" + ns + ",metadata.name!=beta", LabelSelector: "app"})
