@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,6 +55,7 @@ func newSimulateCommand() *cobra.Command {
 		quiet      bool
 		logLevel   string
 		failing    float64
+		idle       time.Duration
 		pprofAddr  string
 	)
 	cmd := &cobra.Command{
@@ -79,6 +81,16 @@ func newSimulateCommand() *cobra.Command {
 					o.Failing = -1 // none
 				default:
 					o.Failing = failing
+				}
+			}
+			if cmd.Flags().Changed("idle") {
+				switch {
+				case idle < 0:
+					return usageError{flagErrorf("idle", "must not be negative, not %s", idle)}
+				case idle == 0:
+					o.Idle = -1 // none, flat-vs-tree too
+				default:
+					o.Idle = idle
 				}
 			}
 			if errs := o.Complete().Validate(openFiles()); len(errs) > 0 {
@@ -130,6 +142,7 @@ func newSimulateCommand() *cobra.Command {
 	fs.StringVar(&o.Topology, "topology", sim.DefaultTopology, "fan-out per tier, from the root: 1x10x50, 1x100, 1x100x100")
 	fs.StringVar(&o.Scenario, "scenario", sim.DefaultScenario, "one of "+strings.Join(sim.Scenarios, ", "))
 	fs.DurationVar(&o.Duration, "duration", sim.DefaultDuration, "length of the measured phase")
+	fs.DurationVar(&idle, "idle", 0, "idle window before the measured phase: nothing written while the root's CPU per second is measured, to report the root's marginal CPU per change (0: none; flat-vs-tree defaults to "+sim.DefaultFlatVsTreeIdle.String()+" in each of its phases)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the network's loss and of the scenario's choices")
 	fs.StringVar(&o.ReportDir, "report", "", "write report.md, PNG plots, summary.json and a CPU profile into this directory")
 	fs.StringVar(&o.Network, "network", sim.NetworkMemnet, "memnet (in-memory packets: latency, loss, partitions) or udp (a loopback socket per relay)")

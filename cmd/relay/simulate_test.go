@@ -24,6 +24,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		{[]string{"--scenario=partition", "--topology=1x10"}, "relay: --scenario: partition needs regions"},
 		{[]string{"--duration=soon"}, `relay: --duration: invalid value "soon"`},
 		{[]string{"--duration=-1s"}, "relay: --duration: must not be negative"},
+		{[]string{"--idle=-1s"}, "relay: --idle: must not be negative"},
+		{[]string{"--scenario=flat-vs-tree", "--idle=soon"}, `relay: --idle: invalid value "soon"`},
 		{[]string{"--seed=-3"}, `relay: --seed: invalid value "-3"`},
 		{[]string{"--network=carrier-pigeon"}, `relay: --network: invalid value "carrier-pigeon": must be memnet or udp`},
 		{[]string{"--network=udp", "--topology=1x100x100"}, "relay: --network: udp needs about"},

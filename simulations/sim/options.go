@@ -79,6 +79,10 @@ const (
 	// DefaultStatusEdges is how many edges the status scenario's first
 	// wave places the workload on (at most a fifth of the edges).
 	DefaultStatusEdges = 100
+	// DefaultFlatVsTreeIdle is the flat-vs-tree scenario's idle window,
+	// in each of its two phases: the root's CPU per change is compared
+	// net of what the root does when nothing changes.
+	DefaultFlatVsTreeIdle = 5 * time.Second
 )
 
 // Options configure one simulation. cmd/relay fills them from the flags of
@@ -92,6 +96,14 @@ type Options struct {
 	Scenario string
 	// Duration bounds the measured phase of the scenario.
 	Duration time.Duration
+	// Idle is the idle window before the measured phase: once the
+	// placement converged, nothing is written for this long while the
+	// root's CPU is profiled, to tell what the root does whatever
+	// happens (Raft, heartbeats, report merges, link keep-alives) from
+	// what each change costs. Zero selects the scenario's default
+	// (DefaultFlatVsTreeIdle for flat-vs-tree, none otherwise);
+	// negative: none.
+	Idle time.Duration
 	// Seed seeds the network's loss and jitter and the scenarios' choices.
 	Seed uint64
 	// ReportDir, when set, receives report.md, the PNG plots, the JSON
@@ -249,6 +261,12 @@ func (o Options) Complete() Options {
 	}
 	if o.Failing < 0 {
 		o.Failing = 0
+	}
+	if o.Idle == 0 && o.Scenario == ScenarioFlatVsTree {
+		o.Idle = DefaultFlatVsTreeIdle
+	}
+	if o.Idle < 0 {
+		o.Idle = 0 // none
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -70,6 +70,9 @@ func markdown(o Options, s *Summary) []byte {
 		w("**The simulation stopped early: %s**\n\n", s.Error)
 	}
 	w("`relay simulate --topology=%s --scenario=%s --duration=%s --seed=%d --network=%s", o.Topology, o.Scenario, o.Duration, o.Seed, o.Network)
+	if o.Idle > 0 {
+		w(" --idle=%s", o.Idle)
+	}
 	if o.Latency > 0 {
 		w(" --latency=%s", o.Latency)
 	}
@@ -105,6 +108,9 @@ func markdown(o Options, s *Summary) []byte {
 	w("## Timeline\n\n| phase | seconds |\n|---|---|\n")
 	w("| start every relay (join, certificates, links, inventory) | %.1f |\n", s.StartS)
 	w("| initial placement: EdgePlacement created → workload at every destination | %.1f |\n", s.PlacementS)
+	if s.IdleS > 0 {
+		w("| idle window: nothing written, the root's CPU profiled | %.1f |\n", s.IdleS)
+	}
 	w("| measured phase (%s) | %.1f |\n\n", s.Scenario, s.MeasuredS)
 	if len(s.Events) > 0 {
 		w("Events (numbered as in the convergence plot):\n\n")
@@ -153,7 +159,14 @@ func markdown(o Options, s *Summary) []byte {
 		for _, t := range sortedTiers(s.CPUByTier) {
 			w("| %s | %.2f |\n", t, s.CPUByTier[t])
 		}
-		w("\nRoot CPU per change: **%.2f ms**.\n\n", s.RootCPUPerChangeMs)
+		w("\nRoot CPU per change: **%.2f ms**.", s.RootCPUPerChangeMs)
+		if r := s.RootIdleCPUMsPerS; r != nil {
+			w(" In the idle window before the measured phase (%.1f s, nothing written) the root used **%.2f ms of CPU per second**: what it does whatever happens (Raft, heartbeats, report merges, link keep-alives).", s.IdleS, *r)
+			if m := s.RootCPUPerChangeMarginalMs; m != nil {
+				w(" The measured phase's root CPU less that rate over its length, per change (marginal): **%.2f ms**.", *m)
+			}
+		}
+		w("\n\n")
 	} else {
 		w(" (No split by tier: another CPU profile was running.)\n\n")
 	}
@@ -219,11 +232,29 @@ func markdown(o Options, s *Summary) []byte {
 		}
 	}
 	if c := s.FlatVsTree; c != nil {
-		w("## Flat vs tree\n\nThe same %d rollouts, first through the tree (%s), then with the same %d edges each dialing the root (%s).\n\n", c.Rounds, s.Topology, s.Edges, c.Flat.Topology)
+		w("## Flat vs tree\n\nThe same %d rollouts, first through the tree (%s), then with the same %d edges each dialing the root (%s).", c.Rounds, s.Topology, s.Edges, c.Flat.Topology)
+		if s.IdleS > 0 {
+			w(" Each phase starts with an idle window (%.1f s tree, %.1f s flat: nothing written) that measures the root's CPU per second when nothing changes; the *marginal* root CPU per change is the measured phase's root CPU less that rate over the phase's length, per change: what a change costs, apart from the work the root does whatever happens.", s.IdleS, c.Flat.IdleS)
+		}
+		w("\n\n")
 		w("| | tree | flat | flat / tree |\n|---|---|---|---|\n")
 		w("| root bytes per change | %s | %s | **%.1f×** |\n", kib(c.TreeRootBytes), kib(c.FlatRootBytes), c.RootBytesRatio)
 		if c.RootCPURatio > 0 {
 			w("| root CPU per change | %.2f ms | %.2f ms | **%.1f×** |\n", c.TreeRootCPUMs, c.FlatRootCPUMs, c.RootCPURatio)
+		}
+		if tr, fl := c.TreeRootIdleCPUMsPerS, c.FlatRootIdleCPUMsPerS; tr != nil && fl != nil {
+			ratio := "–" // no sample of the tree's root
+			if *tr > 0 {
+				ratio = fmt.Sprintf("%.1f×", *fl / *tr)
+			}
+			w("| root CPU per second, idle window | %.2f ms/s | %.2f ms/s | %s |\n", *tr, *fl, ratio)
+		}
+		if c.TreeRootMarginalMs != nil && c.FlatRootMarginalMs != nil {
+			ratio := "–"
+			if c.RootMarginalRatio > 0 {
+				ratio = fmt.Sprintf("**%.1f×**", c.RootMarginalRatio)
+			}
+			w("| root CPU per change, marginal (less the idle rate) | %.2f ms | %.2f ms | %s |\n", *c.TreeRootMarginalMs, *c.FlatRootMarginalMs, ratio)
 		}
 		w("| p50 propagation | %.1f ms | %.1f ms | |\n| p99 propagation | %.1f ms | %.1f ms | |\n", c.TreeP50, c.FlatP50, c.TreeP99, c.FlatP99)
 		w("| start every relay | %.1f s | %.1f s | |\n\n", s.StartS, c.Flat.StartS)

@@ -79,6 +79,16 @@ type Summary struct {
 	// runtime (GC), timers and the simulator.
 	CPUByTier          map[string]float64 `json:"cpu_by_tier_s,omitempty"`
 	RootCPUPerChangeMs float64            `json:"root_cpu_per_change_ms,omitempty"`
+	// IdleS is the idle window before the measured phase (--idle):
+	// nothing written, the root's CPU profiled. RootIdleCPUMsPerS is the
+	// root's CPU per second in it (ms/s): what the root does whatever
+	// happens. RootCPUPerChangeMarginalMs is the root's CPU of the
+	// measured phase less that rate × MeasuredS, per change, floored at
+	// 0: what each change costs. Both are null without an idle window
+	// (or a CPU profile), the marginal figure also without changes.
+	IdleS                      float64  `json:"idle_s,omitempty"`
+	RootIdleCPUMsPerS          *float64 `json:"root_idle_cpu_ms_per_s,omitempty"`
+	RootCPUPerChangeMarginalMs *float64 `json:"root_cpu_per_change_marginal_ms,omitempty"`
 	// MemoryAfterStart and MemoryAfterPlacement are measured after a GC.
 	MemoryBeforeEdges    Memory   `json:"memory_before_edges"`
 	MemoryAfterPlacement Memory   `json:"memory_after_placement"`
@@ -175,6 +185,15 @@ type FlatVsTree struct {
 	TreeP99        float64  `json:"tree_p99_ms"`
 	FlatP99        float64  `json:"flat_p99_ms"`
 	Flat           *Summary `json:"-"`
+
+	// The idle windows' root CPU per second and the marginal root CPU
+	// per change (Summary.RootCPUPerChangeMarginalMs) of each phase:
+	// null without idle windows.
+	TreeRootIdleCPUMsPerS *float64 `json:"tree_root_idle_cpu_ms_per_s,omitempty"`
+	FlatRootIdleCPUMsPerS *float64 `json:"flat_root_idle_cpu_ms_per_s,omitempty"`
+	TreeRootMarginalMs    *float64 `json:"tree_root_cpu_per_change_marginal_ms,omitempty"`
+	FlatRootMarginalMs    *float64 `json:"flat_root_cpu_per_change_marginal_ms,omitempty"`
+	RootMarginalRatio     float64  `json:"root_cpu_marginal_ratio,omitempty"` // flat / tree; 0 unknown
 }
 
 // point is one sample of convergence over time.
@@ -437,6 +456,12 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 		s.GoroutinesPerEdge = round3(float64(s.MemoryAfterPlacement.Goroutines-mem0.Goroutines) / n)
 	}
 
+	if o.Idle > 0 {
+		if err := idleWindow(ctx, o, s, st, p); err != nil {
+			return s, err
+		}
+	}
+
 	// The measured phase.
 	e := &env{ctx: ctx, o: o, f: f, u: u, t: primary, regions: regions, edgeTrackers: trackers, st: st,
 		p: p, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)), rounds: rounds, s: s}
@@ -502,6 +527,10 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 		}
 		if e.changes > 0 {
 			s.RootCPUPerChangeMs = round3(float64(cpuBy["root"].Microseconds()) / 1000 / float64(e.changes))
+			if s.RootIdleCPUMsPerS != nil {
+				m := round3(marginalPerChange(cpuBy["root"], s.MeasuredS, *s.RootIdleCPUMsPerS, e.changes))
+				s.RootCPUPerChangeMarginalMs = &m
+			}
 		}
 	}
 	s.profile = raw
@@ -562,6 +591,58 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// idleSettle bounds the wait, before the idle window, for the
+// CombinedStatuses to count the placement at every destination.
+const idleSettle = 10 * time.Second
+
+// idleWindow writes nothing for o.Idle while it profiles the process,
+// and sets s.IdleS and s.RootIdleCPUMsPerS: the root's CPU per second
+// when nothing changes. It first lets the placement's status reports
+// settle (when the CombinedStatuses count destinations), so that the
+// window holds the root's steady work, not the end of the placement.
+func idleWindow(ctx context.Context, o Options, s *Summary, st *statusTracker, p *progress) error {
+	if _, _, any := st.histograms(); any {
+		if err := waitUntil(ctx, idleSettle, "", st.caughtUp); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	p.phase("idle window", 100)
+	prof := startProfile()
+	t0 := time.Now()
+	tk := time.NewTicker(100 * time.Millisecond)
+	for d := time.Duration(0); d < o.Idle && ctx.Err() == nil; d = time.Since(t0) {
+		p.set(int(100 * d / o.Idle))
+		select {
+		case <-ctx.Done():
+		case <-tk.C:
+		}
+	}
+	tk.Stop()
+	p.set(100)
+	by, _ := prof.stop()
+	s.IdleS = round3(time.Since(t0).Seconds())
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if by != nil && s.IdleS > 0 {
+		rate := round3(float64(by["root"].Microseconds()) / 1000 / s.IdleS)
+		s.RootIdleCPUMsPerS = &rate
+	}
+	return nil
+}
+
+// marginalPerChange is the root's CPU per change net of its idle rate:
+// (measured − idleMsPerS × measuredS) / changes in milliseconds, floored
+// at 0 (the idle rate is a sample; a phase of few changes may fall
+// below it); 0 without changes.
+func marginalPerChange(measured time.Duration, measuredS, idleMsPerS float64, changes int) float64 {
+	if changes <= 0 {
+		return 0
+	}
+	ms := float64(measured.Microseconds())/1000 - idleMsPerS*measuredS
+	return max(ms, 0) / float64(changes)
+}
 
 // watchBar moves the progress bar with t's converged count until stopped.
 func watchBar(ctx context.Context, p *progress, t *tracker) (stop func()) {
@@ -742,6 +823,11 @@ func flatVsTree(ctx context.Context, o Options, fan []int, work string, relayLog
 	}
 	if c.TreeRootCPUMs > 0 {
 		c.RootCPURatio = round3(c.FlatRootCPUMs / c.TreeRootCPUMs)
+	}
+	c.TreeRootIdleCPUMsPerS, c.FlatRootIdleCPUMsPerS = tree.RootIdleCPUMsPerS, flat.RootIdleCPUMsPerS
+	c.TreeRootMarginalMs, c.FlatRootMarginalMs = tree.RootCPUPerChangeMarginalMs, flat.RootCPUPerChangeMarginalMs
+	if c.TreeRootMarginalMs != nil && c.FlatRootMarginalMs != nil && *c.TreeRootMarginalMs > 0 {
+		c.RootMarginalRatio = round3(*c.FlatRootMarginalMs / *c.TreeRootMarginalMs)
 	}
 	tree.FlatVsTree = c
 	tree.flat = flat

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,6 +35,9 @@ func TestScenariosConverge(t *testing.T) {
 			}
 			if sc == ScenarioFlakyLinks {
 				o.Latency = 2 * time.Millisecond
+			}
+			if sc == ScenarioFlatVsTree {
+				o.Idle = 2 * time.Second // in each phase; the default is 5 s
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
@@ -86,6 +90,40 @@ func TestScenariosConverge(t *testing.T) {
 			case ScenarioFlatVsTree:
 				if c := s.FlatVsTree; c == nil || c.RootBytesRatio <= 1 || c.Flat == nil || !c.Flat.OK {
 					t.Fatalf("flat vs tree: %+v", c)
+				}
+				// Each phase idled first: the root's idle rate, and its
+				// CPU per change net of it, at most the plain figure. The
+				// rate may be 0: the profile samples CPU in 10 ms steps,
+				// and the root of 6 edges does about 5 ms a second when
+				// nothing changes.
+				c := s.FlatVsTree
+				for _, ph := range []*Summary{s, c.Flat} {
+					if ph.CPUByTier == nil {
+						t.Skip("another CPU profile is running: no split by tier")
+					}
+					r, m := ph.RootIdleCPUMsPerS, ph.RootCPUPerChangeMarginalMs
+					if r == nil || m == nil {
+						t.Fatalf("%s: idle %.1f s, no root CPU per second (%v) or marginal CPU per change (%v)", ph.Topology, ph.IdleS, r, m)
+					}
+					t.Logf("%s: idle %.1f s, root %.2f ms/s; root CPU per change %.2f ms, marginal %.2f ms", ph.Topology, ph.IdleS, *r, ph.RootCPUPerChangeMs, *m)
+					if ph.IdleS < 2 || *r < 0 || *m < 0 || *m > ph.RootCPUPerChangeMs {
+						t.Errorf("%s: want an idle window of 2 s, a rate ≥ 0 and 0 ≤ marginal ≤ plain", ph.Topology)
+					}
+				}
+				if c.TreeRootIdleCPUMsPerS != s.RootIdleCPUMsPerS || c.FlatRootMarginalMs != c.Flat.RootCPUPerChangeMarginalMs {
+					t.Errorf("flat vs tree: idle and marginal figures are not the phases'")
+				}
+				for _, k := range []string{"root_idle_cpu_ms_per_s", "root_cpu_per_change_marginal_ms"} {
+					if _, ok := back[k]; !ok {
+						t.Errorf("summary without %s: %s", k, line)
+					}
+				}
+				if md, _ := os.ReadFile(filepath.Join(dir, ReportFile)); !strings.Contains(string(md), "root CPU per change, marginal") {
+					t.Errorf("report.md has no marginal root CPU per change")
+				}
+			default:
+				if s.IdleS != 0 || s.RootIdleCPUMsPerS != nil || s.RootCPUPerChangeMarginalMs != nil {
+					t.Errorf("%s: an idle window without --idle: %.1f s", sc, s.IdleS)
 				}
 			case ScenarioRootFailover:
 				// The leader changed, a write was acknowledged after the
@@ -157,6 +195,48 @@ func TestBadOptions(t *testing.T) {
 	}
 	if st := (Options{Scenario: ScenarioStatus, Failing: -1}).Complete(); st.Failing != 0 || len(st.Validate(20000)) != 0 {
 		t.Errorf("status without failing edges: %+v", st)
+	}
+}
+
+// The idle window's default: 5 s for flat-vs-tree (each phase), none
+// otherwise; negative is none.
+func TestIdleDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want time.Duration
+	}{
+		{Options{}, 0},
+		{Options{Scenario: ScenarioFlatVsTree}, DefaultFlatVsTreeIdle},
+		{Options{Scenario: ScenarioFlatVsTree, Idle: -1}, 0},
+		{Options{Scenario: ScenarioFlatVsTree, Idle: time.Second}, time.Second},
+		{Options{Scenario: ScenarioChurn, Idle: 3 * time.Second}, 3 * time.Second},
+	} {
+		if got := tc.o.Complete(); got.Idle != tc.want || len(got.Validate(20000)) != 0 {
+			t.Errorf("%s with idle %s: %s, %v; want %s", tc.o.Scenario, tc.o.Idle, got.Idle, got.Validate(20000), tc.want)
+		}
+	}
+}
+
+// The root's CPU per change net of its idle rate.
+func TestMarginalPerChange(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		measured   time.Duration
+		measuredS  float64
+		idleMsPerS float64
+		changes    int
+		want       float64
+	}{
+		{"no idle work", 500 * time.Millisecond, 10, 0, 50, 10},
+		{"idle work subtracted", 500 * time.Millisecond, 10, 20, 50, 6},    // (500 − 200) / 50
+		{"idle work is everything", 200 * time.Millisecond, 10, 20, 50, 0}, // (200 − 200) / 50
+		{"floored at zero", 100 * time.Millisecond, 10, 20, 50, 0},         // −100 ms
+		{"no changes", 500 * time.Millisecond, 10, 20, 0, 0},
+		{"one change", 1500 * time.Microsecond, 0.1, 5, 1, 1},
+	} {
+		if got := marginalPerChange(tc.measured, tc.measuredS, tc.idleMsPerS, tc.changes); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

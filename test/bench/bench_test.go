@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -47,167 +48,257 @@ import (
 // A root's log is relay.log in its data directory (a temporary directory,
 // removed at the end).
 //
+// Every target the -bench pattern selects is started first, and each
+// operation then runs against every target in turn before the next
+// operation (API/target=<name>/op=<op>), so that what else the machine
+// does at a given moment weighs on the figures compared alike.
+//
 // Metrics: ops/s over the run; p50-ms and p99-ms per operation (for watch,
 // per write and watcher); for lists wire-p50-ms and wire-p99-ms, until the
-// response body was in, before the client decoded it; ns/op is the run's
-// wall time per operation. The -wire watch operations watch with readers
-// of the response stream instead of client-go's decoder (WatchFanoutWire).
+// response body was in, before the client decoded it, and body-kib, the
+// size of a response body; server-cpu-ms, the
+// CPU time of the server's processes per operation (kube-apiserver and
+// etcd, or every root replica; for watch fan-out per write, delivered to
+// every watcher), from /proc; ns/op is the run's wall time per operation.
+// The -wire watch operations watch with readers of the response stream
+// instead of client-go's decoder (WatchFanoutWire).
 func BenchmarkAPI(b *testing.B) {
 	if bt := flag.Lookup("test.benchtime"); bt == nil || bt.Value.String() != "1x" {
 		b.Fatal("run with -benchtime=1x: each operation does a fixed amount of work (BENCH_QUICK=1 for less)")
 	}
 	scale := ScaleFromEnv()
-	targets := []struct {
+	starts := []struct {
 		name  string
-		start func(b testing.TB) *rest.Config
+		start func(b testing.TB) (*rest.Config, []int)
 	}{
-		{"kube", startKube},
-		{"kube-3", func(b testing.TB) *rest.Config {
-			return kubecluster.Start(b, kubecluster.Options{Minimal: true, Durable: true, EtcdMembers: 3}).RESTConfig()
-		}},
-		{"canopy-1", func(b testing.TB) *rest.Config { return startCanopy(b, 1) }},
-		{"canopy-3", func(b testing.TB) *rest.Config { return startCanopy(b, 3) }},
+		{"kube", func(b testing.TB) (*rest.Config, []int) { return startKube(b, 1) }},
+		{"kube-3", func(b testing.TB) (*rest.Config, []int) { return startKube(b, 3) }},
+		{"canopy-1", func(b testing.TB) (*rest.Config, []int) { return startCanopy(b, 1) }},
+		{"canopy-3", func(b testing.TB) (*rest.Config, []int) { return startCanopy(b, 3) }},
 	}
-	for _, t := range targets {
-		b.Run("target="+t.name, func(b *testing.B) {
-			cfg := Config(t.start(b))
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			jcfg := rest.CopyConfig(cfg)
-			jcfg.ContentType, jcfg.AcceptContentTypes = "application/json", "application/json"
-			csJSON, err := kubernetes.NewForConfig(jcfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			runOps(b, cs, csJSON, scale)
-		})
+	// Every target the -bench pattern selects runs from the start, so that
+	// each operation runs against all of them in turn before the next
+	// operation: what else the machine does at a given moment weighs on
+	// the figures compared with each other alike.
+	pattern := ""
+	if f := flag.Lookup("test.bench"); f != nil {
+		pattern = f.Value.String()
 	}
-}
-
-// runOps runs every operation against cs (client-go's defaults: typed
-// clients ask for protobuf, and send it), each in its own namespace; the
-// big list, the watch fan-out and the mixed load also with csJSON (JSON both ways), so
-// that the wire format's share shows.
-func runOps(b *testing.B, cs, csJSON kubernetes.Interface, s Scale) {
-	ctx := context.Background()
-	ns := func(b *testing.B, name string) string {
-		b.Helper()
-		if err := EnsureNamespace(ctx, cs, name); err != nil {
-			b.Fatal(err)
+	var targets []*apiTarget
+	for _, s := range starts {
+		if !benchSelects(pattern, s.name) {
+			continue
 		}
-		return name
-	}
-	// fresh names a namespace of its own for each round of an operation
-	// (-count=N runs each N times against the same servers).
-	rounds := map[string]int{}
-	fresh := func(b *testing.B, name string) string {
-		b.Helper()
-		if rounds[name]++; rounds[name] > 1 {
-			name = fmt.Sprintf("%s-%d", name, rounds[name])
-		}
-		return ns(b, name)
-	}
-	report := func(b *testing.B, r Result, err error) {
-		b.Helper()
+		cfg, pids := s.start(b)
+		t, err := newAPITarget(s.name, Config(cfg), pids)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(r.Elapsed.Nanoseconds())/float64(max(r.Ops, 1)), "ns/op")
-		b.ReportMetric(r.OpsPerSec(), "ops/s")
-		b.ReportMetric(ms(Percentile(r.Latencies, 0.50)), "p50-ms")
-		b.ReportMetric(ms(Percentile(r.Latencies, 0.99)), "p99-ms")
-		if r.Last != nil {
-			b.ReportMetric(ms(Percentile(r.Last, 0.50)), "last-p50-ms")
-			b.ReportMetric(ms(Percentile(r.Last, 0.99)), "last-p99-ms")
-		}
-		if r.Wire != nil {
-			b.ReportMetric(ms(Percentile(r.Wire, 0.50)), "wire-p50-ms")
-			b.ReportMetric(ms(Percentile(r.Wire, 0.99)), "wire-p99-ms")
+		targets = append(targets, t)
+	}
+	for _, op := range apiOps(scale) {
+		for _, t := range targets {
+			b.Run("target="+t.name+"/op="+op.name, func(b *testing.B) { op.run(b, t) })
 		}
 	}
-	b.Run("op=create", func(b *testing.B) {
-		r, err := Creates(ctx, cs, fresh(b, "create"), "cm", s.Writers, s.Creates)
-		report(b, r, err)
-	})
-	b.Run("op=update", func(b *testing.B) {
-		r, err := Updates(ctx, cs, fresh(b, "update"), s.Writers, s.Updates)
-		report(b, r, err)
-	})
-	b.Run("op=get", func(b *testing.B) {
-		const objects = 100
-		name := fresh(b, "get")
-		if _, err := Creates(ctx, cs, name, "cm", s.Writers, objects); err != nil {
+}
+
+// benchSelects reports whether the -bench pattern can select operations of
+// target: testing matches its second element, when there is one, with
+// each sub-benchmark's target=<name>.
+func benchSelects(pattern, target string) bool {
+	elems := strings.Split(pattern, "/")
+	if len(elems) < 2 {
+		return true
+	}
+	re, err := regexp.Compile(elems[1])
+	return err != nil || re.MatchString("target="+target)
+}
+
+// apiTarget is one server under load: clients of its admin configuration
+// (client-go's defaults, which ask for protobuf and send it, and one for
+// JSON both ways), the Meter of its processes' CPU, and what its
+// operations have set up so far.
+type apiTarget struct {
+	name       string
+	cs, csJSON kubernetes.Interface
+	ctx        context.Context // carries the Meter
+	rounds     map[string]int  // per namespace name: rounds so far (-count=N)
+	filled     map[int]bool    // list-<n> holds its n ConfigMaps
+}
+
+func newAPITarget(name string, cfg *rest.Config, pids []int) (*apiTarget, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	jcfg := rest.CopyConfig(cfg)
+	jcfg.ContentType, jcfg.AcceptContentTypes = "application/json", "application/json"
+	csJSON, err := kubernetes.NewForConfig(jcfg)
+	if err != nil {
+		return nil, err
+	}
+	meter := func() (time.Duration, error) { return ProcessCPU(pids...) }
+	if _, err := meter(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &apiTarget{name: name, cs: cs, csJSON: csJSON, ctx: WithMeter(context.Background(), meter),
+		rounds: map[string]int{}, filled: map[int]bool{}}, nil
+}
+
+// ns creates namespace name unless it exists.
+func (t *apiTarget) ns(b *testing.B, name string) string {
+	b.Helper()
+	if err := EnsureNamespace(t.ctx, t.cs, name); err != nil {
+		b.Fatal(err)
+	}
+	return name
+}
+
+// fresh names a namespace of its own for each round of an operation
+// (-count=N runs each N times in a row, against the same servers).
+func (t *apiTarget) fresh(b *testing.B, name string) string {
+	b.Helper()
+	if t.rounds[name]++; t.rounds[name] > 1 {
+		name = fmt.Sprintf("%s-%d", name, t.rounds[name])
+	}
+	return t.ns(b, name)
+}
+
+// fill creates n ConfigMaps in list-<n>, once.
+func (t *apiTarget) fill(b *testing.B, n, writers int) string {
+	b.Helper()
+	name := t.ns(b, fmt.Sprintf("list-%d", n))
+	if !t.filled[n] {
+		if _, err := Creates(context.Background(), t.cs, name, "cm", writers, n); err != nil {
 			b.Fatal(err)
 		}
-		var names []string
-		for i := range objects {
-			names = append(names, fmt.Sprintf("cm-%d", i))
+		t.filled[n] = true
+	}
+	return name
+}
+
+// report reports r's figures as b's metrics.
+func report(b *testing.B, r Result, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(r.Elapsed.Nanoseconds())/float64(max(r.Ops, 1)), "ns/op")
+	b.ReportMetric(r.OpsPerSec(), "ops/s")
+	b.ReportMetric(ms(Percentile(r.Latencies, 0.50)), "p50-ms")
+	b.ReportMetric(ms(Percentile(r.Latencies, 0.99)), "p99-ms")
+	if r.Last != nil {
+		b.ReportMetric(ms(Percentile(r.Last, 0.50)), "last-p50-ms")
+		b.ReportMetric(ms(Percentile(r.Last, 0.99)), "last-p99-ms")
+	}
+	if r.Wire != nil {
+		b.ReportMetric(ms(Percentile(r.Wire, 0.50)), "wire-p50-ms")
+		b.ReportMetric(ms(Percentile(r.Wire, 0.99)), "wire-p99-ms")
+	}
+	if r.BodyBytes > 0 {
+		b.ReportMetric(float64(r.BodyBytes)/1024, "body-kib")
+	}
+	if r.ServerCPU > 0 {
+		b.ReportMetric(float64(r.ServerCPU.Microseconds())/1000/float64(max(r.Ops, 1)), "server-cpu-ms")
+	}
+}
+
+// apiOp is one operation of BenchmarkAPI.
+type apiOp struct {
+	name string
+	run  func(b *testing.B, t *apiTarget)
+}
+
+// apiOps are BenchmarkAPI's operations, in the order they run: each in a
+// namespace of its own; the big list, the watch fan-out and the mixed load
+// also with JSON both ways, so that the wire format's share shows.
+func apiOps(s Scale) []apiOp {
+	list := func(objects, lists int, json bool) func(b *testing.B, t *apiTarget) {
+		return func(b *testing.B, t *apiTarget) {
+			name := t.fill(b, objects, s.Writers)
+			c := t.cs
+			if json {
+				c = t.csJSON
+			}
+			r, err := Lists(t.ctx, c, name, objects, lists)
+			report(b, r, err)
 		}
-		r, err := Gets(ctx, cs, name, names, s.Writers, s.Gets)
-		report(b, r, err)
-	})
-	filled := map[int]bool{}
-	list := func(b *testing.B, c kubernetes.Interface, objects, lists int) {
-		name := ns(b, fmt.Sprintf("list-%d", objects))
-		if !filled[objects] {
-			if _, err := Creates(ctx, cs, name, "cm", s.Writers, objects); err != nil {
+	}
+	fanout := func(name string, json, wire bool) func(b *testing.B, t *apiTarget) {
+		return func(b *testing.B, t *apiTarget) {
+			c, f := t.cs, WatchFanout
+			if json {
+				c = t.csJSON
+			}
+			if wire {
+				f = WatchFanoutWire
+			}
+			r, err := f(t.ctx, c, t.fresh(b, name), s.Watchers, s.WatchWrites)
+			report(b, r, err)
+		}
+	}
+	mixed := func(name string, json bool) func(b *testing.B, t *apiTarget) {
+		return func(b *testing.B, t *apiTarget) {
+			listNS := t.fill(b, s.SmallList, s.Writers)
+			c := t.cs
+			if json {
+				c = t.csJSON
+			}
+			r, err := Mixed(t.ctx, c, t.fresh(b, name), listNS, s.Writers, s.MixedOps, s.MixedWatchers)
+			report(b, r, err)
+		}
+	}
+	return []apiOp{
+		{"create", func(b *testing.B, t *apiTarget) {
+			r, err := Creates(t.ctx, t.cs, t.fresh(b, "create"), "cm", s.Writers, s.Creates)
+			report(b, r, err)
+		}},
+		{"update", func(b *testing.B, t *apiTarget) {
+			r, err := Updates(t.ctx, t.cs, t.fresh(b, "update"), s.Writers, s.Updates)
+			report(b, r, err)
+		}},
+		{"get", func(b *testing.B, t *apiTarget) {
+			const objects = 100
+			name := t.fresh(b, "get")
+			if _, err := Creates(context.Background(), t.cs, name, "cm", s.Writers, objects); err != nil {
 				b.Fatal(err)
 			}
-			filled[objects] = true
-		}
-		r, err := Lists(ctx, c, name, objects, lists)
-		report(b, r, err)
-	}
-	b.Run(fmt.Sprintf("op=list-%d", s.SmallList), func(b *testing.B) { list(b, cs, s.SmallList, s.SmallLists) })
-	b.Run(fmt.Sprintf("op=list-%d", s.BigList), func(b *testing.B) { list(b, cs, s.BigList, s.BigLists) })
-	b.Run(fmt.Sprintf("op=list-%d-json", s.BigList), func(b *testing.B) { list(b, csJSON, s.BigList, s.BigLists) })
-	b.Run(fmt.Sprintf("op=watch-%d", s.Watchers), func(b *testing.B) {
-		r, err := WatchFanout(ctx, cs, fresh(b, "watch"), s.Watchers, s.WatchWrites)
-		report(b, r, err)
-	})
-	b.Run(fmt.Sprintf("op=watch-%d-json", s.Watchers), func(b *testing.B) {
-		r, err := WatchFanout(ctx, csJSON, fresh(b, "watch-json"), s.Watchers, s.WatchWrites)
-		report(b, r, err)
-	})
-	b.Run(fmt.Sprintf("op=watch-%d-wire", s.Watchers), func(b *testing.B) {
-		r, err := WatchFanoutWire(ctx, cs, fresh(b, "watch-wire"), s.Watchers, s.WatchWrites)
-		report(b, r, err)
-	})
-	b.Run(fmt.Sprintf("op=watch-%d-json-wire", s.Watchers), func(b *testing.B) {
-		r, err := WatchFanoutWire(ctx, csJSON, fresh(b, "watch-json-wire"), s.Watchers, s.WatchWrites)
-		report(b, r, err)
-	})
-	mixed := func(b *testing.B, c kubernetes.Interface, namespace string) {
-		listNS := fmt.Sprintf("list-%d", s.SmallList)
-		if !filled[s.SmallList] {
-			if _, err := Creates(ctx, cs, ns(b, listNS), "cm", s.Writers, s.SmallList); err != nil {
-				b.Fatal(err)
+			var names []string
+			for i := range objects {
+				names = append(names, fmt.Sprintf("cm-%d", i))
 			}
-			filled[s.SmallList] = true
-		}
-		r, err := Mixed(ctx, c, fresh(b, namespace), listNS, s.Writers, s.MixedOps, s.MixedWatchers)
-		report(b, r, err)
+			r, err := Gets(t.ctx, t.cs, name, names, s.Writers, s.Gets)
+			report(b, r, err)
+		}},
+		{fmt.Sprintf("list-%d", s.SmallList), list(s.SmallList, s.SmallLists, false)},
+		{fmt.Sprintf("list-%d", s.BigList), list(s.BigList, s.BigLists, false)},
+		{fmt.Sprintf("list-%d-json", s.BigList), list(s.BigList, s.BigLists, true)},
+		{fmt.Sprintf("watch-%d", s.Watchers), fanout("watch", false, false)},
+		{fmt.Sprintf("watch-%d-json", s.Watchers), fanout("watch-json", true, false)},
+		{fmt.Sprintf("watch-%d-wire", s.Watchers), fanout("watch-wire", false, true)},
+		{fmt.Sprintf("watch-%d-json-wire", s.Watchers), fanout("watch-json-wire", true, true)},
+		{"mixed", mixed("mixed", false)},
+		{"mixed-json", mixed("mixed-json", true)},
 	}
-	b.Run("op=mixed", func(b *testing.B) { mixed(b, cs, "mixed") })
-	b.Run("op=mixed-json", func(b *testing.B) { mixed(b, csJSON, "mixed-json") })
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// startKube starts etcd and kube-apiserver (test/kubecluster, minimal).
-func startKube(b testing.TB) *rest.Config {
-	c := kubecluster.Start(b, kubecluster.Options{Minimal: true, Durable: true}) // etcd fsyncs, as every Canopy write does
-	return c.RESTConfig()
+// startKube starts etcd (members of it) and kube-apiserver
+// (test/kubecluster, minimal) and returns the admin configuration and the
+// processes' IDs.
+func startKube(b testing.TB, members int) (*rest.Config, []int) {
+	c := kubecluster.Start(b, kubecluster.Options{Minimal: true, Durable: true, EtcdMembers: members}) // etcd fsyncs, as every Canopy write does
+	return c.RESTConfig(), c.PIDs()
 }
 
 // startCanopy starts n root replicas, each a process of the relay binary
 // (`relay --role=root`; n > 1: one Raft cluster over loopback, sharing one
 // PKI), waits until every one answers /readyz and one leads, and returns
-// the admin configuration of the leader's "default" space. The processes
-// are stopped when b ends.
-func startCanopy(b testing.TB, n int) *rest.Config {
+// the admin configuration of the leader's "default" space and the
+// replicas' process IDs. The processes are stopped when b ends.
+func startCanopy(b testing.TB, n int) (*rest.Config, []int) {
 	b.Helper()
 	bin := relaybin.For(b)
 	dirs, gossip := make([]string, n), make([]string, n)
@@ -287,7 +378,11 @@ func startCanopy(b testing.TB, n int) *rest.Config {
 		}
 		return fmt.Errorf("no replica leads (%s)", strings.Join(seen, "; "))
 	})
-	return rcs[leader]
+	pids := make([]int, n)
+	for i, p := range procs {
+		pids[i] = p.cmd.Process.Pid
+	}
+	return rcs[leader], pids
 }
 
 // adminConfig reads the admin kubeconfig a root writes into its data

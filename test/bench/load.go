@@ -78,6 +78,45 @@ type Result struct {
 	// Wire holds, for lists, the latency until the whole response body
 	// had arrived, before the client decoded it (sorted).
 	Wire []time.Duration
+	// BodyBytes is, for lists, the size of a response body.
+	BodyBytes int
+	// ServerCPU is the CPU time the server's processes used while the
+	// operations ran, when ctx carried a Meter (WithMeter); for watch
+	// fan-out, during the measured writes and their deliveries.
+	ServerCPU time.Duration
+}
+
+// A Meter returns the CPU time the server under load has used so far (all
+// its processes: kube-apiserver and etcd, or every root replica).
+type Meter func() (time.Duration, error)
+
+type meterKey struct{}
+
+// WithMeter returns a context whose operations also measure the server's
+// CPU time with m (Result.ServerCPU).
+func WithMeter(ctx context.Context, m Meter) context.Context {
+	return context.WithValue(ctx, meterKey{}, m)
+}
+
+// metering starts measuring the server's CPU time, when ctx carries a
+// Meter; the function it returns gives the CPU used since (zero without a
+// Meter).
+func metering(ctx context.Context) (func() (time.Duration, error), error) {
+	m, _ := ctx.Value(meterKey{}).(Meter)
+	if m == nil {
+		return func() (time.Duration, error) { return 0, nil }, nil
+	}
+	start, err := m()
+	if err != nil {
+		return nil, fmt.Errorf("server CPU: %w", err)
+	}
+	return func() (time.Duration, error) {
+		end, err := m()
+		if err != nil {
+			return 0, fmt.Errorf("server CPU: %w", err)
+		}
+		return end - start, nil
+	}, nil
 }
 
 // OpsPerSec is the throughput over the whole run.
@@ -134,6 +173,10 @@ func parallel(ctx context.Context, workers, n int, op func(ctx context.Context, 
 	var next atomic.Int64
 	lat := make([][]time.Duration, workers)
 	var wg sync.WaitGroup
+	cpu, err := metering(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	start := time.Now()
 	for w := range workers {
 		wg.Go(func() {
@@ -156,9 +199,13 @@ func parallel(ctx context.Context, workers, n int, op func(ctx context.Context, 
 	if err := context.Cause(ctx); err != nil {
 		return Result{}, err
 	}
+	used, err := cpu()
+	if err != nil {
+		return Result{}, err
+	}
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	return Result{Ops: n, Elapsed: elapsed, Latencies: all}, nil
+	return Result{Ops: n, Elapsed: elapsed, Latencies: all, ServerCPU: used}, nil
 }
 
 // Creates creates n ConfigMaps named prefix-<i> in ns from writers clients.
@@ -215,11 +262,15 @@ func Gets(ctx context.Context, cs kubernetes.Interface, ns string, names []strin
 // Latencies the latency once decoded.
 func Lists(ctx context.Context, cs kubernetes.Interface, ns string, want, n int) (Result, error) {
 	wire := make([]time.Duration, 0, n)
+	body := 0
 	r, err := parallel(ctx, 1, n, func(ctx context.Context, _, _ int) error {
 		start := time.Now()
 		res := cs.CoreV1().RESTClient().Get().UseProtobufAsDefault().Namespace(ns).Resource("configmaps").
 			VersionedParams(&metav1.ListOptions{}, scheme.ParameterCodec).Do(ctx)
 		wire = append(wire, time.Since(start))
+		if raw, err := res.Raw(); err == nil {
+			body = len(raw)
+		}
 		var l corev1.ConfigMapList
 		err := res.Into(&l)
 		if err == nil && len(l.Items) != want {
@@ -228,7 +279,7 @@ func Lists(ctx context.Context, cs kubernetes.Interface, ns string, want, n int)
 		return err
 	})
 	slices.Sort(wire)
-	r.Wire = wire
+	r.Wire, r.BodyBytes = wire, body
 	return r, err
 }
 
@@ -352,7 +403,13 @@ func watchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watche
 	}
 
 	sent := make([]time.Time, total+1)
+	var cpu func() (time.Duration, error)
 	for s := 1; s <= total; s++ {
+		if s == 2 { // after the warm-up
+			if cpu, err = metering(ctx); err != nil {
+				return Result{}, err
+			}
+		}
 		next := cm.DeepCopy()
 		next.Data["seq"] = seqMark + strconv.Itoa(s)
 		sent[s] = time.Now()
@@ -368,6 +425,11 @@ func watchFanout(ctx context.Context, cs kubernetes.Interface, ns string, watche
 		}
 	}
 	var r Result
+	if cpu != nil {
+		if r.ServerCPU, err = cpu(); err != nil {
+			return Result{}, err
+		}
+	}
 	for s := 2; s <= total; s++ {
 		var last time.Duration
 		for _, at := range arrived[s] {

@@ -194,8 +194,8 @@ func Misses(rows []Comparison, target string) []Comparison {
 // Compare builds the side-by-side rows from BenchmarkAPI's results
 // (names API/target=<t>/op=<op>): throughput for writes, reads and the
 // mixed load, p50 and p99 latency for all, for lists also until the body
-// was in (before the client decoded it), and for watch fan-out the
-// delivery latency.
+// was in (before the client decoded it), for watch fan-out the delivery
+// latency, and for every operation the servers' CPU time per operation.
 func Compare(bs []Benchmark) []Comparison {
 	var ops []string
 	vals := map[string]map[string]map[string]float64{} // op → unit → target → value
@@ -238,18 +238,20 @@ func Compare(bs []Benchmark) []Comparison {
 			add(op, "ops/s", true)
 			add(op, "p99-ms", false)
 		}
+		add(op, "server-cpu-ms", false)
 	}
 	return rows
 }
 
 // unitTitles says what each BenchmarkAPI metric is, for the tables.
 var unitTitles = map[string]string{
-	"ops/s":       "ops/s",
-	"p50-ms":      "p50 latency (ms)",
-	"p99-ms":      "p99 latency (ms)",
-	"last-p99-ms": "p99 until the last watcher (ms)",
-	"wire-p50-ms": "p50 until the body is in, not decoded (ms)",
-	"wire-p99-ms": "p99 until the body is in, not decoded (ms)",
+	"ops/s":         "ops/s",
+	"p50-ms":        "p50 latency (ms)",
+	"p99-ms":        "p99 latency (ms)",
+	"last-p99-ms":   "p99 until the last watcher (ms)",
+	"wire-p50-ms":   "p50 until the body is in, not decoded (ms)",
+	"wire-p99-ms":   "p99 until the body is in, not decoded (ms)",
+	"server-cpu-ms": "server CPU per operation (ms)",
 }
 
 // CompareTable renders rows as a Markdown table: each target's figure and,
@@ -378,7 +380,21 @@ type Sim struct {
 		FlatP50        float64 `json:"flat_p50_ms"`
 		TreeP99        float64 `json:"tree_p99_ms"`
 		FlatP99        float64 `json:"flat_p99_ms"`
+
+		// The idle windows' root CPU per second and the marginal root
+		// CPU per change of each phase: nil without idle windows.
+		TreeRootIdleCPUMsPerS *float64 `json:"tree_root_idle_cpu_ms_per_s"`
+		FlatRootIdleCPUMsPerS *float64 `json:"flat_root_idle_cpu_ms_per_s"`
+		TreeRootMarginalMs    *float64 `json:"tree_root_cpu_per_change_marginal_ms"`
+		FlatRootMarginalMs    *float64 `json:"flat_root_cpu_per_change_marginal_ms"`
+		RootMarginalRatio     float64  `json:"root_cpu_marginal_ratio"` // 0 unknown
 	} `json:"flat_vs_tree"`
+
+	// The root's CPU per second in the idle window before the measured
+	// phase (--idle), and its CPU per change net of that rate: nil
+	// without an idle window.
+	RootIdleCPUMsPerS          *float64 `json:"root_idle_cpu_ms_per_s"`
+	RootCPUPerChangeMarginalMs *float64 `json:"root_cpu_per_change_marginal_ms"`
 }
 
 // ErrNoJSON is returned by ParseSim for output without a JSON line.

@@ -622,3 +622,15 @@ func schedulable(n *corev1.Node) error {
 	}
 	return nil
 }
+
+// PIDs returns the process IDs of the cluster's components (etcd members,
+// kube-apiserver and the rest), in start order.
+func (c *Cluster) PIDs() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pids := make([]int, 0, len(c.processes))
+	for _, p := range c.processes {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	return pids
+}

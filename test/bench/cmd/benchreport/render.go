@@ -96,10 +96,12 @@ func api(sb *strings.Builder, i info, path string) {
 	if i.mode == "quick" {
 		s = bench.QuickScale()
 	}
-	p("`test/bench` `BenchmarkAPI`: the same client-go load against each target, one after the other, in\n")
-	p("one `go test` process: a real kube-apiserver with one etcd member (`test/kubecluster`, minimal: no\n")
-	p("controllers), the same with a cluster of three etcd members (on this machine, over loopback), then\n")
-	p("a Canopy root with one replica, then three: like kube-apiserver and etcd, processes of their own\n")
+	p("`test/bench` `BenchmarkAPI`: the same client-go load against each target in one `go test` process:\n")
+	p("a real kube-apiserver with one etcd member (`test/kubecluster`, minimal: no controllers), the same\n")
+	p("with a cluster of three etcd members (on this machine, over loopback), a Canopy root with one\n")
+	p("replica and one with three. All four run from the start, and each operation runs against every\n")
+	p("target in turn before the next operation, so that what else the machine does at a given moment\n")
+	p("weighs on the figures compared alike. The roots are, like kube-apiserver and etcd, processes of their own\n")
 	p("(`relay --role=root`, the binary of this commit; three replicas are one Raft cluster over loopback\n")
 	p("TCP, the client on the leader). %d concurrent clients without a client-side rate\n", s.Writers)
 	p("limit (QPS -1) for create (%d), update (%d, each client its own objects), get (%d) and the\n", s.Creates, s.Updates, s.Gets)
@@ -110,7 +112,10 @@ func api(sb *strings.Builder, i info, path string) {
 	p("one namespace, %d updates of one ConfigMap, each waited for by every watcher, latency from the\n", s.WatchWrites)
 	p("update's request to each watcher's receipt. The watchers are client-go's, decoding every event, and\n")
 	p("in the operations ending in `-wire` readers of the response stream that only find where each event\n")
-	p("ends and its sequence number.")
+	p("ends and its sequence number. The server CPU rows are the CPU time of the server's processes\n")
+	p("(kube-apiserver and its etcd members, or every root replica) while the operations ran, per\n")
+	p("operation (for watch fan-out, per update delivered to every watcher), from /proc; the four targets\n")
+	p("idle meanwhile count in none of them.")
 	if rounds := len(all) / len(bs); rounds > 1 {
 		p(" Each operation ran %d rounds in a row (`-count=%d`); every figure is the median of its rounds.", rounds, rounds)
 	}
@@ -158,8 +163,8 @@ func api(sb *strings.Builder, i info, path string) {
 	p("runs before 2026-11-22 11:00 UTC used `--unsafe-no-fsync`, which favoured kube-apiserver's writes),\n")
 	p("and every Canopy write waits for raft-wal's fsync (on a quorum of replicas).\n\n")
 
-	p("<details><summary>Every figure (ops/s, p50 and p99 latency per operation, ms)</summary>\n\n")
-	p("| benchmark | ops/s | p50 | p99 | until the last watcher, p50 / p99 | until the body is in, p50 / p99 |\n|---|---:|---:|---:|---:|---:|\n")
+	p("<details><summary>Every figure (ops/s, p50 and p99 latency per operation, ms; server CPU per operation, ms)</summary>\n\n")
+	p("| benchmark | ops/s | p50 | p99 | until the last watcher, p50 / p99 | until the body is in, p50 / p99 | server CPU |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	pair := func(b bench.Benchmark, p50, p99 string) string {
 		if v, ok := b.Metrics[p50]; ok {
 			return bench.Num(v) + " / " + bench.Num(b.Metrics[p99])
@@ -170,9 +175,13 @@ func api(sb *strings.Builder, i info, path string) {
 		if !strings.HasPrefix(b.Name, "API/") {
 			continue
 		}
-		p("| %s | %s | %s | %s | %s | %s |\n", strings.TrimPrefix(b.Name, "API/"), bench.Num(b.Metrics["ops/s"]),
+		cpu := "–"
+		if v, ok := b.Metrics["server-cpu-ms"]; ok {
+			cpu = bench.Num(v)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", strings.TrimPrefix(b.Name, "API/"), bench.Num(b.Metrics["ops/s"]),
 			bench.Num(b.Metrics["p50-ms"]), bench.Num(b.Metrics["p99-ms"]),
-			pair(b, "last-p50-ms", "last-p99-ms"), pair(b, "wire-p50-ms", "wire-p99-ms"))
+			pair(b, "last-p50-ms", "last-p99-ms"), pair(b, "wire-p50-ms", "wire-p99-ms"), cpu)
 	}
 	p("\n</details>\n\n")
 }
@@ -204,9 +213,18 @@ func flatVsTree(sb *strings.Builder, sims []*step) {
 	p("### One change through the tree vs a flat fleet (simulator)\n\n")
 	p("`relay simulate --scenario=flat-vs-tree`: the same ConfigMap changes through the tree, then with\n")
 	p("every edge dialing the root; each edge has a virtual cluster, arrival is at the cluster. Ratios\n")
-	p("are flat / tree (how much more the root does without regions).\n\n")
-	p("| topology | edges | root bytes per change, tree / flat | ratio | root CPU per change, tree / flat (ms) | ratio | p99 tree / flat (ms) | result |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	p("are flat / tree (how much more the root does without regions). Before each phase, an idle window\n")
+	p("(`--idle`, 5 s) writes nothing: the root's CPU per second there is what it does whatever happens\n")
+	p("(Raft, heartbeats, report merges, keep-alives); the marginal CPU per change is the phase's root CPU\n")
+	p("less that rate over the phase's length, per change.\n\n")
+	p("| topology | edges | root bytes per change, tree / flat | ratio | root CPU per change, tree / flat (ms) | ratio | root idle CPU, tree / flat (ms/s) | marginal root CPU per change, tree / flat (ms) | ratio | p99 tree / flat (ms) | result |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	opt := func(v *float64) string { // nil: no idle window
+		if v == nil {
+			return "–"
+		}
+		return bench.Num(*v)
+	}
 	n := 0
 	for _, s := range sims {
 		if !strings.Contains(s.command(), "flat-vs-tree") {
@@ -224,22 +242,29 @@ func flatVsTree(sb *strings.Builder, sims []*step) {
 				why = s.sim.Error
 			}
 			if s.sim != nil && s.sim.RootBytesPerChange > 0 { // the tree phase's own figures
-				p("| %s | %s | %s / – | – | %s / – | – | %s / – | failed in the flat phase: %s |\n", topo, edges,
-					bench.Num(s.sim.RootBytesPerChange), bench.Num(s.sim.RootCPUPerChangeMs), bench.Num(s.sim.Propagation.P99),
+				p("| %s | %s | %s / – | – | %s / – | – | %s / – | %s / – | – | %s / – | failed in the flat phase: %s |\n", topo, edges,
+					bench.Num(s.sim.RootBytesPerChange), bench.Num(s.sim.RootCPUPerChangeMs),
+					opt(s.sim.RootIdleCPUMsPerS), opt(s.sim.RootCPUPerChangeMarginalMs), bench.Num(s.sim.Propagation.P99),
 					orNo(why, "no flat-vs-tree figures"))
 				continue
 			}
-			p("| %s | %s | – | – | – | – | – | failed: %s |\n", topo, edges, orNo(why, "no flat-vs-tree figures"))
+			p("| %s | %s | – | – | – | – | – | – | – | – | failed: %s |\n", topo, edges, orNo(why, "no flat-vs-tree figures"))
 			continue
 		}
 		f := s.sim.FlatVsTree
-		p("| %s | %d | %s / %s | **%s×** | %s / %s | **%s×** | %s / %s | %s |\n", topo, s.sim.Edges,
+		marginalRatio := "–"
+		if f.RootMarginalRatio > 0 {
+			marginalRatio = "**" + bench.Ratio(f.RootMarginalRatio) + "×**"
+		}
+		p("| %s | %d | %s / %s | **%s×** | %s / %s | **%s×** | %s / %s | %s / %s | %s | %s / %s | %s |\n", topo, s.sim.Edges,
 			bench.Num(f.TreeRootBytes), bench.Num(f.FlatRootBytes), bench.Ratio(f.RootBytesRatio),
 			bench.Num(f.TreeRootCPUMs), bench.Num(f.FlatRootCPUMs), bench.Ratio(f.RootCPURatio),
+			opt(f.TreeRootIdleCPUMsPerS), opt(f.FlatRootIdleCPUMsPerS),
+			opt(f.TreeRootMarginalMs), opt(f.FlatRootMarginalMs), marginalRatio,
 			bench.Num(f.TreeP99), bench.Num(f.FlatP99), orNo(simFailed(s), "ok"))
 	}
 	if n == 0 {
-		p("| not run | | | | | | | |\n")
+		p("| not run | | | | | | | | | | |\n")
 	}
 	p("\nThe run at 10 000 virtual clusters (1x100x100) takes longer than the rest of `make bench` together,\n")
 	p("so `make bench` shows its last output again (the steps table gives its date); `make bench-10k` runs\n")
