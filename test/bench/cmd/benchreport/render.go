@@ -208,6 +208,19 @@ func simFailed(s *step) string {
 	return ""
 }
 
+// maxIdleShare is the largest share of a phase's root CPU that its idle
+// rate may make up for the marginal figures' ratio to be shown.
+const maxIdleShare = 0.5
+
+// idleShare is the share of a phase's root CPU per change that the idle
+// rate accounts for (1 − marginal / plain); 0 when unknown.
+func idleShare(marginal *float64, plain float64) float64 {
+	if marginal == nil || plain <= 0 {
+		return 0
+	}
+	return max(0, 1-*marginal/plain)
+}
+
 func flatVsTree(sb *strings.Builder, sims []*step) {
 	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
 	p("### One change through the tree vs a flat fleet (simulator)\n\n")
@@ -216,7 +229,10 @@ func flatVsTree(sb *strings.Builder, sims []*step) {
 	p("are flat / tree (how much more the root does without regions). Before each phase, an idle window\n")
 	p("(`--idle`, 5 s) writes nothing: the root's CPU per second there is what it does whatever happens\n")
 	p("(Raft, heartbeats, report merges, keep-alives); the marginal CPU per change is the phase's root CPU\n")
-	p("less that rate over the phase's length, per change.\n\n")
+	p("less that rate over the phase's length, per change. The profile takes a sample every 10 ms, so over\n")
+	p("a 5 s window a rate under 2 ms/s may show as 0; and where the idle rate makes up most of a phase's\n")
+	p("CPU, the marginal figure is the difference of two near numbers, within the sampling error: no\n")
+	p("ratio is given then.\n\n")
 	p("| topology | edges | root bytes per change, tree / flat | ratio | root CPU per change, tree / flat (ms) | ratio | root idle CPU, tree / flat (ms/s) | marginal root CPU per change, tree / flat (ms) | ratio | p99 tree / flat (ms) | result |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	opt := func(v *float64) string { // nil: no idle window
@@ -253,7 +269,10 @@ func flatVsTree(sb *strings.Builder, sims []*step) {
 		}
 		f := s.sim.FlatVsTree
 		marginalRatio := "–"
-		if f.RootMarginalRatio > 0 {
+		switch share := max(idleShare(f.TreeRootMarginalMs, f.TreeRootCPUMs), idleShare(f.FlatRootMarginalMs, f.FlatRootCPUMs)); {
+		case share > maxIdleShare:
+			marginalRatio = fmt.Sprintf("– (idle: %.0f %% of a phase's CPU)", 100*share)
+		case f.RootMarginalRatio > 0:
 			marginalRatio = "**" + bench.Ratio(f.RootMarginalRatio) + "×**"
 		}
 		p("| %s | %d | %s / %s | **%s×** | %s / %s | **%s×** | %s / %s | %s / %s | %s | %s / %s | %s |\n", topo, s.sim.Edges,

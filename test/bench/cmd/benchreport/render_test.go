@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/canopy-dev/canopy/test/bench"
 )
 
 // apiOutput is BenchmarkAPI's output for two operations on all four
@@ -131,6 +135,40 @@ BenchmarkUpdate/objects=1000/placement=none-2                     100   30000 ns
 		"| topology/placement | Update/objects=1000/placement=none | 30 µs |",
 		"| destinations | time/op | allocs/op | time vs 10 destinations |\n|---:|---:|---:|---:|\n" +
 			"| 10 | 200 µs | 1150 | 1.0× |\n| 10000 | 3.50 ms | 1160 | 17.5× |\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+}
+
+// TestFlatVsTreeMarginal renders the simulator's flat-vs-tree lines of the
+// last 1 000- and 10 000-cluster runs: where the idle rate is nearly all of
+// a phase's root CPU, the marginal ratio is not given.
+func TestFlatVsTreeMarginal(t *testing.T) {
+	line := func(topo string, edges int, tree, flat, treeIdle, flatIdle, treeMarginal, flatMarginal float64) *step {
+		js := fmt.Sprintf(`{"scenario":"flat-vs-tree","topology":%q,"edges":%d,"ok":true,"flat_vs_tree":{`+
+			`"tree_root_bytes_per_change":3473,"flat_root_bytes_per_change":326900,"root_bytes_ratio":94.1,`+
+			`"tree_root_cpu_per_change_ms":%g,"flat_root_cpu_per_change_ms":%g,"root_cpu_ratio":%g,`+
+			`"tree_root_idle_cpu_ms_per_s":%g,"flat_root_idle_cpu_ms_per_s":%g,`+
+			`"tree_root_cpu_per_change_marginal_ms":%g,"flat_root_cpu_per_change_marginal_ms":%g,"root_cpu_marginal_ratio":%g,`+
+			`"tree_p99_ms":2079,"flat_p99_ms":1882}}`,
+			topo, edges, tree, flat, flat/tree, treeIdle, flatIdle, treeMarginal, flatMarginal, flatMarginal/treeMarginal)
+		var sim bench.Sim
+		if err := json.Unmarshal([]byte(js), &sim); err != nil {
+			t.Fatal(err)
+		}
+		return &step{name: "sim", args: []string{"relay", "simulate", "--topology=" + topo, "--scenario=flat-vs-tree"}, sim: &sim}
+	}
+	var sb strings.Builder
+	flatVsTree(&sb, []*step{
+		line("1x10x100", 1000, 22.9, 676, 2, 87.9, 19.6, 542),
+		line("1x100x100", 10000, 240, 5557, 0, 328, 240, 61.1),
+	})
+	md := sb.String()
+	for _, want := range []string{
+		"| 1x10x100 | 1000 | 3473 / 326 900 | **94.1×** | 22.9 / 676 | **29.5×** | 2 / 87.9 | 19.6 / 542 | **27.7×** | 2079 / 1882 | ok |\n",
+		"| 240 / 61.1 | – (idle: 99 % of a phase's CPU) |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in\n%s", want, md)
