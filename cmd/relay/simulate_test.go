@@ -25,6 +25,7 @@ func TestSimulateBadFlags(t *testing.T) {
 		{[]string{"--duration=soon"}, `relay: --duration: invalid value "soon"`},
 		{[]string{"--duration=-1s"}, "relay: --duration: must not be negative"},
 		{[]string{"--idle=-1s"}, "relay: --idle: must not be negative"},
+		{[]string{"--status-window=5ms"}, "relay: --status-window: must be from 10ms to 1m0s, not 5ms"},
 		{[]string{"--scenario=flat-vs-tree", "--idle=soon"}, `relay: --idle: invalid value "soon"`},
 		{[]string{"--seed=-3"}, `relay: --seed: invalid value "-3"`},
 		{[]string{"--network=carrier-pigeon"}, `relay: --network: invalid value "carrier-pigeon": must be memnet or udp`},

@@ -120,7 +120,7 @@ func (f *fleet) openReplicas(ctx context.Context, n int) error {
 		}
 		gossip[i] = addrs[2]
 		rr := &rootReplica{name: fmt.Sprintf("root-%d", i), linkAddr: link}
-		rr.cfg = server.Config{Name: rr.name, DataDir: dirs[i], APIAddr: addrs[0], LinkAddr: link, Network: f.net,
+		rr.cfg = server.Config{Name: rr.name, DataDir: dirs[i], APIAddr: addrs[0], LinkAddr: link, Network: f.net, StatusWindow: f.opts.StatusWindow,
 			HA: server.Replication{RaftAddr: addrs[1], PeerAddr: addrs[2], BootstrapExpect: n, RaftMultiplier: f.raftMultiplier()}}
 		f.replicas = append(f.replicas, rr)
 	}

@@ -149,7 +149,8 @@ func newFleet(ctx context.Context, o Options, shape fleetShape, dir string, rela
 	default:
 		f.linkCfg.KeepAlivePeriod, f.linkCfg.MaxIdleTimeout = 500*time.Millisecond, 2*time.Second
 	}
-	rootCfg := server.Config{Name: "root", DataDir: filepath.Join(dir, "root"), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
+	rootCfg := server.Config{Name: "root", DataDir: filepath.Join(dir, "root"), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0",
+		StatusWindow: o.StatusWindow}
 	if o.Network == NetworkMemnet {
 		labelled(ctx, "network", func() { f.mn = memnet.NewSeeded(o.Seed + 1) })
 		f.mn.SetDefault(memnet.Link{Latency: o.Latency})
@@ -250,7 +251,7 @@ func (f *fleet) layout(shape fleetShape, _, _ int) {
 					Labels: map[string]string{groupLabel: g, fleetLabel: "sim"}}
 				f.edges = append(f.edges, r)
 			} else {
-				r.cfg = server.ChildConfig{Role: pki.RoleRegion, LinkAddr: "127.0.0.1:0"}
+				r.cfg = server.ChildConfig{Role: pki.RoleRegion, LinkAddr: "127.0.0.1:0", StatusWindow: f.opts.StatusWindow}
 				if f.net != nil {
 					r.cfg.LinkAddr = fmt.Sprintf("127.0.%d.%d:7443", 4+len(f.regions)/250, 1+len(f.regions)%250)
 				}

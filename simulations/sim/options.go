@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/canopy-dev/canopy/relay/server"
 )
 
 // Scenarios, as named by --scenario.
@@ -104,6 +106,10 @@ type Options struct {
 	// (DefaultFlatVsTreeIdle for flat-vs-tree, none otherwise);
 	// negative: none.
 	Idle time.Duration
+	// StatusWindow is every region's and the root's --status-window: how
+	// long reports from below are gathered before they are merged and
+	// sent on (zero: server.DefaultStatusWindow).
+	StatusWindow time.Duration
 	// Seed seeds the network's loss and jitter and the scenarios' choices.
 	Seed uint64
 	// ReportDir, when set, receives report.md, the PNG plots, the JSON
@@ -279,6 +285,9 @@ func (o Options) Complete() Options {
 // process's open-file limit (0: unknown), which bounds --network=udp.
 func (o Options) Validate(openFiles uint64) []error {
 	var errs []error
+	if w := o.StatusWindow; w != 0 && (w < server.MinStatusWindow || w > server.MaxStatusWindow) {
+		errs = append(errs, optErr("status-window", "must be from %s to %s, not %s", server.MinStatusWindow, server.MaxStatusWindow, w))
+	}
 	fan, err := ParseTopology(o.Topology)
 	if err != nil {
 		errs = append(errs, &OptionError{Flag: "topology", Err: err})

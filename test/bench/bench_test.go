@@ -56,12 +56,12 @@ import (
 // Metrics: ops/s over the run; p50-ms and p99-ms per operation (for watch,
 // per write and watcher); for lists wire-p50-ms and wire-p99-ms, until the
 // response body was in, before the client decoded it, and body-kib, the
-// size of a response body; server-cpu-ms, the
-// CPU time of the server's processes per operation (kube-apiserver and
-// etcd, or every root replica; for watch fan-out per write, delivered to
-// every watcher), from /proc; ns/op is the run's wall time per operation.
-// The -wire watch operations watch with readers of the response stream
-// instead of client-go's decoder (WatchFanoutWire).
+// size of a response body; server-cpu-ms, the CPU time of the server's
+// processes per operation (kube-apiserver and etcd, or every root replica;
+// for watch fan-out per write, delivered to every watcher), from /proc;
+// ns/op is the run's wall time per operation. The -wire watch operations
+// watch with readers of the response stream instead of client-go's
+// decoder (WatchFanoutWire).
 func BenchmarkAPI(b *testing.B) {
 	if bt := flag.Lookup("test.benchtime"); bt == nil || bt.Value.String() != "1x" {
 		b.Fatal("run with -benchtime=1x: each operation does a fixed amount of work (BENCH_QUICK=1 for less)")
