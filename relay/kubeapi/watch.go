@@ -181,10 +181,9 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 		if err != nil {
 			return
 		}
-		// Flush once the burst already queued has been written.
-		if len(w.Events()) == 0 {
-			flush()
-		}
+		// Each event is sent at once: the store's channel is unbuffered,
+		// so there is no queued burst to wait for.
+		flush()
 	}
 }
 

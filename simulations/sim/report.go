@@ -251,7 +251,10 @@ func markdown(o Options, s *Summary) []byte {
 		}
 		if c.TreeRootMarginalMs != nil && c.FlatRootMarginalMs != nil {
 			ratio := "–"
-			if c.RootMarginalRatio > 0 {
+			switch {
+			case c.RootIdleShare > MaxIdleShare:
+				ratio = fmt.Sprintf("– (idle: %.0f %% of a phase's CPU)", 100*c.RootIdleShare)
+			case c.RootMarginalRatio > 0:
 				ratio = fmt.Sprintf("**%.1f×**", c.RootMarginalRatio)
 			}
 			w("| root CPU per change, marginal (less the idle rate) | %.2f ms | %.2f ms | %s |\n", *c.TreeRootMarginalMs, *c.FlatRootMarginalMs, ratio)

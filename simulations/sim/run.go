@@ -193,7 +193,35 @@ type FlatVsTree struct {
 	FlatRootIdleCPUMsPerS *float64 `json:"flat_root_idle_cpu_ms_per_s,omitempty"`
 	TreeRootMarginalMs    *float64 `json:"tree_root_cpu_per_change_marginal_ms,omitempty"`
 	FlatRootMarginalMs    *float64 `json:"flat_root_cpu_per_change_marginal_ms,omitempty"`
-	RootMarginalRatio     float64  `json:"root_cpu_marginal_ratio,omitempty"` // flat / tree; 0 unknown
+	RootMarginalRatio     float64  `json:"root_cpu_marginal_ratio,omitempty"` // flat / tree; 0 unknown or within the noise
+	// RootIdleShare is the larger of the two phases' shares of root CPU
+	// per change that their idle rate accounts for (1 − marginal /
+	// plain). Above MaxIdleShare the marginal figures are the difference
+	// of two near numbers, within the profile's sampling error, and
+	// RootMarginalRatio is not given.
+	RootIdleShare float64 `json:"root_idle_share,omitempty"`
+}
+
+// MaxIdleShare is the largest RootIdleShare for which flat-vs-tree gives
+// the marginal figures' ratio.
+const MaxIdleShare = 0.5
+
+// marginalRatio sets RootIdleShare and, unless it is over MaxIdleShare,
+// RootMarginalRatio from both phases' figures.
+func (c *FlatVsTree) marginalRatio() {
+	c.RootIdleShare = round3(max(IdleShare(c.TreeRootMarginalMs, c.TreeRootCPUMs), IdleShare(c.FlatRootMarginalMs, c.FlatRootCPUMs)))
+	if c.TreeRootMarginalMs != nil && c.FlatRootMarginalMs != nil && *c.TreeRootMarginalMs > 0 && c.RootIdleShare <= MaxIdleShare {
+		c.RootMarginalRatio = round3(*c.FlatRootMarginalMs / *c.TreeRootMarginalMs)
+	}
+}
+
+// IdleShare is the share of a phase's root CPU per change that its idle
+// rate accounts for; 0 when unknown.
+func IdleShare(marginal *float64, plain float64) float64 {
+	if marginal == nil || plain <= 0 {
+		return 0
+	}
+	return max(0, 1-*marginal/plain)
 }
 
 // point is one sample of convergence over time.
@@ -826,9 +854,7 @@ func flatVsTree(ctx context.Context, o Options, fan []int, work string, relayLog
 	}
 	c.TreeRootIdleCPUMsPerS, c.FlatRootIdleCPUMsPerS = tree.RootIdleCPUMsPerS, flat.RootIdleCPUMsPerS
 	c.TreeRootMarginalMs, c.FlatRootMarginalMs = tree.RootCPUPerChangeMarginalMs, flat.RootCPUPerChangeMarginalMs
-	if c.TreeRootMarginalMs != nil && c.FlatRootMarginalMs != nil && *c.TreeRootMarginalMs > 0 {
-		c.RootMarginalRatio = round3(*c.FlatRootMarginalMs / *c.TreeRootMarginalMs)
-	}
+	c.marginalRatio()
 	tree.FlatVsTree = c
 	tree.flat = flat
 	if !flat.OK {

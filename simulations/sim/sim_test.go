@@ -305,3 +305,25 @@ func TestVersionOf(t *testing.T) {
 		t.Fatal("a version in {}")
 	}
 }
+
+// TestMarginalRatio: the flat/tree ratio of the marginal figures is given
+// only while neither phase's idle rate is most of its CPU (the figures of
+// make bench's 1 000- and 10 000-cluster runs).
+func TestMarginalRatio(t *testing.T) {
+	p := func(v float64) *float64 { return &v }
+	c := FlatVsTree{TreeRootCPUMs: 22.9, FlatRootCPUMs: 676, TreeRootMarginalMs: p(19.6), FlatRootMarginalMs: p(542)}
+	c.marginalRatio()
+	if c.RootMarginalRatio != 27.653 || c.RootIdleShare != 0.198 {
+		t.Errorf("1 000 edges: ratio %v, idle share %v; want 27.653 and 0.198", c.RootMarginalRatio, c.RootIdleShare)
+	}
+	c = FlatVsTree{TreeRootCPUMs: 240, FlatRootCPUMs: 5557, TreeRootMarginalMs: p(240), FlatRootMarginalMs: p(61.1)}
+	c.marginalRatio()
+	if c.RootMarginalRatio != 0 || c.RootIdleShare != 0.989 {
+		t.Errorf("10 000 edges: ratio %v, idle share %v; want none and 0.989", c.RootMarginalRatio, c.RootIdleShare)
+	}
+	c = FlatVsTree{TreeRootCPUMs: 6, FlatRootCPUMs: 50}
+	c.marginalRatio()
+	if c.RootMarginalRatio != 0 || c.RootIdleShare != 0 {
+		t.Errorf("no idle window: ratio %v, idle share %v; want neither", c.RootMarginalRatio, c.RootIdleShare)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/canopy-dev/canopy/simulations/sim"
 )
 
 // Benchmark is one result line of `go test -bench` output.
@@ -387,7 +389,8 @@ type Sim struct {
 		FlatRootIdleCPUMsPerS *float64 `json:"flat_root_idle_cpu_ms_per_s"`
 		TreeRootMarginalMs    *float64 `json:"tree_root_cpu_per_change_marginal_ms"`
 		FlatRootMarginalMs    *float64 `json:"flat_root_cpu_per_change_marginal_ms"`
-		RootMarginalRatio     float64  `json:"root_cpu_marginal_ratio"` // 0 unknown
+		RootMarginalRatio     float64  `json:"root_cpu_marginal_ratio"` // 0 unknown or within the noise
+		RootIdleShare         float64  `json:"root_idle_share"`         // see sim.FlatVsTree
 	} `json:"flat_vs_tree"`
 
 	// The root's CPU per second in the idle window before the measured
@@ -412,6 +415,13 @@ func ParseSim(out []byte) (Sim, error) {
 		var s Sim
 		if err := json.Unmarshal([]byte(l), &s); err != nil {
 			return Sim{}, fmt.Errorf("bench: simulator JSON: %w", err)
+		}
+		if f := s.FlatVsTree; f != nil && f.RootIdleShare == 0 {
+			// An output from before root_idle_share: the simulator's rule.
+			f.RootIdleShare = max(sim.IdleShare(f.TreeRootMarginalMs, f.TreeRootCPUMs), sim.IdleShare(f.FlatRootMarginalMs, f.FlatRootCPUMs))
+			if f.RootIdleShare > sim.MaxIdleShare {
+				f.RootMarginalRatio = 0
+			}
 		}
 		return s, nil
 	}

@@ -208,19 +208,6 @@ func simFailed(s *step) string {
 	return ""
 }
 
-// maxIdleShare is the largest share of a phase's root CPU that its idle
-// rate may make up for the marginal figures' ratio to be shown.
-const maxIdleShare = 0.5
-
-// idleShare is the share of a phase's root CPU per change that the idle
-// rate accounts for (1 − marginal / plain); 0 when unknown.
-func idleShare(marginal *float64, plain float64) float64 {
-	if marginal == nil || plain <= 0 {
-		return 0
-	}
-	return max(0, 1-*marginal/plain)
-}
-
 func flatVsTree(sb *strings.Builder, sims []*step) {
 	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
 	p("### One change through the tree vs a flat fleet (simulator)\n\n")
@@ -269,9 +256,9 @@ func flatVsTree(sb *strings.Builder, sims []*step) {
 		}
 		f := s.sim.FlatVsTree
 		marginalRatio := "–"
-		switch share := max(idleShare(f.TreeRootMarginalMs, f.TreeRootCPUMs), idleShare(f.FlatRootMarginalMs, f.FlatRootCPUMs)); {
-		case share > maxIdleShare:
-			marginalRatio = fmt.Sprintf("– (idle: %.0f %% of a phase's CPU)", 100*share)
+		switch {
+		case f.RootMarginalRatio == 0 && f.RootIdleShare > 0: // left out by the simulator: within the noise
+			marginalRatio = fmt.Sprintf("– (idle: %.0f %% of a phase's CPU)", 100*f.RootIdleShare)
 		case f.RootMarginalRatio > 0:
 			marginalRatio = "**" + bench.Ratio(f.RootMarginalRatio) + "×**"
 		}
