@@ -64,7 +64,7 @@ type ChildConfig struct {
 	ParentTimeout time.Duration
 	// StatusWindow (--status-window), for a region, is how long its
 	// children's reports must stay quiet before it merges them into its
-	// own; a stream of reports waits at most SummaryMaxWaits windows.
+	// own; a stream of reports waits at most reports.MaxWaits windows.
 	// Zero: DefaultStatusWindow.
 	StatusWindow time.Duration
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.

@@ -17,15 +17,12 @@ import (
 // DefaultStatusWindow is how long a region waits for its children's
 // reports to fall quiet before merging them into its own (DESIGN.md
 // section 5: a short window; an isolated report waits this long), and how
-// long the root gathers reports before rewriting reported state.
-// SummaryMaxWaits windows bound a region's wait under a stream of
+// long the root waits for them to fall quiet before rewriting reported
+// state. reports.MaxWaits windows bound either wait under a stream of
 // reports: a wave of status from many children spreads over seconds on a
-// busy machine, and the region forwards about one version of each summary
-// per wave instead of one per window.
-const (
-	DefaultStatusWindow = 200 * time.Millisecond
-	SummaryMaxWaits     = 5
-)
+// busy machine, and each tier merges it about once per reports.MaxWaits
+// windows instead of once per window.
+const DefaultStatusWindow = 200 * time.Millisecond
 
 // Bounds of --status-window.
 const (
@@ -69,19 +66,10 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 	if err := writeSummary(ctx, st, down, &dec); err != nil {
 		return err
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	pending := false
-	var first time.Time // of the pending burst
-	// Reports wait until window passes without another, or SummaryMaxWaits
-	// windows after the burst's first.
-	delay := func() {
-		now := time.Now()
-		if !pending {
-			pending, first = true, now
-		}
-		timer.Reset(max(0, min(window, first.Add(SummaryMaxWaits*window).Sub(now))))
-	}
+	// Reports wait until window passes without another, or
+	// reports.MaxWaits windows after the burst's first.
+	win := reports.NewWindow(window)
+	defer win.Stop()
 	// Children leave the summaries when their grace expires, which no
 	// report announces: look again now and then.
 	tick := time.NewTicker(max(summaryGrace/4, window))
@@ -99,7 +87,7 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 			// A child connected, left or was superseded: who counts may
 			// have changed.
 			changed = down.Changed()
-			delay()
+			win.Note()
 		case ev, ok := <-w.Events():
 			if !ok {
 				return w.Err()
@@ -107,9 +95,9 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 			if ev.Object == nil || !strings.HasPrefix(ev.Object.Key.Space, "reports-") {
 				continue
 			}
-			delay()
-		case <-timer.C:
-			pending = false
+			win.Note()
+		case <-win.C():
+			win.Fired()
 			if err := writeSummary(ctx, st, down, &dec); err != nil {
 				return err
 			}

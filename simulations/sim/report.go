@@ -166,6 +166,13 @@ func markdown(o Options, s *Summary) []byte {
 				w(" The measured phase's root CPU less that rate over its length, per change (marginal): **%.2f ms**.", *m)
 			}
 		}
+		if s.RootReportsPerChange > 0 {
+			w(" The root's children sent up **%.1f reports per change** (%.2f per child)", s.RootReportsPerChange, s.RootReportsPerChild)
+			if c := s.RootCPUPerReportMs; c != nil {
+				w(": **%.3f ms** of marginal root CPU per report", *c)
+			}
+			w(". The reports per change follow how long a change's status takes to settle below each child, which the status window (`--status-window`) cuts into reports.")
+		}
 		w("\n\n")
 	} else {
 		w(" (No split by tier: another CPU profile was running.)\n\n")

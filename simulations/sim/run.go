@@ -89,6 +89,17 @@ type Summary struct {
 	IdleS                      float64  `json:"idle_s,omitempty"`
 	RootIdleCPUMsPerS          *float64 `json:"root_idle_cpu_ms_per_s,omitempty"`
 	RootCPUPerChangeMarginalMs *float64 `json:"root_cpu_per_change_marginal_ms,omitempty"`
+	// RootReportsPerChange is what the root's children sent up per change
+	// (report frames on the tier-1 links), RootReportsPerChild the same
+	// per child: it follows how long a change's status takes to settle
+	// below each child, which the status window cuts into reports.
+	// RootCPUPerReportMs is the marginal root CPU per change over
+	// RootReportsPerChange: the root's work per report received (with
+	// its share of sending the change down). Null without a marginal
+	// figure or reports.
+	RootReportsPerChange float64  `json:"root_reports_per_change,omitempty"`
+	RootReportsPerChild  float64  `json:"root_reports_per_change_per_child,omitempty"`
+	RootCPUPerReportMs   *float64 `json:"root_cpu_per_report_ms,omitempty"`
 	// MemoryAfterStart and MemoryAfterPlacement are measured after a GC.
 	MemoryBeforeEdges    Memory   `json:"memory_before_edges"`
 	MemoryAfterPlacement Memory   `json:"memory_after_placement"`
@@ -561,6 +572,7 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 			}
 		}
 	}
+	s.setReportFigures()
 	s.profile = raw
 	s.Reconnects = f.snap().reconnects
 	s.order, s.hists = primary.histograms()
@@ -670,6 +682,21 @@ func marginalPerChange(measured time.Duration, measuredS, idleMsPerS float64, ch
 	}
 	ms := float64(measured.Microseconds())/1000 - idleMsPerS*measuredS
 	return max(ms, 0) / float64(changes)
+}
+
+// setReportFigures sets the figures of the reports reaching the root,
+// from Tiers, Changes and the marginal root CPU per change.
+func (s *Summary) setReportFigures() {
+	if s.Changes <= 0 || len(s.Tiers) == 0 || s.Tiers[0].Tier != 1 || s.Tiers[0].UpMessages == 0 {
+		return
+	}
+	t := s.Tiers[0]
+	s.RootReportsPerChange = round3(float64(t.UpMessages) / float64(s.Changes))
+	s.RootReportsPerChild = round3(s.RootReportsPerChange / float64(max(t.Links, 1)))
+	if m := s.RootCPUPerChangeMarginalMs; m != nil {
+		v := round3(*m / s.RootReportsPerChange)
+		s.RootCPUPerReportMs = &v
+	}
 }
 
 // watchBar moves the progress bar with t's converged count until stopped.

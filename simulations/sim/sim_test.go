@@ -113,7 +113,10 @@ func TestScenariosConverge(t *testing.T) {
 				if c.TreeRootIdleCPUMsPerS != s.RootIdleCPUMsPerS || c.FlatRootMarginalMs != c.Flat.RootCPUPerChangeMarginalMs {
 					t.Errorf("flat vs tree: idle and marginal figures are not the phases'")
 				}
-				for _, k := range []string{"root_idle_cpu_ms_per_s", "root_cpu_per_change_marginal_ms"} {
+				if s.RootReportsPerChange <= 0 || s.RootCPUPerReportMs == nil {
+					t.Errorf("tree phase: reports per change %v, root CPU per report %v: want both", s.RootReportsPerChange, s.RootCPUPerReportMs)
+				}
+				for _, k := range []string{"root_idle_cpu_ms_per_s", "root_cpu_per_change_marginal_ms", "root_reports_per_change", "root_cpu_per_report_ms"} {
 					if _, ok := back[k]; !ok {
 						t.Errorf("summary without %s: %s", k, line)
 					}
@@ -236,6 +239,36 @@ func TestMarginalPerChange(t *testing.T) {
 	} {
 		if got := marginalPerChange(tc.measured, tc.measuredS, tc.idleMsPerS, tc.changes); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestReportFigures(t *testing.T) {
+	marginal := 12.0
+	s := Summary{Changes: 20, RootCPUPerChangeMarginalMs: &marginal,
+		Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 600}, {Tier: 2, Links: 1000, UpMessages: 90000}}}
+	s.setReportFigures()
+	if s.RootReportsPerChange != 30 || s.RootReportsPerChild != 3 {
+		t.Errorf("reports per change %v, per child %v; want 30 and 3 (tier 1 only)", s.RootReportsPerChange, s.RootReportsPerChild)
+	}
+	if c := s.RootCPUPerReportMs; c == nil || math.Abs(*c-0.4) > 1e-9 {
+		t.Errorf("CPU per report %v, want 0.4 ms (12 ms over 30 reports)", c)
+	}
+	for name, s := range map[string]Summary{
+		"no changes":  {Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 600}}},
+		"no reports":  {Changes: 20, RootCPUPerChangeMarginalMs: &marginal, Tiers: []TierLinks{{Tier: 1, Links: 10}}},
+		"no tier-1":   {Changes: 20, RootCPUPerChangeMarginalMs: &marginal, Tiers: []TierLinks{{Tier: 2, Links: 10, UpMessages: 5}}},
+		"no marginal": {Changes: 20, Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 600}}},
+	} {
+		s.setReportFigures()
+		if name == "no marginal" {
+			if s.RootReportsPerChange != 30 || s.RootCPUPerReportMs != nil {
+				t.Errorf("%s: reports per change %v, CPU per report %v; want 30 and none", name, s.RootReportsPerChange, s.RootCPUPerReportMs)
+			}
+			continue
+		}
+		if s.RootReportsPerChange != 0 || s.RootCPUPerReportMs != nil {
+			t.Errorf("%s: reports per change %v, CPU per report %v; want none", name, s.RootReportsPerChange, s.RootCPUPerReportMs)
 		}
 	}
 }

@@ -52,9 +52,10 @@ type Config struct {
 	// controller recomputes (0: 20ms). An isolated change waits at most
 	// this long.
 	Settle time.Duration
-	// ReportWindow is how long a burst of reports from below is collected
-	// before reported state (CombinedStatus, placement status, singleton
-	// status) is rewritten (0: 200ms): the rate limit of those writes.
+	// ReportWindow is how long reports from below must stay quiet before
+	// reported state (CombinedStatus, placement status, singleton status)
+	// is rewritten, and a stream of them waits at most reports.MaxWaits
+	// windows (0: 200ms): the rate limit of those writes.
 	ReportWindow time.Duration
 	Logger       *slog.Logger
 }
@@ -266,11 +267,15 @@ func (c *Controller) run(ctx context.Context) error {
 		return err
 	}
 	defer w.Stop()
-	timer, reportTimer := time.NewTimer(time.Hour), time.NewTimer(time.Hour)
+	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	reportTimer.Stop()
-	pending, reportPending := false, false
+	pending := false
+	// Reports wait until the window passes without another, or
+	// reports.MaxWaits windows after the burst's first.
+	win := reports.NewWindow(c.cfg.ReportWindow)
+	defer win.Stop()
 	for {
+		report := false
 		select {
 		case <-ctx.Done():
 			return nil
@@ -281,13 +286,14 @@ func (c *Controller) run(ctx context.Context) error {
 			if !c.observe(ev) {
 				continue
 			}
+			report = isReport(ev.Object.Key)
 		case <-timer.C:
 			pending = false
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
-		case <-reportTimer.C:
-			reportPending = false
+		case <-win.C():
+			win.Fired()
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
@@ -298,9 +304,8 @@ func (c *Controller) run(ctx context.Context) error {
 			pending = true
 			timer.Reset(c.cfg.Settle)
 		}
-		if c.reportsDirty && !reportPending {
-			reportPending = true
-			reportTimer.Reset(c.cfg.ReportWindow)
+		if report || c.reportsDirty && !win.Pending() {
+			win.Note()
 		}
 	}
 }
@@ -348,14 +353,17 @@ func (c *Controller) observe(ev store.Event) bool {
 	if ev.Object == nil {
 		return false
 	}
-	k := ev.Object.Key
-	// Reports, and the children's route records (which of them counts:
-	// tree.Superseded).
-	if strings.HasPrefix(k.Space, "reports-") || k.Space == "" && k.Resource == tree.RouteResource {
+	if isReport(ev.Object.Key) {
 		c.reportsDirty = true
 		return true
 	}
 	return c.observeInput(ev)
+}
+
+// isReport says whether k is a report from below or one of the children's
+// route records (which of them counts: tree.Superseded).
+func isReport(k store.Key) bool {
+	return strings.HasPrefix(k.Space, "reports-") || k.Space == "" && k.Resource == tree.RouteResource
 }
 
 // dirty says that placement inputs changed since last computed.

@@ -272,9 +272,37 @@ func flatVsTree(sb *strings.Builder, sims []*step) {
 	if n == 0 {
 		p("| not run | | | | | | | | | | |\n")
 	}
+	treeReports(sb, sims)
 	p("\nThe run at 10 000 virtual clusters (1x100x100) takes longer than the rest of `make bench` together,\n")
 	p("so `make bench` shows its last output again (the steps table gives its date); `make bench-10k` runs\n")
 	p("it anew (`go run ./test/bench/cmd/benchreport -only=sim10k`). See docs/simulations.md, *10 000 clusters*.\n\n")
+}
+
+// treeReports splits the tree root's marginal CPU per change of the
+// flat-vs-tree runs into the reports its children sent up per change and
+// the CPU per report.
+func treeReports(sb *strings.Builder, sims []*step) {
+	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
+	var rows []string
+	for _, s := range sims {
+		if !strings.Contains(s.command(), "flat-vs-tree") || s.sim == nil || s.sim.RootReportsPerChange == 0 || s.sim.RootCPUPerReportMs == nil {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s |\n", flagValue(s.args, "--topology"), s.sim.Edges,
+			bench.Num(s.sim.RootReportsPerChange), bench.Num(s.sim.RootReportsPerChild), bench.Num(*s.sim.RootCPUPerReportMs)))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p("\nThe tree root's marginal CPU per change is its CPU per report received times the reports its\n")
+	p("children send up per change. The first should not depend on the destinations below them; the\n")
+	p("second follows how long a change's status takes to settle below each child, which every tier's\n")
+	p("status window (`--status-window`, 200 ms; at most 5 windows under a stream) cuts into reports. On one\n")
+	p("2-core machine that time grows with the number of simulated clusters.\n\n")
+	p("| topology | edges | reports per change | per child | marginal root CPU per report (ms) |\n|---|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		p("%s", r)
+	}
 }
 
 func partition(sb *strings.Builder, sims []*step) {
