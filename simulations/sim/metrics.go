@@ -32,7 +32,10 @@ type TierLinks struct {
 	DownObjects  uint64 `json:"down_objects"`
 	UpBytes      uint64 `json:"up_bytes"`
 	UpMessages   uint64 `json:"up_messages"`
-	Resyncs      uint64 `json:"resyncs"`
+	// UpReports counts, of UpMessages, those of the upsync stream
+	// (reports); the rest acknowledge the downsync stream.
+	UpReports uint64 `json:"up_reports"`
+	Resyncs   uint64 `json:"resyncs"`
 	// PacketBytes counts QUIC packets both ways on the in-memory network
 	// (handshakes, keep-alives, acks, retransmissions included); 0 when
 	// unknown (--network=udp).
@@ -42,7 +45,7 @@ type TierLinks struct {
 func (a TierLinks) sub(b TierLinks) TierLinks {
 	return TierLinks{Tier: a.Tier, Links: a.Links,
 		DownBytes: a.DownBytes - b.DownBytes, DownMessages: a.DownMessages - b.DownMessages, DownObjects: a.DownObjects - b.DownObjects,
-		UpBytes: a.UpBytes - b.UpBytes, UpMessages: a.UpMessages - b.UpMessages, Resyncs: a.Resyncs - b.Resyncs,
+		UpBytes: a.UpBytes - b.UpBytes, UpMessages: a.UpMessages - b.UpMessages, UpReports: a.UpReports - b.UpReports, Resyncs: a.Resyncs - b.Resyncs,
 		PacketBytes: a.PacketBytes - b.PacketBytes}
 }
 
@@ -52,11 +55,15 @@ type snapshot struct {
 	cpu        time.Duration // process user + system
 	tiers      []TierLinks
 	reconnects []uint64 // per tier, uplinks' reconnects
+	rootRev    int64    // the root's store revision: its Raft log index
 }
 
 // snap reads every counter of the fleet.
 func (f *fleet) snap() snapshot {
 	s := snapshot{at: time.Now(), cpu: processCPU()}
+	if r := f.currentRoot(); r != nil {
+		s.rootRev = r.Store().Revision()
+	}
 	f.recordLinks()
 	depth := len(f.fan) - 1
 	s.tiers = make([]TierLinks, depth)
@@ -75,6 +82,7 @@ func (f *fleet) snap() snapshot {
 			t.Resyncs += c.Down.Resyncs
 			t.UpBytes += c.Down.BytesReceived + c.Up.BytesReceived
 			t.UpMessages += c.Down.MessagesReceived + c.Up.MessagesReceived
+			t.UpReports += c.Up.MessagesReceived
 		}
 	}
 	f.linksMu.Unlock()

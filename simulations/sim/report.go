@@ -147,7 +147,7 @@ func markdown(o Options, s *Summary) []byte {
 
 	w("## Bytes and messages per tier (measured phase)\n\n")
 	w("Tier 1 is the root's links, tier 2 the links below them. *Down* is the downsync stream (Put, Delete, Progress), *up* acks and reports; *packets* counts QUIC packets both ways on the network (handshakes, keep-alives, retransmissions).\n\n")
-	w("| tier | links | down bytes | down messages | objects sent | up bytes | up messages | resyncs | packet bytes | down bytes per change |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| tier | links | down bytes | down messages | objects sent | up bytes | up messages | of which reports | resyncs | packet bytes | down bytes per change |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	tierRows(&b, s)
 	w("\nRoot bytes per change: **%s** (%d changes).\n\n", kib(s.RootBytesPerChange), s.Changes)
 	w("![bytes per tier](%s)\n\n", PlotBytes)
@@ -167,11 +167,10 @@ func markdown(o Options, s *Summary) []byte {
 			}
 		}
 		if s.RootReportsPerChange > 0 {
-			w(" The root's children sent up **%.1f reports per change** (%.2f per child)", s.RootReportsPerChange, s.RootReportsPerChild)
-			if c := s.RootCPUPerReportMs; c != nil {
-				w(": **%.3f ms** of marginal root CPU per report", *c)
-			}
-			w(". The reports per change follow how long a change's status takes to settle below each child, which the status window (`--status-window`) cuts into reports.")
+			w(" The root's children sent up **%.1f reports per change** (%.2f per child), %.2f per child and second: a child reports while the status below it moves, at most about once per status window (`--status-window`) and key, so per change the reports follow how long a change keeps the status moving.", s.RootReportsPerChange, s.RootReportsPerChild, s.RootReportsPerChildPerS)
+		}
+		if s.RootLogEntriesPerChange > 0 {
+			w(" The root's Raft log grew by %.1f entries per change (the change, the reports, what the root wrote from them).", s.RootLogEntriesPerChange)
 		}
 		w("\n\n")
 	} else {
@@ -268,7 +267,7 @@ func markdown(o Options, s *Summary) []byte {
 		}
 		w("| p50 propagation | %.1f ms | %.1f ms | |\n| p99 propagation | %.1f ms | %.1f ms | |\n", c.TreeP50, c.FlatP50, c.TreeP99, c.FlatP99)
 		w("| start every relay | %.1f s | %.1f s | |\n\n", s.StartS, c.Flat.StartS)
-		w("Flat fleet, bytes per tier:\n\n| tier | links | down bytes | down messages | objects sent | up bytes | up messages | resyncs | packet bytes | down bytes per change |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		w("Flat fleet, bytes per tier:\n\n| tier | links | down bytes | down messages | objects sent | up bytes | up messages | of which reports | resyncs | packet bytes | down bytes per change |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		tierRows(&b, c.Flat)
 		w("\n")
 	}
@@ -351,7 +350,7 @@ func tierRows(b *bytes.Buffer, s *Summary) {
 		if s.Changes > 0 {
 			per = float64(t.DownBytes) / float64(s.Changes)
 		}
-		fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", t.Tier, t.Links, t.DownBytes, t.DownMessages, t.DownObjects, t.UpBytes, t.UpMessages, t.Resyncs, t.PacketBytes, kib(per))
+		fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", t.Tier, t.Links, t.DownBytes, t.DownMessages, t.DownObjects, t.UpBytes, t.UpMessages, t.UpReports, t.Resyncs, t.PacketBytes, kib(per))
 	}
 }
 

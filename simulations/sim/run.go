@@ -90,16 +90,19 @@ type Summary struct {
 	RootIdleCPUMsPerS          *float64 `json:"root_idle_cpu_ms_per_s,omitempty"`
 	RootCPUPerChangeMarginalMs *float64 `json:"root_cpu_per_change_marginal_ms,omitempty"`
 	// RootReportsPerChange is what the root's children sent up per change
-	// (report frames on the tier-1 links), RootReportsPerChild the same
-	// per child: it follows how long a change's status takes to settle
-	// below each child, which the status window cuts into reports.
-	// RootCPUPerReportMs is the marginal root CPU per change over
-	// RootReportsPerChange: the root's work per report received (with
-	// its share of sending the change down). Null without a marginal
-	// figure or reports.
-	RootReportsPerChange float64  `json:"root_reports_per_change,omitempty"`
-	RootReportsPerChild  float64  `json:"root_reports_per_change_per_child,omitempty"`
-	RootCPUPerReportMs   *float64 `json:"root_cpu_per_report_ms,omitempty"`
+	// (report frames on the tier-1 links' upsync streams),
+	// RootReportsPerChild the same per child; RootReportsPerChildPerS is
+	// per child and second of the measured phase. A child reports while
+	// the status below it moves, at most about once per status window
+	// and key, so the rate per second is bounded whatever the
+	// destinations below it; per change, it follows how long a change
+	// keeps the status moving. RootLogEntriesPerChange is how far the
+	// root's Raft log (its store's revision) moved per change: the
+	// change, the reports, what the root wrote from them.
+	RootReportsPerChange    float64 `json:"root_reports_per_change,omitempty"`
+	RootReportsPerChild     float64 `json:"root_reports_per_change_per_child,omitempty"`
+	RootReportsPerChildPerS float64 `json:"root_reports_per_child_per_s,omitempty"`
+	RootLogEntriesPerChange float64 `json:"root_log_entries_per_change,omitempty"`
 	// MemoryAfterStart and MemoryAfterPlacement are measured after a GC.
 	MemoryBeforeEdges    Memory   `json:"memory_before_edges"`
 	MemoryAfterPlacement Memory   `json:"memory_after_placement"`
@@ -573,6 +576,9 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 		}
 	}
 	s.setReportFigures()
+	if e.changes > 0 && s1.rootRev > s0.rootRev {
+		s.RootLogEntriesPerChange = round3(float64(s1.rootRev-s0.rootRev) / float64(e.changes))
+	}
 	s.profile = raw
 	s.Reconnects = f.snap().reconnects
 	s.order, s.hists = primary.histograms()
@@ -685,17 +691,19 @@ func marginalPerChange(measured time.Duration, measuredS, idleMsPerS float64, ch
 }
 
 // setReportFigures sets the figures of the reports reaching the root,
-// from Tiers, Changes and the marginal root CPU per change.
+// from Tiers, Changes and MeasuredS.
 func (s *Summary) setReportFigures() {
-	if s.Changes <= 0 || len(s.Tiers) == 0 || s.Tiers[0].Tier != 1 || s.Tiers[0].UpMessages == 0 {
+	if len(s.Tiers) == 0 || s.Tiers[0].Tier != 1 || s.Tiers[0].UpReports == 0 {
 		return
 	}
 	t := s.Tiers[0]
-	s.RootReportsPerChange = round3(float64(t.UpMessages) / float64(s.Changes))
-	s.RootReportsPerChild = round3(s.RootReportsPerChange / float64(max(t.Links, 1)))
-	if m := s.RootCPUPerChangeMarginalMs; m != nil {
-		v := round3(*m / s.RootReportsPerChange)
-		s.RootCPUPerReportMs = &v
+	links := float64(max(t.Links, 1))
+	if s.MeasuredS > 0 {
+		s.RootReportsPerChildPerS = round3(float64(t.UpReports) / links / s.MeasuredS)
+	}
+	if s.Changes > 0 {
+		s.RootReportsPerChange = round3(float64(t.UpReports) / float64(s.Changes))
+		s.RootReportsPerChild = round3(s.RootReportsPerChange / links)
 	}
 }
 

@@ -113,10 +113,12 @@ func TestScenariosConverge(t *testing.T) {
 				if c.TreeRootIdleCPUMsPerS != s.RootIdleCPUMsPerS || c.FlatRootMarginalMs != c.Flat.RootCPUPerChangeMarginalMs {
 					t.Errorf("flat vs tree: idle and marginal figures are not the phases'")
 				}
-				if s.RootReportsPerChange <= 0 || s.RootCPUPerReportMs == nil {
-					t.Errorf("tree phase: reports per change %v, root CPU per report %v: want both", s.RootReportsPerChange, s.RootCPUPerReportMs)
+				// Each change is at least one entry of the root's log (its
+				// reports may come after this short phase: TestReportFigures).
+				if s.RootLogEntriesPerChange < 1 {
+					t.Errorf("tree phase: %v entries of the root's log per change, want 1 or more", s.RootLogEntriesPerChange)
 				}
-				for _, k := range []string{"root_idle_cpu_ms_per_s", "root_cpu_per_change_marginal_ms", "root_reports_per_change", "root_cpu_per_report_ms"} {
+				for _, k := range []string{"root_idle_cpu_ms_per_s", "root_cpu_per_change_marginal_ms", "root_log_entries_per_change"} {
 					if _, ok := back[k]; !ok {
 						t.Errorf("summary without %s: %s", k, line)
 					}
@@ -244,32 +246,26 @@ func TestMarginalPerChange(t *testing.T) {
 }
 
 func TestReportFigures(t *testing.T) {
-	marginal := 12.0
-	s := Summary{Changes: 20, RootCPUPerChangeMarginalMs: &marginal,
-		Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 600}, {Tier: 2, Links: 1000, UpMessages: 90000}}}
+	s := Summary{Changes: 20, MeasuredS: 60,
+		Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 700, UpReports: 600}, {Tier: 2, Links: 1000, UpMessages: 90000, UpReports: 80000}}}
 	s.setReportFigures()
-	if s.RootReportsPerChange != 30 || s.RootReportsPerChild != 3 {
-		t.Errorf("reports per change %v, per child %v; want 30 and 3 (tier 1 only)", s.RootReportsPerChange, s.RootReportsPerChild)
-	}
-	if c := s.RootCPUPerReportMs; c == nil || math.Abs(*c-0.4) > 1e-9 {
-		t.Errorf("CPU per report %v, want 0.4 ms (12 ms over 30 reports)", c)
+	if s.RootReportsPerChange != 30 || s.RootReportsPerChild != 3 || s.RootReportsPerChildPerS != 1 {
+		t.Errorf("reports per change %v, per child %v, per child and second %v; want 30, 3 and 1 (tier 1's reports only)",
+			s.RootReportsPerChange, s.RootReportsPerChild, s.RootReportsPerChildPerS)
 	}
 	for name, s := range map[string]Summary{
-		"no changes":  {Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 600}}},
-		"no reports":  {Changes: 20, RootCPUPerChangeMarginalMs: &marginal, Tiers: []TierLinks{{Tier: 1, Links: 10}}},
-		"no tier-1":   {Changes: 20, RootCPUPerChangeMarginalMs: &marginal, Tiers: []TierLinks{{Tier: 2, Links: 10, UpMessages: 5}}},
-		"no marginal": {Changes: 20, Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 600}}},
+		"no reports": {Changes: 20, MeasuredS: 60, Tiers: []TierLinks{{Tier: 1, Links: 10, UpMessages: 100}}},
+		"no tier 1":  {Changes: 20, MeasuredS: 60, Tiers: []TierLinks{{Tier: 2, Links: 10, UpMessages: 5, UpReports: 5}}},
 	} {
 		s.setReportFigures()
-		if name == "no marginal" {
-			if s.RootReportsPerChange != 30 || s.RootCPUPerReportMs != nil {
-				t.Errorf("%s: reports per change %v, CPU per report %v; want 30 and none", name, s.RootReportsPerChange, s.RootCPUPerReportMs)
-			}
-			continue
+		if s.RootReportsPerChange != 0 || s.RootReportsPerChildPerS != 0 {
+			t.Errorf("%s: reports per change %v, per child and second %v; want none", name, s.RootReportsPerChange, s.RootReportsPerChildPerS)
 		}
-		if s.RootReportsPerChange != 0 || s.RootCPUPerReportMs != nil {
-			t.Errorf("%s: reports per change %v, CPU per report %v; want none", name, s.RootReportsPerChange, s.RootCPUPerReportMs)
-		}
+	}
+	noChanges := Summary{MeasuredS: 60, Tiers: []TierLinks{{Tier: 1, Links: 10, UpReports: 600}}}
+	noChanges.setReportFigures()
+	if noChanges.RootReportsPerChange != 0 || noChanges.RootReportsPerChildPerS != 1 {
+		t.Errorf("no changes: reports per change %v, per child and second %v; want 0 and 1", noChanges.RootReportsPerChange, noChanges.RootReportsPerChildPerS)
 	}
 }
 

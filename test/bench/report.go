@@ -398,11 +398,13 @@ type Sim struct {
 	// without an idle window.
 	RootIdleCPUMsPerS          *float64 `json:"root_idle_cpu_ms_per_s"`
 	RootCPUPerChangeMarginalMs *float64 `json:"root_cpu_per_change_marginal_ms"`
-	// The reports the root's children sent up per change (and per child),
-	// and the marginal root CPU per report: 0 and nil when unknown.
-	RootReportsPerChange float64  `json:"root_reports_per_change"`
-	RootReportsPerChild  float64  `json:"root_reports_per_change_per_child"`
-	RootCPUPerReportMs   *float64 `json:"root_cpu_per_report_ms"`
+	// The reports the root's children sent up per change, per change and
+	// child, per child and second, and the entries of the root's log per
+	// change: 0 when unknown.
+	RootReportsPerChange    float64 `json:"root_reports_per_change"`
+	RootReportsPerChild     float64 `json:"root_reports_per_change_per_child"`
+	RootReportsPerChildPerS float64 `json:"root_reports_per_child_per_s"`
+	RootLogEntriesPerChange float64 `json:"root_log_entries_per_change"`
 }
 
 // ErrNoJSON is returned by ParseSim for output without a JSON line.

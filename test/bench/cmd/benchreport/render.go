@@ -278,28 +278,35 @@ func flatVsTree(sb *strings.Builder, sims []*step) {
 	p("it anew (`go run ./test/bench/cmd/benchreport -only=sim10k`). See docs/simulations.md, *10 000 clusters*.\n\n")
 }
 
-// treeReports splits the tree root's marginal CPU per change of the
-// flat-vs-tree runs into the reports its children sent up per change and
-// the CPU per report.
+// treeReports shows, for the flat-vs-tree runs' tree phase, the reports
+// the root's children sent up and the root's log entries, per change and
+// per child and second, beside the marginal root CPU per change.
 func treeReports(sb *strings.Builder, sims []*step) {
 	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
 	var rows []string
 	for _, s := range sims {
-		if !strings.Contains(s.command(), "flat-vs-tree") || s.sim == nil || s.sim.RootReportsPerChange == 0 || s.sim.RootCPUPerReportMs == nil {
+		if !strings.Contains(s.command(), "flat-vs-tree") || s.sim == nil || s.sim.RootReportsPerChildPerS == 0 {
 			continue
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s |\n", flagValue(s.args, "--topology"), s.sim.Edges,
-			bench.Num(s.sim.RootReportsPerChange), bench.Num(s.sim.RootReportsPerChild), bench.Num(*s.sim.RootCPUPerReportMs)))
+		marginal := "–"
+		if m := s.sim.RootCPUPerChangeMarginalMs; m != nil {
+			marginal = bench.Num(*m)
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s |\n", flagValue(s.args, "--topology"), s.sim.Edges,
+			bench.Num(s.sim.RootReportsPerChange), bench.Num(s.sim.RootReportsPerChild), bench.Num(s.sim.RootReportsPerChildPerS),
+			bench.Num(s.sim.RootLogEntriesPerChange), marginal))
 	}
 	if len(rows) == 0 {
 		return
 	}
-	p("\nThe tree root's marginal CPU per change is its CPU per report received times the reports its\n")
-	p("children send up per change. The first should not depend on the destinations below them; the\n")
-	p("second follows how long a change's status takes to settle below each child, which every tier's\n")
-	p("status window (`--status-window`, 200 ms; at most 5 windows under a stream) cuts into reports. On one\n")
-	p("2-core machine that time grows with the number of simulated clusters.\n\n")
-	p("| topology | edges | reports per change | per child | marginal root CPU per report (ms) |\n|---|---:|---:|---:|---:|\n")
+	p("\nThe tree root's work per change follows the reports its children send up per change. A child\n")
+	p("reports while the status below it moves, at most about once per status window (`--status-window`,\n")
+	p("200 ms; at most 5 windows under a stream) and key, so per child and second the reports are\n")
+	p("bounded whatever the destinations below it. Per change they follow how long a change keeps the\n")
+	p("status moving: each round of these runs waits for every destination, and on one 2-core machine\n")
+	p("that takes longer the more clusters are simulated.\n\n")
+	p("| topology | edges | reports per change | per change and child | per child and second | root log entries per change | marginal root CPU per change (ms) |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		p("%s", r)
 	}

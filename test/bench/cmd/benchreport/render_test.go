@@ -183,9 +183,9 @@ func TestFlatVsTreeMarginal(t *testing.T) {
 	}
 }
 
-// TestTreeReports renders the tree root's reports per change and CPU per
-// report of the flat-vs-tree runs that have them, and nothing for outputs
-// from before these figures.
+// TestTreeReports renders the tree root's reports and log entries of the
+// flat-vs-tree runs that have them, and nothing for outputs from before
+// these figures.
 func TestTreeReports(t *testing.T) {
 	run := func(topo, js string) *step {
 		var sim bench.Sim
@@ -194,12 +194,13 @@ func TestTreeReports(t *testing.T) {
 		}
 		return &step{name: "sim", args: []string{"relay", "simulate", "--topology=" + topo, "--scenario=flat-vs-tree"}, sim: &sim}
 	}
-	withFigures := run("1x10x10", `{"edges":100,"root_reports_per_change":15.2,"root_reports_per_change_per_child":1.52,"root_cpu_per_report_ms":0.374}`)
+	withFigures := run("1x10x10", `{"edges":100,"root_reports_per_change":5.17,"root_reports_per_change_per_child":0.517,`+
+		`"root_reports_per_child_per_s":3.12,"root_log_entries_per_change":6.56,"root_cpu_per_change_marginal_ms":5.59}`)
 	old := run("1x10x100", `{"edges":1000,"root_cpu_per_change_marginal_ms":19.6}`)
 	var sb strings.Builder
 	treeReports(&sb, []*step{withFigures, old})
 	md := sb.String()
-	if want := "| 1x10x10 | 100 | 15.2 | 1.52 | 0.374 |\n"; !strings.Contains(md, want) {
+	if want := "| 1x10x10 | 100 | 5.17 | 0.517 | 3.12 | 6.56 | 5.59 |\n"; !strings.Contains(md, want) {
 		t.Errorf("no %q in\n%s", want, md)
 	}
 	if strings.Contains(md, "1x10x100") {
