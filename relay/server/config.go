@@ -18,9 +18,10 @@ type Config struct {
 	// HA, when its RaftAddr is set, makes this root one replica of a
 	// cluster (docs/ha.md); the zero value is a single root.
 	HA Replication
-	// StatusWindow (--status-window) is how long reports from below are
-	// gathered before the reported state they change (CombinedStatus,
-	// placement status, singleton status) is written again: the rate
-	// limit of those writes. Zero: DefaultStatusWindow.
+	// StatusWindow (--status-window) is how long reports from below must
+	// stay quiet before the reported state they change (CombinedStatus,
+	// placement status, singleton status) is written again, at most
+	// reports.MaxWaits windows under a stream of them: the rate limit of
+	// those writes. Zero: DefaultStatusWindow.
 	StatusWindow time.Duration
 }

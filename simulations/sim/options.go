@@ -107,8 +107,9 @@ type Options struct {
 	// negative: none.
 	Idle time.Duration
 	// StatusWindow is every region's and the root's --status-window: how
-	// long reports from below are gathered before they are merged and
-	// sent on (zero: server.DefaultStatusWindow).
+	// long reports from below must stay quiet before they are merged and
+	// sent on, at most reports.MaxWaits windows (zero:
+	// server.DefaultStatusWindow).
 	StatusWindow time.Duration
 	// Seed seeds the network's loss and jitter and the scenarios' choices.
 	Seed uint64
