@@ -276,6 +276,11 @@ func main() {
 // records its duration and error.
 func runStep(s *step) {
 	fmt.Fprintf(os.Stderr, "benchreport: %s\n", s.command())
+	// A fresh clone has no .data/bench yet.
+	if err := os.MkdirAll(filepath.Dir(s.out), 0o755); err != nil {
+		s.err = err
+		return
+	}
 	f, err := os.Create(s.out)
 	if err != nil {
 		s.err = err

@@ -212,3 +212,18 @@ func TestTreeReports(t *testing.T) {
 		t.Errorf("a table without figures:\n%s", sb.String())
 	}
 }
+
+// TestRunStepMakesItsDirectory runs a step whose output goes to a
+// directory that does not exist yet, as .data/bench in a fresh clone.
+func TestRunStepMakesItsDirectory(t *testing.T) {
+	out := filepath.Join(t.TempDir(), ".data", "bench", "build.txt")
+	s := &step{name: "build", args: []string{"sh", "-c", "echo built"}, out: out}
+	runStep(s)
+	if s.err != nil {
+		t.Fatalf("step failed: %v", s.err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(b), "built") {
+		t.Errorf("output %q (%v), want the command's", b, err)
+	}
+}
