@@ -24,9 +24,11 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
+	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // Summary is the outcome of a simulation: what `relay simulate` prints as
@@ -292,6 +294,9 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		s, err = runOnce(ctx, o, fleetShape{fan: fan}, filepath.Join(work, "tree"), relayLog, p, 0)
 	}
 	p.done()
+	if s != nil && err != nil {
+		s.Error, s.OK = err.Error(), false
+	}
 	if s != nil && err == nil {
 		// A status run whose CombinedStatuses were not exact failed.
 		if err = s.StatusWaves.err(); err != nil {
@@ -462,6 +467,7 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	err = inbox.waitConverged(ctx, timeout, "the workload in every inbox")
 	stopBar()
 	if err != nil {
+		s.Unconverged = f.explainLag(inbox.lagging(5))
 		return s, err
 	}
 	s.PlacementS = time.Since(t1).Seconds()
@@ -859,7 +865,45 @@ func (f *fleet) divergence(e *relay) string {
 	if e.parent != nil {
 		parent = e.parent.name
 	}
+	if len(diffs) == 0 {
+		// The parent routes it nothing newer: the placement may leave it out.
+		diffs = []string{"holds what its parent routes to it"}
+	}
 	return fmt.Sprintf("%s under %s: %s", e.name, parent, strings.Join(diffs, ", "))
+}
+
+// explainLag describes edges that miss a latest version: how their inbox
+// differs from what their parent routes to them, and their SyncTarget at
+// the root (without one, no placement counts them).
+func (f *fleet) explainLag(names []string) []string {
+	var out []string
+	for _, n := range names {
+		e := f.byName[n]
+		if e == nil {
+			continue
+		}
+		why := f.divergence(e)
+		if r := f.currentRoot(); r != nil {
+			k := store.Key{Space: kubeapi.InventorySpace, Resource: store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceSyncTargets}, Name: n}
+			switch o, err := r.Store().Get(k); {
+			case errors.Is(err, store.ErrNotFound):
+				why += "; no SyncTarget at the root"
+			case err != nil:
+				why += "; SyncTarget: " + err.Error()
+			default:
+				var st struct {
+					Status struct {
+						Connected bool   `json:"connected"`
+						Path      string `json:"path"`
+					} `json:"status"`
+				}
+				_ = json.Unmarshal(o.Data, &st)
+				why += fmt.Sprintf("; SyncTarget at the root: connected %v, path %s", st.Status.Connected, st.Status.Path)
+			}
+		}
+		out = append(out, why)
+	}
+	return out
 }
 
 // flatVsTree runs the rollout on the tree, then the same number of
@@ -874,6 +918,11 @@ func flatVsTree(ctx context.Context, o Options, fan []int, work string, relayLog
 	runtime.GC()
 	flat, err := runOnce(ctx, half, fleetShape{fan: fan, flat: true}, filepath.Join(work, "flat"), relayLog, p, tree.Changes)
 	if err != nil {
+		if flat != nil {
+			for _, u := range flat.Unconverged {
+				tree.Unconverged = append(tree.Unconverged, "flat: "+u)
+			}
+		}
 		return tree, err
 	}
 	c := &FlatVsTree{Rounds: tree.Changes,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -354,5 +355,38 @@ func TestMarginalRatio(t *testing.T) {
 	c.marginalRatio()
 	if c.RootMarginalRatio != 0 || c.RootIdleShare != 0 {
 		t.Errorf("no idle window: ratio %v, idle share %v; want neither", c.RootMarginalRatio, c.RootIdleShare)
+	}
+}
+
+// TestExplainLag describes an edge that misses a version: how its inbox
+// differs from what its parent routes, and its SyncTarget at the root.
+func TestExplainLag(t *testing.T) {
+	o := Options{Topology: "1x1x2", Arrival: ArrivalInbox}.Complete()
+	fan, err := ParseTopology(o.Topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := newFleet(ctx, o, fleetShape{fan: fan}, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	if err := f.grow(ctx, 8, func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	edge := f.edges[0].name
+	var got []string
+	for ctx.Err() == nil {
+		// The SyncTarget is written once the edge's announcement arrived.
+		if got = f.explainLag([]string{edge, "no-such-edge"}); len(got) == 1 && strings.Contains(got[0], "connected true") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	want := edge + " under " + f.edges[0].parent.name + ": holds what its parent routes to it; SyncTarget at the root: connected true, path root/" + f.edges[0].parent.name + "/" + edge
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("explainLag: %q, want [%q]", got, want)
 	}
 }
