@@ -21,6 +21,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -373,13 +374,15 @@ func (r *Root) Serve(ctx context.Context) error {
 	errc := make(chan error, 4)
 	// Every replica authorizes and serves its children; the leader-only
 	// work (controllers, inventory, CRDs, placement) runs on the leader.
-	go func() { errc <- r.authz.Start(ctx) }()
-	go func() { errc <- r.down.Start(ctx) }()
-	go r.maintainKubeconfig(ctx)
+	// Serve waits for all of it to stop before the store and log close.
+	var work sync.WaitGroup
+	work.Go(func() { errc <- r.authz.Start(ctx) })
+	work.Go(func() { errc <- r.down.Start(ctx) })
+	work.Go(func() { r.maintainKubeconfig(ctx) })
 	if r.cfg.HA.Enabled() {
-		go func() { errc <- r.node.RunAsLeader(ctx, r.leaderWork) }()
+		work.Go(func() { errc <- r.node.RunAsLeader(ctx, r.leaderWork) })
 	} else {
-		go func() { errc <- r.leaderWork(ctx) }()
+		work.Go(func() { errc <- r.leaderWork(ctx) })
 	}
 
 	hs := &http.Server{
@@ -410,8 +413,19 @@ func (r *Root) Serve(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = hs.Shutdown(sctx)
+	stopped := make(chan struct{})
+	go func() { work.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(workStopTimeout):
+		r.log.Warn("closing while controllers still run", "waited", workStopTimeout)
+	}
 	return err
 }
+
+// workStopTimeout bounds how long Serve waits for the controllers and
+// links to stop once its context ends.
+const workStopTimeout = 10 * time.Second
 
 // apiStreams is how many streams one HTTP/2 connection to the API may have
 // open, kube-apiserver's default (--http2-max-streams-per-connection): a
