@@ -267,13 +267,17 @@ func (c *Child) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 5)
-	go func() { errc <- c.uplink.Start(ctx) }()
+	// The uplink, status server and cluster stop before the store
+	// closes (at most workStopTimeout after ctx ends).
+	var work sync.WaitGroup
+	defer func() { waitStopped(&work, c.log) }()
+	work.Go(func() { errc <- c.uplink.Start(ctx) })
 	if c.cfg.StatusAddr != "" {
-		go func() { errc <- c.serveStatus(ctx, c.cfg.StatusAddr) }()
+		work.Go(func() { errc <- c.serveStatus(ctx, c.cfg.StatusAddr) })
 	}
 	if c.cluster != nil {
 		c.clusterStarted = true
-		go func() { errc <- c.cluster.Start(ctx) }()
+		work.Go(func() { errc <- c.cluster.Start(ctx) })
 	}
 	if c.syncer != nil {
 		// The syncer runs from the inbox on disk, connected or not; the

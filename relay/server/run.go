@@ -413,19 +413,24 @@ func (r *Root) Serve(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = hs.Shutdown(sctx)
+	waitStopped(&work, r.log)
+	return err
+}
+
+// workStopTimeout bounds how long a relay's Serve waits for what it
+// started (controllers, links, servers) to stop once its context ends.
+const workStopTimeout = 10 * time.Second
+
+// waitStopped waits for work, at most workStopTimeout.
+func waitStopped(work *sync.WaitGroup, log *slog.Logger) {
 	stopped := make(chan struct{})
 	go func() { work.Wait(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-time.After(workStopTimeout):
-		r.log.Warn("closing while controllers still run", "waited", workStopTimeout)
+		log.Warn("closing while some of the relay's work still runs", "waited", workStopTimeout)
 	}
-	return err
 }
-
-// workStopTimeout bounds how long Serve waits for the controllers and
-// links to stop once its context ends.
-const workStopTimeout = 10 * time.Second
 
 // apiStreams is how many streams one HTTP/2 connection to the API may have
 // open, kube-apiserver's default (--http2-max-streams-per-connection): a
