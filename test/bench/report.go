@@ -338,74 +338,8 @@ func Num(v float64) string {
 	return s
 }
 
-// Sim is the part of `relay simulate`'s JSON line the report uses.
-type Sim struct {
-	Scenario           string  `json:"scenario"`
-	Topology           string  `json:"topology"`
-	Regions            int     `json:"regions"`
-	Edges              int     `json:"edges"`
-	StartS             float64 `json:"start_s"`
-	PlacementS         float64 `json:"placement_s"`
-	Changes            int     `json:"changes"`
-	RootBytesPerChange float64 `json:"root_bytes_per_change"`
-	RootCPUPerChangeMs float64 `json:"root_cpu_per_change_ms"`
-	Propagation        struct {
-		Samples uint64  `json:"samples"`
-		P50     float64 `json:"p50_ms"`
-		P99     float64 `json:"p99_ms"`
-	} `json:"propagation"`
-	Destinations int    `json:"destinations"`
-	Converged    int    `json:"converged"`
-	OK           bool   `json:"ok"`
-	Error        string `json:"error"`
-	Partition    *struct {
-		CutS       float64 `json:"cut_s"`
-		Writes     int     `json:"writes"`
-		Keys       int     `json:"keys"`
-		LinkDown   bool    `json:"link_dropped"`
-		CatchUpS   float64 `json:"catch_up_s"`
-		Objects    uint64  `json:"catch_up_objects"`
-		CutObjects uint64  `json:"cut_objects"`
-		Bytes      uint64  `json:"catch_up_bytes"`
-		Resyncs    uint64  `json:"resyncs"`
-		LatestSize int     `json:"latest_bytes"`
-	} `json:"partition"`
-	FlatVsTree *struct {
-		Rounds         int     `json:"rounds"`
-		TreeRootBytes  float64 `json:"tree_root_bytes_per_change"`
-		FlatRootBytes  float64 `json:"flat_root_bytes_per_change"`
-		RootBytesRatio float64 `json:"root_bytes_ratio"`
-		TreeRootCPUMs  float64 `json:"tree_root_cpu_per_change_ms"`
-		FlatRootCPUMs  float64 `json:"flat_root_cpu_per_change_ms"`
-		RootCPURatio   float64 `json:"root_cpu_ratio"`
-		TreeP50        float64 `json:"tree_p50_ms"`
-		FlatP50        float64 `json:"flat_p50_ms"`
-		TreeP99        float64 `json:"tree_p99_ms"`
-		FlatP99        float64 `json:"flat_p99_ms"`
-
-		// The idle windows' root CPU per second and the marginal root
-		// CPU per change of each phase: nil without idle windows.
-		TreeRootIdleCPUMsPerS *float64 `json:"tree_root_idle_cpu_ms_per_s"`
-		FlatRootIdleCPUMsPerS *float64 `json:"flat_root_idle_cpu_ms_per_s"`
-		TreeRootMarginalMs    *float64 `json:"tree_root_cpu_per_change_marginal_ms"`
-		FlatRootMarginalMs    *float64 `json:"flat_root_cpu_per_change_marginal_ms"`
-		RootMarginalRatio     float64  `json:"root_cpu_marginal_ratio"` // 0 unknown or within the noise
-		RootIdleShare         float64  `json:"root_idle_share"`         // see sim.FlatVsTree
-	} `json:"flat_vs_tree"`
-
-	// The root's CPU per second in the idle window before the measured
-	// phase (--idle), and its CPU per change net of that rate: nil
-	// without an idle window.
-	RootIdleCPUMsPerS          *float64 `json:"root_idle_cpu_ms_per_s"`
-	RootCPUPerChangeMarginalMs *float64 `json:"root_cpu_per_change_marginal_ms"`
-	// The reports the root's children sent up per change, per change and
-	// child, per child and second, and the entries of the root's log per
-	// change: 0 when unknown.
-	RootReportsPerChange    float64 `json:"root_reports_per_change"`
-	RootReportsPerChild     float64 `json:"root_reports_per_change_per_child"`
-	RootReportsPerChildPerS float64 `json:"root_reports_per_child_per_s"`
-	RootLogEntriesPerChange float64 `json:"root_log_entries_per_change"`
-}
+// Sim is `relay simulate`'s JSON line, as the simulator writes it.
+type Sim = sim.Summary
 
 // ErrNoJSON is returned by ParseSim for output without a JSON line.
 var ErrNoJSON = errors.New("bench: no JSON line in the simulator's output")
