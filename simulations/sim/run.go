@@ -891,12 +891,7 @@ func (f *fleet) explainLag(names []string) []string {
 			case err != nil:
 				why += "; SyncTarget: " + err.Error()
 			default:
-				var st struct {
-					Status struct {
-						Connected bool   `json:"connected"`
-						Path      string `json:"path"`
-					} `json:"status"`
-				}
+				var st v1alpha1.SyncTarget
 				_ = json.Unmarshal(o.Data, &st)
 				why += fmt.Sprintf("; SyncTarget at the root: connected %v, path %s", st.Status.Connected, st.Status.Path)
 			}
@@ -919,9 +914,7 @@ func flatVsTree(ctx context.Context, o Options, fan []int, work string, relayLog
 	flat, err := runOnce(ctx, half, fleetShape{fan: fan, flat: true}, filepath.Join(work, "flat"), relayLog, p, tree.Changes)
 	if err != nil {
 		if flat != nil {
-			for _, u := range flat.Unconverged {
-				tree.Unconverged = append(tree.Unconverged, "flat: "+u)
-			}
+			tree.addFlatUnconverged(flat)
 		}
 		return tree, err
 	}
@@ -944,12 +937,18 @@ func flatVsTree(ctx context.Context, o Options, fan []int, work string, relayLog
 	if !flat.OK {
 		tree.OK = false
 		tree.Error = fmt.Sprintf("flat phase: %d of %d destinations converged", flat.Converged, flat.Destinations)
-		for _, u := range flat.Unconverged {
-			tree.Unconverged = append(tree.Unconverged, "flat: "+u)
-		}
+		tree.addFlatUnconverged(flat)
 	}
 	tree.MeasuredS += flat.MeasuredS
 	return tree, nil
+}
+
+// addFlatUnconverged adds the flat phase's unconverged destinations to
+// the tree phase's summary, marked as the flat phase's.
+func (s *Summary) addFlatUnconverged(flat *Summary) {
+	for _, u := range flat.Unconverged {
+		s.Unconverged = append(s.Unconverged, "flat: "+u)
+	}
 }
 
 // JSON returns the summary as one line of JSON.
