@@ -250,7 +250,7 @@ func (s *Server) serveDeleteCollection(rq *request, sv *served) {
 		writeRaw(rq.w, http.StatusOK, contentTypeProtobuf, b)
 		return
 	}
-	writeRaw(rq.w, http.StatusOK, "application/json", encodeList(sv, list.Revision, "", nil, items))
+	serveJSONList(rq.w, sv, list.Revision, "", nil, items)
 }
 
 // preconditionsFailed is kube's rest.BeforeDelete check of a delete's

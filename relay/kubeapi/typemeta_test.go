@@ -3,8 +3,11 @@ package kubeapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -119,5 +122,53 @@ func TestWriteWithoutTypeMetaRandom(t *testing.T) {
 	}
 	if stripped < 500 {
 		t.Errorf("only %d of 5000 objects had both members to strip: the test checks too little", stripped)
+	}
+}
+
+// TestListAcrossChunks lists more ConfigMaps than fit one listChunk: the
+// JSON written in pieces is one valid list holding every item once, in
+// name order, without its items' apiVersion and kind.
+func TestListAcrossChunks(t *testing.T) {
+	hs, _ := newTestServer(t, 100)
+	const n = 300
+	value := strings.Repeat("v", 400) // n items of about 500 bytes: about 2.3 chunks
+	for i := range n {
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%03d"},"data":{"v":%q}}`, i, value)
+		if resp, out := do(t, "POST", hs.URL+"/api/v1/namespaces/default/configmaps", body); resp.StatusCode != 201 {
+			t.Fatalf("create %d: %d %s", i, resp.StatusCode, out)
+		}
+	}
+	resp, err := http.Get(hs.URL + "/api/v1/namespaces/default/configmaps") // do reads lines of at most 64 KiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || len(out) < 2*listChunk {
+		t.Fatalf("list: %d, %d bytes (want more than %d), %v", resp.StatusCode, len(out), 2*listChunk, err)
+	}
+	var list struct {
+		Kind     string           `json:"kind"`
+		Metadata map[string]any   `json:"metadata"`
+		Items    []map[string]any `json:"items"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		t.Fatalf("the list is not one JSON document: %v", err)
+	}
+	if list.Kind != "ConfigMapList" || list.Metadata["resourceVersion"] == "" || len(list.Items) != n {
+		t.Fatalf("kind %q, metadata %v, %d items; want ConfigMapList, a resourceVersion, %d items", list.Kind, list.Metadata, len(list.Items), n)
+	}
+	for i, it := range list.Items {
+		md, _ := it["metadata"].(map[string]any)
+		data, _ := it["data"].(map[string]any)
+		if name := fmt.Sprintf("cm-%03d", i); md["name"] != name || data["v"] != value {
+			t.Fatalf("item %d: name %v, want %s (or its data differs)", i, md["name"], name)
+		}
+		if _, ok := it["kind"]; ok {
+			t.Fatalf("item %d carries kind", i)
+		}
+		if _, ok := it["apiVersion"]; ok {
+			t.Fatalf("item %d carries apiVersion", i)
+		}
 	}
 }
