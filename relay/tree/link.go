@@ -114,6 +114,13 @@ func (l *link) write(m wire.Message) error {
 
 func (l *link) flush() error { return l.w.Flush() }
 
+// readMore reads a frame as read does, and says whether the bytes of the
+// next frame were already read with it: the peer wrote them together.
+func (l *link) readMore() (wire.Message, bool, error) {
+	m, err := l.read()
+	return m, err == nil && l.r.Buffered() > 0, err
+}
+
 func (l *link) read() (wire.Message, error) {
 	m, err := l.r.Read()
 	if err != nil {

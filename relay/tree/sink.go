@@ -158,22 +158,22 @@ func (s *sink) serve(ctx context.Context, rw io.ReadWriter) error {
 	defer stop()
 
 	// The reader reads ahead at most maxBatch frames; the applier takes
-	// what is there, so a burst becomes one Txn and a lone frame is applied
-	// at once.
-	frames := make(chan wire.Message, s.maxBatch)
+	// what is there, and what the peer wrote with it, so a burst becomes
+	// one Txn and a lone frame is applied at once.
+	frames := make(chan frame, s.maxBatch)
 	var readErr error
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
 		defer close(frames)
 		for {
-			m, err := l.read()
+			m, more, err := l.readMore()
 			if err != nil {
 				readErr = err
 				return
 			}
 			select {
-			case frames <- m:
+			case frames <- frame{m, more}:
 			case <-ctx.Done():
 				readErr = ctx.Err()
 				return
@@ -195,7 +195,14 @@ func (s *sink) serve(ctx context.Context, rw io.ReadWriter) error {
 
 var errStreamEnded = errors.New("tree: stream ended")
 
-func (s *sink) apply(ctx context.Context, l *link, frames <-chan wire.Message) error {
+// frame is a message read by the sink's reader; more says that the bytes
+// of the next one had arrived with it.
+type frame struct {
+	m    wire.Message
+	more bool
+}
+
+func (s *sink) apply(ctx context.Context, l *link, frames <-chan frame) error {
 	cur, exists, err := s.cursor()
 	if err != nil {
 		return err
@@ -204,12 +211,12 @@ func (s *sink) apply(ctx context.Context, l *link, frames <-chan wire.Message) e
 	b := burst{objs: make(map[store.Key]pending), cursor: cur}
 	for {
 		var (
-			m     wire.Message
+			f     frame
 			ok    bool
 			ended bool
 		)
 		select {
-		case m, ok = <-frames:
+		case f, ok = <-frames:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -217,7 +224,7 @@ func (s *sink) apply(ctx context.Context, l *link, frames <-chan wire.Message) e
 			return errStreamEnded
 		}
 		for {
-			end, err := s.add(&b, &snap, m)
+			end, err := s.add(&b, &snap, f.m)
 			if err != nil {
 				code := wire.CodeProtocol
 				if errors.Is(err, ErrNotAllowed) {
@@ -231,13 +238,29 @@ func (s *sink) apply(ctx context.Context, l *link, frames <-chan wire.Message) e
 			if end || len(b.objs) >= s.maxBatch {
 				break
 			}
-			next := false
-			select {
-			case m, ok = <-frames:
-				next, ended = ok, !ok
-			default:
+			// The next frame joins the burst if it is there, or if its
+			// bytes came with this one (a source writes a batch of frames
+			// and its Progress at once): the reader is decoding it.
+			got := false
+			if f.more {
+				select {
+				case f, ok = <-frames:
+					got = true
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			} else {
+				select {
+				case f, ok = <-frames:
+					got = true
+				default:
+				}
 			}
-			if !next {
+			if !got {
+				break
+			}
+			if !ok {
+				ended = true
 				break
 			}
 		}

@@ -113,7 +113,8 @@ func (r *Receiver) SetEpoch(epoch string) { r.snk.parentEpoch.Store(&epoch) }
 
 // Serve applies the frames of stream until it ends, ctx is done or the
 // parent breaks the protocol, and returns why. Each burst of frames (up to
-// MaxBatch objects, or what had arrived) is one Txn, which also moves the
+// MaxBatch objects; what had arrived, and what arrived with it in one read
+// of the stream) is one Txn, which also moves the
 // cursor when the burst ends with a Progress or ResyncEnd; after each such
 // Txn the Receiver sends Ack. Stream handling is as for Sender.Serve.
 func (r *Receiver) Serve(ctx context.Context, stream io.ReadWriter) error {

@@ -1,9 +1,11 @@
 package tree
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 
 	"github.com/canopy-dev/canopy/relay/internal/wire"
@@ -132,5 +134,53 @@ func TestServeBusy(t *testing.T) {
 	defer p.close()
 	if err := snd.Serve(context.Background(), p.parent, 0); !errors.Is(err, ErrBusy) {
 		t.Fatalf("second Serve = %v, want ErrBusy", err)
+	}
+}
+
+// A batch of reports that arrives at once is one Txn, with its Progress:
+// the parent's store moves by one revision per batch, however the reader
+// and the applier of the Collector interleave.
+func TestCollectorBatchIsOneTxn(t *testing.T) {
+	parent := newStore(t, store.Options{})
+	col := NewCollector(parent, reports, CollectorOptions{})
+	childEnd, parentEnd := net.Pipe()
+	defer childEnd.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- col.Serve(ctx, parentEnd) }()
+	acks := wire.NewReader(childEnd, nil)
+	seq := uint64(0)
+	for round := range 50 {
+		var batch bytes.Buffer
+		w := wire.NewWriter(&batch, nil)
+		for i := range 3 {
+			seq++
+			m := &wire.Report{Seq: seq, Key: wire.Key{Resource: "configmaps", Namespace: "ns", Name: fmt.Sprintf("r%d", i)},
+				Data: body(fmt.Sprintf("r%d", i), fmt.Sprint(round), 100)}
+			if err := w.Write(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Write(&wire.Progress{Revision: seq}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		before := parent.Revision()
+		if _, err := childEnd.Write(batch.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		m, err := acks.Read()
+		if err != nil {
+			t.Fatalf("round %d: no ack: %v (Serve: %v)", round, err, <-served)
+		}
+		if ack, ok := m.(*wire.ReportAck); !ok || ack.Seq != seq {
+			t.Fatalf("round %d: got %#v, want ReportAck %d", round, m, seq)
+		}
+		if moved := parent.Revision() - before; moved != 1 {
+			t.Fatalf("round %d: the batch took %d revisions, want 1", round, moved)
+		}
 	}
 }

@@ -183,6 +183,11 @@ func (r *Reader) Read() (Message, error) {
 	return m, err
 }
 
+// Buffered returns how many bytes the Reader has read ahead of the frames
+// it returned: more than zero means the next frame has begun to arrive
+// (with the one before it, in one read of the stream).
+func (r *Reader) Buffered() int { return r.end - r.off }
+
 func (r *Reader) read() (Message, error) {
 	t, f, n, err := readHeader(byteReader{r}, r.limits)
 	if err != nil {
