@@ -568,15 +568,24 @@ func (c *Controller) flush(ctx context.Context) error {
 			c.redo = false
 		}
 	}
+	// Reported state (CombinedStatuses, singleton statuses, placement
+	// statuses) is one Txn: one log entry per flush.
 	c.reportsDirty = false
-	syncs, err := c.reported(ctx, c.last)
+	rb := &batch{st: c.st, redo: &c.redo}
+	syncs, err := c.reported(ctx, c.last, rb)
 	if err != nil {
+		return err
+	}
+	if err := c.writeStatuses(ctx, c.last, syncs, rb); err != nil {
+		return err
+	}
+	if err := rb.flush(ctx); err != nil {
 		return err
 	}
 	if c.redo {
 		c.reportsDirty = true
 	}
-	return c.writeStatuses(ctx, c.last, syncs)
+	return nil
 }
 
 // jsonMap decodes an object's JSON.

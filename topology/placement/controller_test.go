@@ -488,6 +488,30 @@ func TestReportedState(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+
+	// A second placement places the same object on the same destination,
+	// also with singleton reported state: both would write the same
+	// status, which is written once (in one Txn with the other reported
+	// state, two writes of one key would fail it at every flush).
+	f.put(store.Key{Space: ws, Resource: placementsRes, Name: "p2"}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "prod"}}},
+			"downsync": []any{cmClause("app")}, "wantSingletonReportedState": true}})
+	f.waitStatus(ws, "p2", "p2 scheduled", func(s v1alpha1.EdgePlacementStatus) bool { return s.MatchedDestinations == 1 })
+	f.put(store.Key{Space: "reports-r1", Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}, map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "status": map[string]any{"seen": "at s2, again"},
+		"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s2"}}})
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		o, _ := f.st.Get(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
+		if st, _ := jsonMap(o)["status"].(map[string]any); st["seen"] == "at s2, again" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("with two placements, the singleton status never reached the object")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (f *fixture) report(space string, k store.Key, kind string, r any) {

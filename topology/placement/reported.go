@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,8 +31,9 @@ var combinedRes = store.Resource{Group: v1alpha1.GroupName, Resource: "combineds
 // spaces) into the reported state of the workload description spaces:
 // a CombinedStatus per (object, placement) with collectors, and the
 // singleton status of objects placed on one destination by a placement
-// that wants it. It returns the placement sync reports for the statuses.
-func (c *Controller) reported(ctx context.Context, out *outcome) (map[scheduler.PlacementRef]reports.PlacementSync, error) {
+// that wants it, added to b. It returns the placement sync reports for the
+// statuses.
+func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[scheduler.PlacementRef]reports.PlacementSync, error) {
 	spaces, err := c.st.List(store.ListOptions{Resource: kubeapi.SpaceResource})
 	if err != nil {
 		return nil, err
@@ -62,10 +62,10 @@ func (c *Controller) reported(ctx context.Context, out *outcome) (map[scheduler.
 	for _, s := range m.Syncs {
 		syncs[scheduler.PlacementRef{Space: s.Placement.Space, Name: s.Placement.Name}] = s
 	}
-	if err := c.writeCombined(ctx, m); err != nil {
+	if err := c.writeCombined(ctx, m, b); err != nil {
 		return nil, err
 	}
-	if err := c.writeSingletons(ctx, out, m); err != nil {
+	if err := c.writeSingletons(ctx, out, m, b); err != nil {
 		return nil, err
 	}
 	return syncs, nil
@@ -81,7 +81,7 @@ type combinedKey struct {
 // partials, in the object's namespace of the placement's space ("default"
 // for cluster-scoped objects), and deletes those it wrote that no longer
 // have any.
-func (c *Controller) writeCombined(ctx context.Context, m reports.Merged) error {
+func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *batch) error {
 	groups := map[combinedKey]map[string]status.Partial{}
 	for _, p := range m.Partials {
 		k := combinedKey{p.Placement, p.Object}
@@ -128,7 +128,6 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged) error 
 		}
 		want[store.Key{Space: k.placement.Space, Resource: combinedRes, Namespace: ns, Name: cs.Name}] = data
 	}
-	b := &batch{st: c.st, redo: &c.redo}
 	for sname := range c.spaces {
 		lr, err := c.st.List(store.ListOptions{Space: sname, Resource: combinedRes,
 			Label: labels.SelectorFromSet(labels.Set{combinedByLabel: "true"})})
@@ -169,7 +168,7 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged) error 
 			return err
 		}
 	}
-	return b.flush(ctx)
+	return nil
 }
 
 // combinedByLabel marks the CombinedStatuses the controller writes.
@@ -197,7 +196,7 @@ func qualified(o v1alpha1.ObjectReference) string {
 // reported state, the status its single destination reports for each
 // object it places there into the object's status in the workload
 // description space, exactly.
-func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m reports.Merged) error {
+func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m reports.Merged, b *batch) error {
 	for ref, keys := range out.placed {
 		ps := c.spaces[ref.Space].placements[ref.Name]
 		if ps == nil || !ps.obj.Spec.WantSingletonReportedState {
@@ -216,7 +215,7 @@ func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m report
 			if !ok {
 				continue
 			}
-			if err := c.setStatus(ctx, ref.Space, k, st); err != nil {
+			if err := c.setStatus(ctx, b, ref.Space, k, st); err != nil {
 				return err
 			}
 		}
@@ -224,10 +223,14 @@ func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m report
 	return nil
 }
 
-// setStatus writes st as the status of the object at k of space, if it
-// differs (a newer version of the object triggers another pass).
-func (c *Controller) setStatus(ctx context.Context, space string, k store.Key, st any) error {
+// setStatus adds to b the write of st as the status of the object at k of
+// space, if it differs (a newer version of the object meanwhile fails b's
+// Txn, which the next flush redoes).
+func (c *Controller) setStatus(ctx context.Context, b *batch, space string, k store.Key, st any) error {
 	k.Space = space
+	if b.holds(k) {
+		return nil // two placements place the object: the same status
+	}
 	o, err := c.st.Get(k)
 	if err != nil {
 		return nil
@@ -241,11 +244,7 @@ func (c *Controller) setStatus(ctx context.Context, space string, k store.Key, s
 	if err != nil {
 		return err
 	}
-	_, err = c.st.Update(ctx, k, data, o.Revision)
-	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	return err
+	return b.add(ctx, store.Op{Type: store.OpUpdate, Key: k, Data: data, ExpectRevision: o.Revision})
 }
 
 // syncConditions sets a placement status's sync fields and its Synced and

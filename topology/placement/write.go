@@ -37,7 +37,13 @@ type batch struct {
 	// redo is set when a Txn lost a race with another writer and was
 	// dropped: the controller flushes again (Controller.redo).
 	redo *bool
+	// keys holds the keys of ops since the last flush.
+	keys map[store.Key]bool
 }
+
+// holds reports whether an op on k waits in b: a second would fail the
+// Txn, whose ops read the same revision of k.
+func (b *batch) holds(k store.Key) bool { return b.keys[k] }
 
 func (b *batch) add(ctx context.Context, op store.Op) error {
 	return b.addThen(ctx, op, nil)
@@ -47,6 +53,10 @@ func (b *batch) add(ctx context.Context, op store.Op) error {
 func (b *batch) addThen(ctx context.Context, op store.Op, then func(rev int64)) error {
 	b.ops = append(b.ops, op)
 	b.then = append(b.then, then)
+	if b.keys == nil {
+		b.keys = map[store.Key]bool{}
+	}
+	b.keys[op.Key] = true
 	if len(b.ops) >= maxOps {
 		return b.flush(ctx)
 	}
@@ -60,6 +70,7 @@ func (b *batch) flush(ctx context.Context) error {
 	res, err := b.st.Txn(ctx, b.ops...)
 	then := b.then
 	b.ops, b.then = b.ops[:0], nil
+	clear(b.keys)
 	if err == nil {
 		for _, f := range then {
 			if f != nil {
@@ -425,7 +436,7 @@ func sliceData(p *v1alpha1.EdgePlacement, name string, dests []v1alpha1.Destinat
 // writeStatuses writes each placement's status where it changed: observed
 // generation, matched destinations and conflicts. (Synced and Ready come
 // from reported state.)
-func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[scheduler.PlacementRef]reports.PlacementSync) error {
+func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[scheduler.PlacementRef]reports.PlacementSync, b *batch) error {
 	for _, sname := range sortedKeys(c.spaces) {
 		s := c.spaces[sname]
 		for _, pname := range sortedKeys(s.placements) {
@@ -450,7 +461,7 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[
 			if equality.Semantic.DeepEqual(st, ps.obj.Status) {
 				continue
 			}
-			if err := c.updateStatus(ctx, ref, st); err != nil {
+			if err := c.updateStatus(ctx, b, ref, st); err != nil {
 				return err
 			}
 		}
@@ -472,9 +483,9 @@ func compareConflicts(a, b v1alpha1.Conflict) int {
 	)
 }
 
-// updateStatus writes st into the placement's status, if the placement
-// has not changed meanwhile (a newer version triggers another flush).
-func (c *Controller) updateStatus(ctx context.Context, ref scheduler.PlacementRef, st v1alpha1.EdgePlacementStatus) error {
+// updateStatus adds to b the write of st into the placement's status
+// (setStatus).
+func (c *Controller) updateStatus(ctx context.Context, b *batch, ref scheduler.PlacementRef, st v1alpha1.EdgePlacementStatus) error {
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -483,7 +494,7 @@ func (c *Controller) updateStatus(ctx context.Context, ref scheduler.PlacementRe
 	if err := json.Unmarshal(raw, &sm); err != nil {
 		return err
 	}
-	return c.setStatus(ctx, ref.Space, store.Key{Resource: placementsRes, Name: ref.Name}, sm)
+	return c.setStatus(ctx, b, ref.Space, store.Key{Resource: placementsRes, Name: ref.Name}, sm)
 }
 
 // placementCondition is the Scheduled condition: whether the placement's
