@@ -129,6 +129,9 @@ func main() {
 	}
 	began := time.Now()
 	load0 := loadavg()
+	// The commit and its uncommitted changes as the run begins: the run
+	// itself changes the raw outputs in docs/bench.
+	info := machine(*goBin)
 	mode := "full"
 	if *quick {
 		mode = "quick"
@@ -246,7 +249,6 @@ func main() {
 		sims = append(sims, s)
 	}
 
-	info := machine(*goBin)
 	info.mode, info.began, info.took, info.load0, info.load1 = mode, began, time.Since(began), load0, loadavg()
 	gen := render(info, steps, sims, *rawDir)
 	doc, err := os.ReadFile(*docPath)
