@@ -173,7 +173,7 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 			ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
 		case cur == nil:
 			ops = append(ops, store.Op{Type: store.OpCreate, Key: k, Data: data})
-		case bytes.Equal(withoutResourceVersion(cur.Data), withoutResourceVersion(data)):
+		case bytes.Equal(store.WithoutResourceVersion(cur.Data), store.WithoutResourceVersion(data)):
 			return nil
 		default:
 			ops = append(ops, store.Op{Type: store.OpUpdate, Key: k, Data: data})
@@ -249,25 +249,4 @@ func liveState(u *unstructured.Unstructured, dest, rename string) ([]byte, error
 	}
 	top["metadata"] = md
 	return json.Marshal(top)
-}
-
-// withoutResourceVersion re-encodes a stored object without
-// metadata.resourceVersion, for comparing what is stored with what would
-// be written (both encoded with sorted keys).
-func withoutResourceVersion(data []byte) []byte {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(data, &top) != nil {
-		return data
-	}
-	var md map[string]json.RawMessage
-	if json.Unmarshal(top["metadata"], &md) != nil {
-		return data
-	}
-	delete(md, "resourceVersion")
-	top["metadata"], _ = json.Marshal(md)
-	out, err := json.Marshal(top)
-	if err != nil {
-		return data
-	}
-	return out
 }

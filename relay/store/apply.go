@@ -343,6 +343,21 @@ func (s *Store) writable(space string, res Resource) *table {
 // newVersion builds the version of k that a write at rev stores: data with
 // metadata.resourceVersion set to rev, re-encoded (object keys sorted).
 func (s *Store) newVersion(k Key, data []byte, rev int64) (*Object, error) {
+	rv := strconv.AppendInt([]byte{'"'}, rev, 10)
+	rv = append(rv, '"')
+	if out, span, ok := spliceVersion(data, rv); ok {
+		var meta map[string]json.RawMessage
+		if err := json.Unmarshal(out[span[0]:span[1]], &meta); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return s.newObject(k, rev, rev, out, meta)
+	}
+	return s.newVersionDecoded(k, data, rev)
+}
+
+// newVersionDecoded is newVersion for data in any form: decoded one
+// level deep and encoded again.
+func (s *Store) newVersionDecoded(k Key, data []byte, rev int64) (*Object, error) {
 	top, meta, err := parseObject(data)
 	if err != nil {
 		return nil, err
