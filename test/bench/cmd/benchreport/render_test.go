@@ -213,6 +213,40 @@ func TestTreeReports(t *testing.T) {
 	}
 }
 
+// TestSpacedChanges renders the churn runs' root work per change and its
+// growth from the smaller fleet to the larger.
+func TestSpacedChanges(t *testing.T) {
+	run := func(topo, js string) *step {
+		var sim bench.Sim
+		if err := json.Unmarshal([]byte(js), &sim); err != nil {
+			t.Fatal(err)
+		}
+		return &step{name: "sim", args: []string{"relay", "simulate", "--topology=" + topo, "--scenario=churn", "--churn-rate=0.5"}, sim: &sim}
+	}
+	small := run("1x10x10", `{"edges":100,"changes":30,"root_cpu_per_change_marginal_ms":14.3,"root_reports_per_change_per_child":3.04,`+
+		`"root_log_entries_per_change":18.4,"propagation":{"p99_ms":207}}`)
+	large := run("1x10x100", `{"edges":1000,"changes":30,"root_cpu_per_change_marginal_ms":15,"root_reports_per_change_per_child":4.84,`+
+		`"root_log_entries_per_change":25.5,"propagation":{"p99_ms":2274}}`)
+	flat := &step{name: "sim", args: []string{"relay", "simulate", "--topology=1x10x10", "--scenario=flat-vs-tree"}, sim: small.sim}
+	var sb strings.Builder
+	spacedChanges(&sb, []*step{flat, small, large})
+	md := sb.String()
+	for _, want := range []string{"| 1x10x10 | 100 | 30 | 14.3 | 3.04 | 18.4 | 207 | ok |\n", "| 1x10x100 | 1000 | 30 | 15 | 4.84 | 25.5 | 2274 | ok |\n",
+		"From 100 to 1000 edges the root's marginal CPU per change grows **1.05×**"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+	if strings.Count(md, "| 1x10x10 |") != 1 {
+		t.Errorf("the flat-vs-tree run has a row:\n%s", md)
+	}
+	sb.Reset()
+	spacedChanges(&sb, []*step{flat})
+	if sb.Len() != 0 {
+		t.Errorf("a table without churn runs:\n%s", sb.String())
+	}
+}
+
 // TestRunStepMakesItsDirectory runs a step whose output goes to a
 // directory that does not exist yet, as .data/bench in a fresh clone.
 func TestRunStepMakesItsDirectory(t *testing.T) {
