@@ -477,17 +477,7 @@ func TestReportedState(t *testing.T) {
 	f.put(store.Key{Space: "reports-r1", Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}, map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "status": map[string]any{"seen": "at s2"},
 		"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s2"}}})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		o, _ := f.st.Get(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
-		if st, _ := jsonMap(o)["status"].(map[string]any); st["seen"] == "at s2" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the singleton status never reached the object")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.waitSeen("at s2", "the singleton status never reached the object")
 
 	// A second placement places the same object on the same destination,
 	// also with singleton reported state: both would write the same
@@ -501,14 +491,21 @@ func TestReportedState(t *testing.T) {
 	f.put(store.Key{Space: "reports-r1", Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}, map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "status": map[string]any{"seen": "at s2, again"},
 		"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s2"}}})
-	deadline = time.Now().Add(10 * time.Second)
+	f.waitSeen("at s2, again", "with two placements, the singleton status never reached the object")
+}
+
+// waitSeen waits until ConfigMap app/a of the workload space has
+// status.seen equal to want, and fails with msg after 10 s.
+func (f *fixture) waitSeen(want, msg string) {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		o, _ := f.st.Get(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
-		if st, _ := jsonMap(o)["status"].(map[string]any); st["seen"] == "at s2, again" {
-			break
+		if st, _ := jsonMap(o)["status"].(map[string]any); st["seen"] == want {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("with two placements, the singleton status never reached the object")
+			f.t.Fatal(msg)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
