@@ -302,8 +302,9 @@ func listSize(items [][]byte) int {
 	return size
 }
 
-// listWriter is what writeList writes to (bytes.Buffer, bufio.Writer);
-// neither fails on a write that the caller checks later.
+// listWriter is what writeList writes to. Its errors are not checked: a
+// bufio.Writer over the response keeps the first (the client went away)
+// and writes nothing more, and nobody is left to answer.
 type listWriter interface {
 	io.Writer
 	io.ByteWriter

@@ -571,7 +571,7 @@ func (c *Controller) flush(ctx context.Context) error {
 	// Reported state (CombinedStatuses, singleton statuses, placement
 	// statuses) is one Txn: one log entry per flush.
 	c.reportsDirty = false
-	rb := &batch{st: c.st, redo: &c.redo}
+	rb := &batch{st: c.st, redo: &c.redo, keys: map[store.Key]bool{}}
 	syncs, err := c.reported(ctx, c.last, rb)
 	if err != nil {
 		return err

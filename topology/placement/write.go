@@ -37,7 +37,8 @@ type batch struct {
 	// redo is set when a Txn lost a race with another writer and was
 	// dropped: the controller flushes again (Controller.redo).
 	redo *bool
-	// keys holds the keys of ops since the last flush.
+	// keys, when not nil, holds the keys of the ops since the last flush
+	// (for holds; the batches of reported state have it).
 	keys map[store.Key]bool
 }
 
@@ -53,10 +54,9 @@ func (b *batch) add(ctx context.Context, op store.Op) error {
 func (b *batch) addThen(ctx context.Context, op store.Op, then func(rev int64)) error {
 	b.ops = append(b.ops, op)
 	b.then = append(b.then, then)
-	if b.keys == nil {
-		b.keys = map[store.Key]bool{}
+	if b.keys != nil {
+		b.keys[op.Key] = true
 	}
-	b.keys[op.Key] = true
 	if len(b.ops) >= maxOps {
 		return b.flush(ctx)
 	}
