@@ -267,8 +267,8 @@ func (c *Child) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 5)
-	// The uplink, status server and cluster stop before the store
-	// closes (at most workStopTimeout after ctx ends).
+	// Everything Serve starts stops before the store closes (at most
+	// workStopTimeout after ctx ends).
 	var work sync.WaitGroup
 	defer func() { waitStopped(&work, c.log) }()
 	work.Go(func() { errc <- c.uplink.Start(ctx) })
@@ -280,20 +280,15 @@ func (c *Child) Serve(ctx context.Context) error {
 		work.Go(func() { errc <- c.cluster.Start(ctx) })
 	}
 	if c.syncer != nil {
-		// The syncer runs from the inbox on disk, connected or not; the
-		// store closes only once it has stopped.
-		done := make(chan struct{})
-		go func() { defer close(done); errc <- c.syncer.Start(ctx) }()
-		defer func() { <-done }()
+		// The syncer runs from the inbox on disk, connected or not.
+		work.Go(func() { errc <- c.syncer.Start(ctx) })
 	}
 	if c.cfg.Role == pki.RoleRegion {
 		// A region serves children only once it holds its certificate
 		// (its intermediate CA), which the uplink's join provides.
 		// Its listener is closed before Serve returns, so that the
 		// address is free for the next one.
-		done := make(chan struct{})
-		go func() { defer close(done); errc <- c.serveChildren(ctx) }()
-		defer func() { <-done }()
+		work.Go(func() { errc <- c.serveChildren(ctx) })
 	}
 	c.log.Info("relay started", "parents", c.cfg.Parents)
 	var err error

@@ -319,7 +319,6 @@ func treeReports(sb *strings.Builder, sims []*step) {
 func spacedChanges(sb *strings.Builder, sims []*step) {
 	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
 	type row struct {
-		topo     string
 		edges    int
 		marginal *float64
 		line     string
@@ -331,7 +330,7 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 		}
 		topo := flagValue(s.args, "--topology")
 		if s.sim == nil || s.sim.Changes == 0 {
-			rows = append(rows, row{topo: topo, line: fmt.Sprintf("| %s | – | – | – | – | – | – | failed: %s |\n", topo, orNo(simFailed(s), "no figures"))})
+			rows = append(rows, row{line: fmt.Sprintf("| %s | – | – | – | – | – | – | failed: %s |\n", topo, orNo(simFailed(s), "no figures"))})
 			continue
 		}
 		m := s.sim.RootCPUPerChangeMarginalMs
@@ -339,7 +338,7 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 		if m != nil {
 			marginal = bench.Num(*m)
 		}
-		rows = append(rows, row{topo, s.sim.Edges, m, fmt.Sprintf("| %s | %d | %d | %s | %s | %s | %s | %s |\n", topo, s.sim.Edges, s.sim.Changes,
+		rows = append(rows, row{s.sim.Edges, m, fmt.Sprintf("| %s | %d | %d | %s | %s | %s | %s | %s |\n", topo, s.sim.Edges, s.sim.Changes,
 			marginal, bench.Num(s.sim.RootReportsPerChild), bench.Num(s.sim.RootLogEntriesPerChange), bench.Num(s.sim.Propagation.P99),
 			orNo(simFailed(s), "ok"))})
 	}

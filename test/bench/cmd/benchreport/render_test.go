@@ -161,11 +161,7 @@ func TestFlatVsTreeMarginal(t *testing.T) {
 			`"tree_root_cpu_per_change_marginal_ms":%g,"flat_root_cpu_per_change_marginal_ms":%g,"root_cpu_marginal_ratio":%g,"root_idle_share":%g,`+
 			`"tree_p99_ms":2079,"flat_p99_ms":1882}}`,
 			topo, edges, tree, flat, flat/tree, treeIdle, flatIdle, treeMarginal, flatMarginal, ratio, share)
-		var sim bench.Sim
-		if err := json.Unmarshal([]byte(js), &sim); err != nil {
-			t.Fatal(err)
-		}
-		return &step{name: "sim", args: []string{"relay", "simulate", "--topology=" + topo, "--scenario=flat-vs-tree"}, sim: &sim}
+		return simStep(t, js, "--topology="+topo, "--scenario=flat-vs-tree")
 	}
 	var sb strings.Builder
 	flatVsTree(&sb, []*step{
@@ -183,17 +179,21 @@ func TestFlatVsTreeMarginal(t *testing.T) {
 	}
 }
 
+// simStep is a simulator step run with flags, whose JSON line was js.
+func simStep(t *testing.T, js string, flags ...string) *step {
+	t.Helper()
+	var sim bench.Sim
+	if err := json.Unmarshal([]byte(js), &sim); err != nil {
+		t.Fatal(err)
+	}
+	return &step{name: "sim", args: append([]string{"relay", "simulate"}, flags...), sim: &sim}
+}
+
 // TestTreeReports renders the tree root's reports and log entries of the
 // flat-vs-tree runs that have them, and nothing for outputs from before
 // these figures.
 func TestTreeReports(t *testing.T) {
-	run := func(topo, js string) *step {
-		var sim bench.Sim
-		if err := json.Unmarshal([]byte(js), &sim); err != nil {
-			t.Fatal(err)
-		}
-		return &step{name: "sim", args: []string{"relay", "simulate", "--topology=" + topo, "--scenario=flat-vs-tree"}, sim: &sim}
-	}
+	run := func(topo, js string) *step { return simStep(t, js, "--topology="+topo, "--scenario=flat-vs-tree") }
 	withFigures := run("1x10x10", `{"edges":100,"root_reports_per_change":5.17,"root_reports_per_change_per_child":0.517,`+
 		`"root_reports_per_child_per_s":3.12,"root_log_entries_per_change":6.56,"root_cpu_per_change_marginal_ms":5.59}`)
 	old := run("1x10x100", `{"edges":1000,"root_cpu_per_change_marginal_ms":19.6}`)
@@ -217,11 +217,7 @@ func TestTreeReports(t *testing.T) {
 // growth from the smaller fleet to the larger.
 func TestSpacedChanges(t *testing.T) {
 	run := func(topo, js string) *step {
-		var sim bench.Sim
-		if err := json.Unmarshal([]byte(js), &sim); err != nil {
-			t.Fatal(err)
-		}
-		return &step{name: "sim", args: []string{"relay", "simulate", "--topology=" + topo, "--scenario=churn", "--churn-rate=0.5"}, sim: &sim}
+		return simStep(t, js, "--topology="+topo, "--scenario=churn", "--churn-rate=0.5")
 	}
 	small := run("1x10x10", `{"edges":100,"changes":30,"root_cpu_per_change_marginal_ms":14.3,"root_reports_per_change_per_child":3.04,`+
 		`"root_log_entries_per_change":18.4,"propagation":{"p99_ms":207}}`)
