@@ -649,7 +649,12 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	c.served = served
 	d.mu.Unlock()
 	defer func() {
+		// A link given up while it waited for prev has started nothing,
+		// but the next one must still wait for prev's goroutines.
 		go func() {
+			if prev != nil {
+				<-prev
+			}
 			wg.Wait()
 			close(served)
 		}()
