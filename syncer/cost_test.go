@@ -89,3 +89,36 @@ func measureEdge(b *testing.B, c *testCluster, ns string, collect bool) {
 	g2, _ := settle()
 	b.ReportMetric(float64(g2-g0), "goroutines-left")
 }
+
+// BenchmarkChange measures one change of one object of an inbox of
+// -objects ConfigMaps, from the inbox write until the syncer has applied
+// it to a virtual cluster (in this process: its side of the apply is in
+// the figures): what an edge does per change, by the size of its inbox.
+//
+//	go test -run '^$' -bench Change -benchmem ./syncer/
+func BenchmarkChange(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("inbox-%d", n), func(b *testing.B) { // (a vcluster name: no "=")
+			h := newHarness(b, newFastVirtualCluster(b), "edge-c")
+			objs := []map[string]any{namespace("bench")}
+			for i := range n {
+				objs = append(objs, configMap("bench", fmt.Sprintf("cm-%d", i), map[string]any{"v": "0"}))
+			}
+			h.put(objs...)
+			// Without client-go's rate limit (DefaultQPS): a change every
+			// 10 ms would wait for it, not for the syncer.
+			h.tweak = func(c *Config) { c.Cluster.QPS = -1 }
+			s := h.start()
+			h.waitStatus("all applied", func(st DestinationState) bool { return st.Applied == n+1 })
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				before := s.Stats().Applies
+				h.put(configMap("bench", fmt.Sprintf("cm-%d", i%n), map[string]any{"v": fmt.Sprint(i + 1)}))
+				for s.Stats().Applies == before {
+					time.Sleep(20 * time.Microsecond)
+				}
+			}
+		})
+	}
+}

@@ -81,10 +81,25 @@ func KeyString(k store.Key) string {
 // Desired is pure: it reads inbox (which it never changes) and nothing
 // else, and is safe for concurrent use.
 func Desired(inbox []*store.Object, self string) ([]DesiredObject, []ObjectError) {
+	var m desiredMemo
+	return m.desired(inbox, self)
+}
+
+// expansion is what every object's expansion reads besides the object:
+// the parameters, and the inbox's Customizers (decoded once each).
+type expansion struct {
+	params  customize.Params
+	custs   map[[2]string]*store.Object
+	decoded map[[2]string]*v1alpha1.Customizer
+}
+
+// newExpansion reads self's SyncTarget, its Location and the Customizers
+// from inbox.
+func newExpansion(inbox []*store.Object, self string) *expansion {
 	var (
 		target    *v1alpha1.SyncTarget
 		locations = map[string]*store.Object{}
-		custs     = map[[2]string]*store.Object{}
+		e         = &expansion{custs: map[[2]string]*store.Object{}, decoded: map[[2]string]*v1alpha1.Customizer{}}
 	)
 	for _, o := range inbox {
 		if o.Key.Resource.Group != v1alpha1.GroupName {
@@ -101,7 +116,7 @@ func Desired(inbox []*store.Object, self string) ([]DesiredObject, []ObjectError
 		case v1alpha1.ResourceLocations:
 			locations[o.Key.Name] = o
 		case v1alpha1.ResourceCustomizers:
-			custs[[2]string{o.Key.Namespace, o.Key.Name}] = o
+			e.custs[[2]string{o.Key.Namespace, o.Key.Name}] = o
 		}
 	}
 	var loc *v1alpha1.Location
@@ -117,51 +132,31 @@ func Desired(inbox []*store.Object, self string) ([]DesiredObject, []ObjectError
 	if loc != nil {
 		loc.Annotations = withoutInstructions(loc.Annotations)
 	}
-	params := customize.ParamsFor(target, loc)
+	e.params = customize.ParamsFor(target, loc)
+	return e
+}
 
-	decoded := map[[2]string]*v1alpha1.Customizer{}
-	customizer := func(ns, name string) (*v1alpha1.Customizer, error) {
-		k := [2]string{ns, name}
-		if c, ok := decoded[k]; ok {
-			return c, nil
-		}
-		o := custs[k]
-		if o == nil {
-			return nil, fmt.Errorf("%w: %s/%s", ErrCustomizerNotFound, ns, name)
-		}
-		var c v1alpha1.Customizer
-		if err := json.Unmarshal(o.Data, &c); err != nil {
-			return nil, fmt.Errorf("%w: customizer %s/%s: %v", ErrInvalidObject, ns, name, err)
-		}
-		decoded[k] = &c
-		return &c, nil
+// customizer returns Customizer ns/name of the inbox, decoded.
+func (e *expansion) customizer(ns, name string) (*v1alpha1.Customizer, error) {
+	k := [2]string{ns, name}
+	if c, ok := e.decoded[k]; ok {
+		return c, nil
 	}
-
-	var (
-		out  []DesiredObject
-		errs []ObjectError
-	)
-	for _, o := range inbox {
-		if o.Key.Resource.Group == v1alpha1.GroupName {
-			continue
-		}
-		k := o.Key
-		k.Space = ""
-		obj, err := desiredOne(o, self, params, customizer)
-		switch {
-		case err != nil:
-			errs = append(errs, ObjectError{Key: k, Err: err})
-		case obj != nil:
-			out = append(out, DesiredObject{Key: k, Revision: o.Revision, Object: obj})
-		}
+	o := e.custs[k]
+	if o == nil {
+		return nil, fmt.Errorf("%w: %s/%s", ErrCustomizerNotFound, ns, name)
 	}
-	return out, errs
+	var c v1alpha1.Customizer
+	if err := json.Unmarshal(o.Data, &c); err != nil {
+		return nil, fmt.Errorf("%w: customizer %s/%s: %v", ErrInvalidObject, ns, name, err)
+	}
+	e.decoded[k] = &c
+	return &c, nil
 }
 
 // desiredOne expands one workload object; nil, nil when it is not for
 // self.
-func desiredOne(o *store.Object, self string, params customize.Params,
-	customizer func(ns, name string) (*v1alpha1.Customizer, error)) (*unstructured.Unstructured, error) {
+func desiredOne(o *store.Object, self string, e *expansion) (*unstructured.Unstructured, error) {
 	var m map[string]any
 	if err := utiljson.Unmarshal(o.Data, &m); err != nil || m == nil {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidObject)
@@ -180,13 +175,13 @@ func desiredOne(o *store.Object, self string, params customize.Params,
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrBadCustomizerRef, ref)
 		}
-		c, err := customizer(ns, name)
+		c, err := e.customizer(ns, name)
 		if err != nil {
 			return nil, err
 		}
 		cust = c
 	}
-	exp, err := customize.Expand(m, params, cust)
+	exp, err := customize.Expand(m, e.params, cust)
 	if err != nil {
 		return nil, err
 	}

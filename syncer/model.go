@@ -41,6 +41,16 @@ type model struct {
 	// upsync is every upsync clause of every placement, in placement
 	// order.
 	upsync []upsyncRule
+	// metas are the inbox objects' metadata by inbox key, decoded once
+	// per revision: the next model lends those that did not change.
+	metas map[store.Key]metaAt
+}
+
+// metaAt is an inbox object's metadata at an inbox revision. Models share
+// it; nothing changes it.
+type metaAt struct {
+	rev int64
+	om  objectMeta
 }
 
 // edgePlacement is one EdgePlacement of the inbox, compiled.
@@ -79,8 +89,8 @@ type objectMeta struct {
 }
 
 // buildModel reads the model from a list of the inbox. prev, when not
-// nil, lends the compiled placements and collectors whose inbox revision
-// did not change. Objects of a space are matched only against placements
+// nil, lends the metadata, compiled placements and collectors whose inbox
+// revision did not change. Objects of a space are matched only against placements
 // of that space (placement.SourceAnnotation); Namespace labels are those
 // of the Namespace objects of the inbox. A placement or an object whose
 // placement.DestinationsAnnotation does not name self is not for this
@@ -92,6 +102,7 @@ func buildModel(prev *model, inbox []*store.Object, self string) *model {
 		objects:    map[store.Key]*placedObject{},
 		held:       map[reports.PlacementRef][]store.Key{},
 		dest:       status.Destination{Name: self},
+		metas:      make(map[store.Key]metaAt, len(inbox)),
 	}
 	type candidate struct {
 		key    store.Key
@@ -103,10 +114,18 @@ func buildModel(prev *model, inbox []*store.Object, self string) *model {
 	var objs []candidate
 	nsOf := map[string]map[string]map[string]string{} // Namespace labels by space, then name
 	for _, o := range inbox {
-		var om objectMeta
-		if json.Unmarshal(o.Data, &om) != nil {
-			continue
+		ma, ok := metaAt{}, false
+		if prev != nil {
+			ma, ok = prev.metas[o.Key]
 		}
+		if !ok || ma.rev != o.Revision {
+			ma = metaAt{rev: o.Revision}
+			if json.Unmarshal(o.Data, &ma.om) != nil {
+				continue
+			}
+		}
+		m.metas[o.Key] = ma
+		om := ma.om
 		ann := om.Metadata.Annotations
 		if d, ok := ann[placement.DestinationsAnnotation]; ok && !listed(d, self) {
 			continue

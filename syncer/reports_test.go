@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -553,6 +554,19 @@ func TestBuildModel(t *testing.T) {
 	m2 := buildModel(m, inbox, "me")
 	if m2.placements[s1] != m.placements[s1] || m2.collectors[reports.PlacementRef{Space: "s1", Name: "good"}] != m.collectors[reports.PlacementRef{Space: "s1", Name: "good"}] {
 		t.Error("compiled placements or collectors not reused")
+	}
+	a1 := inbox[0].Key
+	if !reflect.DeepEqual(m2.metas[a1], m.metas[a1]) || m2.metas[a1].om.Metadata.Labels["team"] != "a" {
+		t.Errorf("metadata of an unchanged object: %+v, before %+v", m2.metas[a1], m.metas[a1])
+	}
+	// A changed object is read again: namespace b1 joins team a at a new
+	// revision, and its ConfigMap is held.
+	changed := slices.Clone(inbox)
+	changed[1] = obj(namespacesResource, nsObj("b1", map[string]any{"team": "a"}), "s1", "me")
+	changed[1].Revision = inbox[1].Revision + 1
+	m3 := buildModel(m2, changed, "me")
+	if got := m3.held[s1]; len(got) != 2 || got[1].Namespace != "b1" {
+		t.Errorf("after b1 joined team a, s1/sel holds %v", got)
 	}
 	b, _ := json.Marshal(m.held)
 	if strings.Contains(string(b), "elsewhere") {

@@ -165,6 +165,7 @@ type Syncer struct {
 	discoCache discovery.CachedDiscoveryInterface // the upsync clauses'; reset with the mapper
 	mapper     *mapper
 	queue      *workQueue
+	memo       desiredMemo // the worker's alone
 
 	started atomic.Bool
 	runCtx  context.Context // Start's: informers run until it ends

@@ -132,7 +132,7 @@ func (s *Syncer) sync(ctx context.Context) error {
 		return err
 	}
 	s.setModel(lr.Items)
-	desired, expErrs := Desired(lr.Items, s.cfg.Name)
+	desired, expErrs := s.memo.desired(lr.Items, s.cfg.Name)
 	p := &pass{failed: map[store.Key]string{}, applied: map[store.Key]int64{}, keep: map[store.Key]bool{}}
 	revs := make(map[store.Key]int64, len(lr.Items))
 	for _, o := range lr.Items {
@@ -206,6 +206,25 @@ func (s *Syncer) sync(ctx context.Context) error {
 	return nil
 }
 
+// newApplyForm makes the form in which the worker applies desired as gvr
+// in namespace ns: a copy with the managed label, encoded, and its hash.
+func newApplyForm(desired *unstructured.Unstructured, gvr schema.GroupVersionResource, ns string) (*applyForm, error) {
+	obj := desired.DeepCopy()
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ManagedLabel] = "true"
+	obj.SetLabels(labels)
+	obj.SetNamespace(ns)
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(append([]byte(gvr.String()+"\n"), data...))
+	return &applyForm{gvr: gvr, ns: ns, obj: obj, data: data, hash: hex.EncodeToString(sum[:16])}, nil
+}
+
 // plan is one object a phase applies.
 type plan struct {
 	rev  int64 // inbox revision
@@ -234,25 +253,19 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 			p.fail(d.Key, err)
 			continue
 		}
-		obj := d.Object.DeepCopy()
-		labels := obj.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[ManagedLabel] = "true"
-		obj.SetLabels(labels)
 		ns := ""
 		if namespaced {
 			ns = d.Key.Namespace
 		}
-		obj.SetNamespace(ns)
-		data, err := json.Marshal(obj.Object)
-		if err != nil {
-			p.fail(d.Key, err)
-			continue
+		f := s.memo.form(d, gvr, ns)
+		if f == nil {
+			if f, err = newApplyForm(d.Object, gvr, ns); err != nil {
+				p.fail(d.Key, err)
+				continue
+			}
+			s.memo.keepForm(d, f)
 		}
-		sum := sha256.Sum256(append([]byte(gvr.String()+"\n"), data...))
-		hash := hex.EncodeToString(sum[:16])
+		obj, data, hash := f.obj, f.data, f.hash
 
 		rec := s.records[d.Key]
 		if rec != nil && rec.applied() && rec.Hash == hash && rec.gvr() == gvr {
