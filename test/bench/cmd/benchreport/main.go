@@ -212,8 +212,8 @@ func main() {
 			simRun{file: "sim-partition-10keys-30s.json", dur: "30s", args: []string{"--topology=1x2x5", "--scenario=partition", "--objects=10"}},
 			// The root's work per change with changes 2 s apart, so that
 			// each one settles before the next (render.go, spacedChanges).
-			simRun{file: "sim-spaced-100.json", dur: "60s", args: []string{"--topology=1x10x10", "--scenario=churn", "--churn-rate=0.5", "--idle=20s", "--deployment=false"}},
-			simRun{file: "sim-spaced-1000.json", dur: "60s", args: []string{"--topology=1x10x100", "--scenario=churn", "--churn-rate=0.5", "--idle=20s", "--deployment=false"}},
+			simRun{file: "sim-spaced-100.json", dur: "120s", args: []string{"--topology=1x10x10", "--scenario=churn", "--churn-rate=0.5", "--idle=20s", "--deployment=false"}},
+			simRun{file: "sim-spaced-1000.json", dur: "120s", args: []string{"--topology=1x10x100", "--scenario=churn", "--churn-rate=0.5", "--idle=20s", "--deployment=false"}},
 			// docs/simulations.md, "10 000 clusters": one object and no
 			// Deployment per cluster, GC tuned to fit 24 GiB.
 			simRun{file: "sim-flat-vs-tree-10000.json", dur: "30s", name: "sim10k", env: []string{"GOGC=150", "GOMEMLIMIT=19GiB"},

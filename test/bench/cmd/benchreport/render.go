@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,16 +323,21 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 	type row struct {
 		edges    int
 		marginal *float64
+		rootCPU  float64 // s, the whole run's
 		line     string
 	}
-	var rows []row
+	var (
+		rows []row
+		dur  string
+	)
 	for _, s := range sims {
 		if !strings.Contains(s.command(), "--scenario=churn") {
 			continue
 		}
 		topo := flagValue(s.args, "--topology")
+		dur = cmp.Or(dur, flagValue(s.args, "--duration"))
 		if s.sim == nil || s.sim.Changes == 0 {
-			rows = append(rows, row{line: fmt.Sprintf("| %s | – | – | – | – | – | – | failed: %s |\n", topo, orNo(simFailed(s), "no figures"))})
+			rows = append(rows, row{line: fmt.Sprintf("| %s | – | – | – | – | – | – | – | failed: %s |\n", topo, orNo(simFailed(s), "no figures"))})
 			continue
 		}
 		m := s.sim.RootCPUPerChangeMarginalMs
@@ -338,9 +345,9 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 		if m != nil {
 			marginal = bench.Num(*m)
 		}
-		rows = append(rows, row{s.sim.Edges, m, fmt.Sprintf("| %s | %d | %d | %s | %s | %s | %s | %s |\n", topo, s.sim.Edges, s.sim.Changes,
-			marginal, bench.Num(s.sim.RootReportsPerChild), bench.Num(s.sim.RootLogEntriesPerChange), bench.Num(s.sim.Propagation.P99),
-			orNo(simFailed(s), "ok"))})
+		rows = append(rows, row{s.sim.Edges, m, s.sim.CPUByTier["root"], fmt.Sprintf("| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", topo, s.sim.Edges, s.sim.Changes,
+			marginal, bench.Num(s.sim.RootReportsPerChild), bench.Num(s.sim.RootReportsPerChildPerS), bench.Num(s.sim.RootLogEntriesPerChange),
+			bench.Num(s.sim.Propagation.P99), orNo(simFailed(s), "ok"))})
 	}
 	if len(rows) == 0 {
 		return
@@ -348,18 +355,25 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 	p("\n**Changes 2 s apart.** In the runs above each change follows the last as soon as every\n")
 	p("destination has it, so with 100 edges several changes share one report. Here one change\n")
 	p("(`--scenario=churn --churn-rate=0.5`) comes every 2 s and settles before the next, with the same\n")
-	p("10 children at both sizes (`--idle=20s`, `--deployment=false`, 60 s):\n\n")
-	p("| topology | edges | changes | marginal root CPU per change (ms) | reports per change and child | root log entries per change | propagation p99 (ms) | result |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	p("10 children at both sizes (`--idle=20s`, `--deployment=false`, %s):\n\n", cmp.Or(dur, "?"))
+	p("| topology | edges | changes | marginal root CPU per change (ms) | reports per change and child | per child and second | root log entries per change | propagation p99 (ms) | result |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		p("%s", r.line)
 	}
 	small, large := rows[0], rows[len(rows)-1]
 	if len(rows) > 1 && small.marginal != nil && large.marginal != nil && *small.marginal > 0 && large.edges > small.edges {
-		p("\nFrom %d to %d edges the root's marginal CPU per change grows **%s×**. The profile takes a\n", small.edges, large.edges,
+		p("\nFrom %d to %d edges the root's marginal CPU per change grows **%s×**.", small.edges, large.edges,
 			bench.Ratio(*large.marginal / *small.marginal))
-		p("sample every 10 ms and these roots spend about half a second in a run, so each figure is within\n")
-		p("about ±20 %% of the next run's.\n")
+		if n := min(small.rootCPU, large.rootCPU) * 100; n > 0 {
+			// A CPU profile samples every 10 ms: a count of n samples is
+			// known to about 1/√n.
+			p(" The profile takes a sample every 10 ms; the root of the smaller run was sampled about %.0f\n", n)
+			p("times, so its figure is known to about ±%.0f %%.", 100/math.Sqrt(n))
+		}
+		p(" Per child and second the reports stay within the status window's bound whatever the\n")
+		p("fleet; per change they follow how long a change keeps the status moving, which on one 2-core\n")
+		p("machine grows with the clusters simulated (the p99 column).\n")
 	}
 }
 

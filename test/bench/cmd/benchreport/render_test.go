@@ -217,18 +217,20 @@ func TestTreeReports(t *testing.T) {
 // growth from the smaller fleet to the larger.
 func TestSpacedChanges(t *testing.T) {
 	run := func(topo, js string) *step {
-		return simStep(t, js, "--topology="+topo, "--scenario=churn", "--churn-rate=0.5")
+		return simStep(t, js, "--topology="+topo, "--scenario=churn", "--churn-rate=0.5", "--duration=120s")
 	}
-	small := run("1x10x10", `{"edges":100,"changes":30,"root_cpu_per_change_marginal_ms":14.3,"root_reports_per_change_per_child":3.04,`+
-		`"root_log_entries_per_change":18.4,"propagation":{"p99_ms":207}}`)
-	large := run("1x10x100", `{"edges":1000,"changes":30,"root_cpu_per_change_marginal_ms":15,"root_reports_per_change_per_child":4.84,`+
-		`"root_log_entries_per_change":25.5,"propagation":{"p99_ms":2274}}`)
+	small := run("1x10x10", `{"edges":100,"changes":60,"root_cpu_per_change_marginal_ms":16,"root_reports_per_change_per_child":3.04,`+
+		`"root_reports_per_child_per_s":1.5,"root_log_entries_per_change":18.4,"propagation":{"p99_ms":207},"cpu_by_tier_s":{"root":1.0}}`)
+	large := run("1x10x100", `{"edges":1000,"changes":60,"root_cpu_per_change_marginal_ms":20.3,"root_reports_per_change_per_child":4.84,`+
+		`"root_reports_per_child_per_s":2.4,"root_log_entries_per_change":25.5,"propagation":{"p99_ms":2274},"cpu_by_tier_s":{"root":1.2}}`)
 	flat := &step{name: "sim", args: []string{"relay", "simulate", "--topology=1x10x10", "--scenario=flat-vs-tree"}, sim: small.sim}
 	var sb strings.Builder
 	spacedChanges(&sb, []*step{flat, small, large})
 	md := sb.String()
-	for _, want := range []string{"| 1x10x10 | 100 | 30 | 14.3 | 3.04 | 18.4 | 207 | ok |\n", "| 1x10x100 | 1000 | 30 | 15 | 4.84 | 25.5 | 2274 | ok |\n",
-		"From 100 to 1000 edges the root's marginal CPU per change grows **1.05×**"} {
+	for _, want := range []string{"| 1x10x10 | 100 | 60 | 16 | 3.04 | 1.50 | 18.4 | 207 | ok |\n", "| 1x10x100 | 1000 | 60 | 20.3 | 4.84 | 2.40 | 25.5 | 2274 | ok |\n",
+		"(`--idle=20s`, `--deployment=false`, 120s)",
+		"From 100 to 1000 edges the root's marginal CPU per change grows **1.27×**",
+		"sampled about 100\ntimes, so its figure is known to about ±10 %."} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in\n%s", want, md)
 		}
