@@ -573,7 +573,15 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	if err != nil {
 		return err
 	}
-	defer control.Close()
+	// The control stream is closed when this function returns, unless the
+	// link's goroutines started (below): then once they all ended, for
+	// quic-go forbids a Close concurrent with a Write.
+	closeControl := true
+	defer func() {
+		if closeControl {
+			control.Close()
+		}
+	}()
 	r, w := wire.NewReader(control, nil), wire.NewWriter(control, nil)
 	hello, err := readAs[*wire.Hello](r)
 	if err != nil {
@@ -648,6 +656,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	prev := c.served
 	c.served = served
 	d.mu.Unlock()
+	closeControl = false
 	defer func() {
 		// A link given up while it waited for prev has started nothing,
 		// but the next one must still wait for prev's goroutines.
@@ -656,6 +665,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 				<-prev
 			}
 			wg.Wait()
+			control.Close()
 			close(served)
 		}()
 	}()

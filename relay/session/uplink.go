@@ -194,7 +194,11 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	if err != nil {
 		return err
 	}
-	defer control.Close()
+	// Closed when this function returns, or once the announcing loop,
+	// which writes it, has ended: quic-go forbids a Close concurrent with
+	// a Write.
+	closeControl := func() { control.Close() }
+	defer func() { closeControl() }()
 	cursor, err := u.receiver.Cursor()
 	if err != nil {
 		return err
@@ -246,7 +250,17 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	go func() {
 		errc <- serveControl(ctx, r, nil, u.cfg.Moved, func(m wire.Message) error { return u.fromParent(ctx, m) })
 	}()
-	go func() { errc <- u.announce(ctx, w, since) }()
+	announced := make(chan struct{})
+	closeControl = func() {
+		go func() {
+			<-announced
+			control.Close()
+		}()
+	}
+	go func() {
+		defer close(announced)
+		errc <- u.announce(ctx, w, since)
+	}()
 	go func() {
 		<-conn.Done()
 		errc <- fmt.Errorf("session: link closed")
