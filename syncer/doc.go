@@ -111,6 +111,12 @@
 // enqueue work and mark reports dirty. An edge relay is one of thousands
 // in a simulation: every goroutine and buffer it keeps while idle counts.
 //
+// A pass reads the whole inbox (level-triggered), but the worker keeps
+// what it derived from each object between passes (memo.go: the expanded
+// object, its encoded form and hash; the model keeps each object's
+// metadata), so an inbox object that did not change costs a map lookup,
+// not a decode, an expansion and an encoding.
+//
 // Syncer.mu guards the records, the informers and the reported state
 // (reportState); it is never held across a request to the cluster, a store
 // write or a CEL evaluation. Lock order: Syncer.mu, then an informer's
