@@ -37,6 +37,12 @@ import (
 	"github.com/canopy-dev/canopy/relay/tree"
 )
 
+// Listener is where a Downlink accepts its children's links:
+// *link.Listener, or a wrapper of one.
+type Listener interface {
+	Accept(ctx context.Context) (link.Conn, error)
+}
+
 // DownlinkConfig configures the parent side.
 type DownlinkConfig struct {
 	// Name is this relay's name, Path its path from the root. Replica
@@ -57,8 +63,8 @@ type DownlinkConfig struct {
 	// Trim, when set, reduces an object's destinations to the child's
 	// subtree as it is sent (tree.Routing.Trim).
 	Trim func(o *store.Object, keep []string) []byte
-	// Listener accepts the children's links.
-	Listener *link.Listener
+	// Listener accepts the children's links (a *link.Listener).
+	Listener Listener
 	// Authority certifies joining children.
 	Authority *join.Authority
 	// Mailbox, when set, is called when a child is first seen (the root

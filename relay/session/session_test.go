@@ -39,7 +39,11 @@ type rootRelay struct {
 
 // startRoot starts a parent at the top of a tree: CA, serving
 // certificate, link listener and downlink.
-func startRoot(t *testing.T) *rootRelay {
+func startRoot(t *testing.T) *rootRelay { return startRootWith(t, nil) }
+
+// startRootWith is startRoot with the downlink's configuration changed
+// by tweak.
+func startRootWith(t *testing.T, tweak func(*DownlinkConfig)) *rootRelay {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := pki.LoadOrCreateCA(dir)
@@ -55,12 +59,16 @@ func startRoot(t *testing.T) *rootRelay {
 		t.Fatal(err)
 	}
 	st := newStore(t)
-	down := NewDownlink(DownlinkConfig{
+	cfg := DownlinkConfig{
 		Name: "root", Path: []string{"root"}, Store: st, Listener: ln, Logger: quiet,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{"root"}},
 		Space:     downsync, Targets: testTargets,
 		Reports: func(_ context.Context, c pki.Identity) (string, error) { return "reports-" + c.Name, nil },
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	down := NewDownlink(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = down.Start(ctx); close(done) }()
