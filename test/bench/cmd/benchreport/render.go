@@ -369,7 +369,8 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 			// A CPU profile samples every 10 ms: a count of n samples is
 			// known to about 1/√n.
 			p(" The profile takes a sample every 10 ms; the root of the smaller run was sampled about %.0f\n", n)
-			p("times, so its figure is known to about ±%.0f %%.", 100/math.Sqrt(n))
+			p("times, so sampling alone leaves its figure ±%.0f %% uncertain; runs differ by more (docs/benchmarks.md,\n", 100/math.Sqrt(n))
+			p("*Changed since the run at `473c1de`*, item 3).")
 		}
 		p(" Per child and second the reports stay within the status window's bound whatever the\n")
 		p("fleet; per change they follow how long a change keeps the status moving, which on one 2-core\n")

@@ -230,7 +230,7 @@ func TestSpacedChanges(t *testing.T) {
 	for _, want := range []string{"| 1x10x10 | 100 | 60 | 16 | 3.04 | 1.50 | 18.4 | 207 | ok |\n", "| 1x10x100 | 1000 | 60 | 20.3 | 4.84 | 2.40 | 25.5 | 2274 | ok |\n",
 		"(`--idle=20s`, `--deployment=false`, 120s)",
 		"From 100 to 1000 edges the root's marginal CPU per change grows **1.27×**",
-		"sampled about 100\ntimes, so its figure is known to about ±10 %."} {
+		"sampled about 100\ntimes, so sampling alone leaves its figure ±10 % uncertain; runs differ by more"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in\n%s", want, md)
 		}
