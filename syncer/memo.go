@@ -24,6 +24,9 @@ type desiredMemo struct {
 	env  []envVersion
 	exp  *expansion                  // read from env, at the first expansion
 	objs map[store.Key]*desiredEntry // by inbox key, Space empty
+	// spare is the map of the pass before last, cleared and filled anew
+	// by the next pass.
+	spare map[store.Key]*desiredEntry
 }
 
 // envVersion is an inbox object every expansion reads, at a revision.
@@ -60,7 +63,11 @@ func (m *desiredMemo) desired(inbox []*store.Object, self string) ([]DesiredObje
 	if self != m.self || !slices.Equal(env, m.env) {
 		m.self, m.env, m.exp, m.objs = self, env, nil, nil
 	}
-	next := make(map[store.Key]*desiredEntry, len(m.objs))
+	next := m.spare
+	if next == nil {
+		next = make(map[store.Key]*desiredEntry, len(m.objs))
+	}
+	clear(next)
 	var (
 		out  []DesiredObject
 		errs []ObjectError
@@ -87,7 +94,7 @@ func (m *desiredMemo) desired(inbox []*store.Object, self string) ([]DesiredObje
 			out = append(out, DesiredObject{Key: k, Revision: o.Revision, Object: e.obj})
 		}
 	}
-	m.objs = next
+	m.objs, m.spare = next, m.objs
 	return out, errs
 }
 
@@ -113,19 +120,16 @@ func expansionInputs(inbox []*store.Object, self string) []envVersion {
 	return env
 }
 
-// form returns the applied form kept for d as gvr in namespace ns, nil
-// when none is.
-func (m *desiredMemo) form(d DesiredObject, gvr schema.GroupVersionResource, ns string) *applyForm {
+// form returns d's applied form as gvr in namespace ns: the one kept with
+// d's entry, else a new one, which the entry keeps while it lasts.
+func (m *desiredMemo) form(d DesiredObject, gvr schema.GroupVersionResource, ns string) (*applyForm, error) {
 	e := m.objs[d.Key]
-	if e == nil || e.obj != d.Object || e.form == nil || e.form.gvr != gvr || e.form.ns != ns {
-		return nil
+	if e != nil && e.obj == d.Object && e.form != nil && e.form.gvr == gvr && e.form.ns == ns {
+		return e.form, nil
 	}
-	return e.form
-}
-
-// keepForm keeps f as d's applied form, while d's entry lasts.
-func (m *desiredMemo) keepForm(d DesiredObject, f *applyForm) {
-	if e := m.objs[d.Key]; e != nil && e.obj == d.Object {
+	f, err := newApplyForm(d.Object, gvr, ns)
+	if err == nil && e != nil && e.obj == d.Object {
 		e.form = f
 	}
+	return f, err
 }

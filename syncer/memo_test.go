@@ -53,6 +53,7 @@ func TestDesiredMemo(t *testing.T) {
 	var m desiredMemo
 	self := "store-1"
 	prev := map[store.Key]*desiredEntry{}
+	forms := map[store.Key]*applyForm{} // each object's form at the step before
 	rng := rand.New(rand.NewPCG(1, 2))
 	for step := range 300 {
 		envChange, changed := false, store.Key{}
@@ -90,26 +91,40 @@ func TestDesiredMemo(t *testing.T) {
 				t.Fatalf("step %d: %s expanded again, unchanged", step, k.Name)
 			}
 		}
-		prev = maps.Clone(m.objs)
 
 		// Applied forms last as long as their entry, for their GVR and
 		// namespace only.
 		gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 		for _, d := range got {
-			f := m.form(d, gvr, "shop")
-			if f == nil {
-				if f, _ = newApplyForm(d.Object, gvr, "shop"); f == nil {
-					t.Fatalf("step %d: no form for %s", step, d.Key.Name)
-				}
-				m.keepForm(d, f)
+			f, err := m.form(d, gvr, "shop")
+			if err != nil {
+				t.Fatalf("step %d: %s: %v", step, d.Key.Name, err)
 			}
-			if m.form(d, gvr, "shop") != f || m.form(d, gvr, "") != nil || m.form(d, schema.GroupVersionResource{Version: "v2", Resource: "configmaps"}, "shop") != nil {
-				t.Fatalf("step %d: %s: form not kept for exactly its GVR and namespace", step, d.Key.Name)
+			if again, _ := m.form(d, gvr, "shop"); again != f {
+				t.Fatalf("step %d: %s: form not kept", step, d.Key.Name)
+			}
+			if last := forms[d.Key]; last != nil && last != f && prev[d.Key] == m.objs[d.Key] {
+				t.Fatalf("step %d: %s: unchanged, but its form was made again", step, d.Key.Name)
 			}
 			fresh, _ := newApplyForm(d.Object, gvr, "shop")
 			if string(fresh.data) != string(f.data) || fresh.hash != f.hash {
 				t.Fatalf("step %d: %s: kept form %s differs from a fresh one %s", step, d.Key.Name, f.data, fresh.data)
 			}
+			forms[d.Key] = f
+		}
+		prev = maps.Clone(m.objs)
+	}
+	// A form is for its GVR and namespace only.
+	for k, f := range forms {
+		d := DesiredObject{Key: k, Object: m.objs[k].obj}
+		if d.Object == nil {
+			continue
+		}
+		if other, _ := m.form(d, f.gvr, ""); other == nil || other == f || other.ns != "" {
+			t.Fatalf("%s: the form of namespace %q served for none", k.Name, f.ns)
+		}
+		if other, _ := m.form(d, schema.GroupVersionResource{Version: "v2", Resource: "configmaps"}, f.ns); other == nil || other.gvr.Version != "v2" {
+			t.Fatalf("%s: the form of %s served for v2", k.Name, f.gvr.Version)
 		}
 	}
 }

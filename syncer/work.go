@@ -257,13 +257,10 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 		if namespaced {
 			ns = d.Key.Namespace
 		}
-		f := s.memo.form(d, gvr, ns)
-		if f == nil {
-			if f, err = newApplyForm(d.Object, gvr, ns); err != nil {
-				p.fail(d.Key, err)
-				continue
-			}
-			s.memo.keepForm(d, f)
+		f, err := s.memo.form(d, gvr, ns)
+		if err != nil {
+			p.fail(d.Key, err)
+			continue
 		}
 		obj, data, hash := f.obj, f.data, f.hash
 

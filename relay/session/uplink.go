@@ -194,11 +194,15 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	if err != nil {
 		return err
 	}
-	// Closed when this function returns, or once the announcing loop,
-	// which writes it, has ended: quic-go forbids a Close concurrent with
-	// a Write.
-	closeControl := func() { control.Close() }
-	defer func() { closeControl() }()
+	// Closed when this function returns, or by the announcing loop, which
+	// writes it, once that has started: quic-go forbids a Close concurrent
+	// with a Write.
+	closeControl := true
+	defer func() {
+		if closeControl {
+			control.Close()
+		}
+	}()
 	cursor, err := u.receiver.Cursor()
 	if err != nil {
 		return err
@@ -250,15 +254,9 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	go func() {
 		errc <- serveControl(ctx, r, nil, u.cfg.Moved, func(m wire.Message) error { return u.fromParent(ctx, m) })
 	}()
-	announced := make(chan struct{})
-	closeControl = func() {
-		go func() {
-			<-announced
-			control.Close()
-		}()
-	}
+	closeControl = false
 	go func() {
-		defer close(announced)
+		defer control.Close()
 		errc <- u.announce(ctx, w, since)
 	}()
 	go func() {
