@@ -106,7 +106,7 @@ func (s *Server) serveGet(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
-	obj, err := s.store.Get(rq.key(sv, rq.info.Name))
+	obj, err := rq.st.Get(rq.key(sv, rq.info.Name))
 	if err == nil && rq.match != nil && !rq.match(obj) {
 		err = store.ErrNotFound // in the source, not in the view
 	}

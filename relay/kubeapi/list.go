@@ -128,8 +128,8 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 		if match == string(metav1.ResourceVersionMatchExact) {
 			return apierrors.NewBadRequest("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
 		}
-		if rv == "" && rq.info.Verb != "watch" {
-			return s.readIndex(ctx)
+		if rv == "" && rq.info.Verb != "watch" && rq.st == s.store {
+			return s.readIndex(ctx) // a soft store has no log to read from
 		}
 		return nil
 	}
@@ -140,8 +140,8 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 	switch metav1.ResourceVersionMatch(match) {
 	case "", metav1.ResourceVersionMatchNotOlderThan:
 	case metav1.ResourceVersionMatchExact:
-		if want != s.store.Revision() {
-			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", want, s.store.Revision()))
+		if want != rq.st.Revision() {
+			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", want, rq.st.Revision()))
 		}
 		return nil
 	default:
@@ -149,11 +149,11 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 	}
 	wctx, cancel := context.WithTimeout(ctx, tooLargeRVWait)
 	defer cancel()
-	if err := s.store.WaitForRevision(wctx, want); err != nil {
+	if err := rq.st.WaitForRevision(wctx, want); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return tooLargeResourceVersion(want, s.store.Revision())
+		return tooLargeResourceVersion(want, rq.st.Revision())
 	}
 	return nil
 }
@@ -205,7 +205,7 @@ func (s *Server) serveList(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
-	res, err := s.store.List(lo)
+	res, err := rq.st.List(lo)
 	switch {
 	case errors.Is(err, store.ErrExpired):
 		rq.writeError(apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."))

@@ -72,6 +72,12 @@ type Config struct {
 	// relay tree keeps a child's mailbox as such an index over one shared
 	// space (DESIGN.md section 3).
 	MailboxView func(space string) (source string, match func(*store.Object) bool, err error)
+	// SoftStore, when set, gives the store that holds a space which is not
+	// kept in Store, or nil. The root keeps its children's reports in
+	// memory, out of its log (DESIGN.md section 2). Such a space is served
+	// for get, list and watch, from that store and with its revisions, and
+	// refuses every write.
+	SoftStore func(space string) *store.Store
 	// ProcessMetrics adds the Go runtime and process collectors to
 	// /metrics. A relay's own API sets it; servers embedded by the
 	// thousand (virtual clusters) leave it off.
@@ -141,7 +147,7 @@ func (s *Server) Handler() http.Handler { return s }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	rq := &request{w: rw, r: r, srv: s}
+	rq := &request{w: rw, r: r, srv: s, st: s.store}
 	s.serve(rq)
 	s.metrics.observe(rq, rw.code, time.Since(start))
 }
@@ -156,8 +162,11 @@ type request struct {
 	// view its source, with match selecting the view's objects.
 	data  string
 	match func(*store.Object) bool
-	user  user.Info
-	info  *genericrequest.RequestInfo
+	// st is the store that holds data: the server's, or a soft one
+	// (Config.SoftStore).
+	st   *store.Store
+	user user.Info
+	info *genericrequest.RequestInfo
 	// yamlBody is the body as sent when it was YAML (readBody converts
 	// it to JSON), for strict decoding.
 	yamlBody []byte
@@ -256,7 +265,29 @@ func (s *Server) serve(rq *request) {
 		rq.writeError(err)
 		return
 	}
+	if s.cfg.SoftStore != nil {
+		if st := s.cfg.SoftStore(rq.data); st != nil {
+			if err := softReadOnly(space, info); err != nil {
+				rq.writeError(err)
+				return
+			}
+			rq.st = st
+		}
+	}
 	s.serveResource(rq)
+}
+
+// softReadOnly refuses every write to a space kept in a soft store
+// (Config.SoftStore): only the relay link writes it.
+func softReadOnly(space string, info *genericrequest.RequestInfo) error {
+	switch info.Verb {
+	case "get", "list", "watch":
+		return nil
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+		Message: fmt.Sprintf("space %q holds what a child reports, kept in memory: it is read-only", space),
+	}}
 }
 
 // notReady is the answer of a server that is not ready to say whether a

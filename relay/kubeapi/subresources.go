@@ -80,7 +80,11 @@ func (s *Server) serveScale(rq *request, sv *served) {
 	key := rq.key(sv, rq.info.Name)
 	switch rq.info.Verb {
 	case "get":
-		_, u, err := s.getObject(key)
+		obj, err := rq.st.Get(key)
+		var u *unstructured.Unstructured
+		if err == nil {
+			u, err = parseObject(obj.Data)
+		}
 		if err != nil {
 			rq.writeError(storeError(err, sv.gr(), rq.info.Name))
 			return

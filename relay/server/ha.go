@@ -123,6 +123,18 @@ func retryTransient(ctx context.Context, log *slog.Logger, what string, f func(c
 // It returns when ctx ends (leadership lost), or as soon as one part
 // returns: a part that stops while ctx is live is an error, so that
 // RunAsLeader starts the group again.
+// placementConfig configures the leader's placement controller: with the
+// children's reports in memory (a single root), reported state waits
+// after a restart until they have reported again (reportsReady).
+func (r *Root) placementConfig() placement.Config {
+	cfg := placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
+		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement")}
+	if r.soft != nil {
+		cfg.Reports, cfg.ReportsReady = r.soft, r.reportsReady
+	}
+	return cfg
+}
+
 func (r *Root) leaderWork(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -130,8 +142,7 @@ func (r *Root) leaderWork(ctx context.Context) error {
 		r.api.StartControllers,
 		r.maintainInventory,
 		r.maintainWorkloadCRDs,
-		placement.New(placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
-			ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement")}).Run,
+		placement.New(r.placementConfig()).Run,
 	}
 	errc := make(chan error, len(parts))
 	for _, p := range parts {

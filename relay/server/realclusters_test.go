@@ -516,7 +516,7 @@ func TestRealClustersEndToEnd(t *testing.T) {
 	}
 	// It arrives in the root's store, in the region's reports space.
 	waitLong(t, "report-1 upsynced to the root's reports-r1 space", 30*time.Second, func() (bool, string) {
-		o, err := rt.root.Store().Get(store.Key{Space: ReportsSpace("r1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "shop", Name: "e1.report-1"})
+		o, err := rt.root.Reports().Get(store.Key{Space: ReportsSpace("r1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "shop", Name: "e1.report-1"})
 		if err != nil {
 			return false, err.Error() + "; edge outbox: " + spaceKeys(rt.edges["e1"].Store(), OutboxSpace) +
 				"; region outbox: " + spaceKeys(rt.region.Store(), OutboxSpace)

@@ -15,6 +15,7 @@ package session
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,8 +51,14 @@ type DownlinkConfig struct {
 	Name    string
 	Replica string
 	Path    []string
-	// Store holds the mailboxes and the collected reports.
+	// Store holds the mailboxes and, unless ReportStore is set, the
+	// collected reports.
 	Store *store.Store
+	// ReportStore, when set, holds the collected reports (and the
+	// Collectors' cursors) instead of Store: the root keeps them in memory,
+	// out of its log, and its children report everything again after a
+	// restart (DESIGN.md section 2).
+	ReportStore *store.Store
 	// Space holds what every child must receive, each object once,
 	// targeting destinations (Targets): a child's mailbox is the index of
 	// the objects targeting a destination it announced (tree.Routing).
@@ -373,7 +380,7 @@ func (d *Downlink) newChild(ctx context.Context, id pki.Identity) (*childState, 
 		moved:     make(chan struct{}, 1),
 		id:        id,
 		sender:    tree.NewSender(d.cfg.Store, d.cfg.Space, tree.SenderOptions{Logger: d.log, Routing: routing}),
-		collector: tree.NewCollector(d.cfg.Store, reports, tree.CollectorOptions{}),
+		collector: tree.NewCollector(cmp.Or(d.cfg.ReportStore, d.cfg.Store), reports, tree.CollectorOptions{}),
 	}, nil
 }
 

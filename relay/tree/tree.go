@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -190,7 +191,7 @@ type Collector struct{ snk *sink }
 // NewCollector returns a Collector writing to space of st. Its
 // acknowledged sequence is stored in the system space ("") of st.
 func NewCollector(st *store.Store, space string, opts CollectorOptions) *Collector {
-	return &Collector{snk: newSink(st, space, "upsync."+space, true, opts.Allow, opts.Wire, opts.MaxBatch)}
+	return &Collector{snk: newSink(st, space, collectorCursor(space), true, opts.Allow, opts.Wire, opts.MaxBatch)}
 }
 
 // Serve applies the reports of stream until it ends, ctx is done, the
@@ -209,6 +210,21 @@ func (c *Collector) Acked() (uint64, error) {
 
 // Stats returns the Collector's counters.
 func (c *Collector) Stats() Stats { return c.snk.c.stats() }
+
+// collectorCursor names the cursor of a Collector of space.
+func collectorCursor(space string) string { return "upsync." + space }
+
+// Collected reports whether a Collector of space has made a report set
+// durable in r: its cursor exists once the child's first Progress or
+// ResyncEnd is applied. A parent that keeps reports in memory uses it after
+// a restart, to know which children have reported again.
+func Collected(r store.Reader, space string) (bool, error) {
+	_, err := r.Get(store.Key{Resource: cursorResource, Name: collectorCursor(space)})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
 
 // ContentHash returns a hex SHA-256 of the objects of space in r, ordered by
 // key, ignoring the space name and metadata.resourceVersion (which differ

@@ -546,7 +546,7 @@ func (e *env) wave(res *StatusWaves, name string, all bool, of objRef) error {
 		t.setPhase(name)
 	}
 	before := e.f.upTotals()
-	rootTally := tallyReports(e.ctx, []*store.Store{e.f.root.Store()})
+	rootTally := tallyReports(e.ctx, []*store.Store{e.f.root.Reports()})
 	regionTally := tallyReports(e.ctx, e.f.regionStores())
 	t0 := time.Now()
 	if err := e.u.rollout(e.ctx, e.o.RolloutObject); err != nil {

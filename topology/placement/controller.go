@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,14 @@ type Config struct {
 	// is rewritten, and a stream of them waits at most reports.MaxWaits
 	// windows (0: 200ms): the rate limit of those writes.
 	ReportWindow time.Duration
+	// Reports, when set, holds the children's reports-<child> spaces
+	// instead of Store (whose Space objects still name them): the root
+	// keeps reports in memory, out of its log (DESIGN.md section 2).
+	Reports *store.Store
+	// ReportsReady, when set, holds reported state back while it returns
+	// false: after a restart, until the children have reported again, so
+	// that statuses are not rewritten from a partial set of reports.
+	ReportsReady func() bool
 	Logger       *slog.Logger
 }
 
@@ -64,6 +73,8 @@ type Config struct {
 type Controller struct {
 	cfg Config
 	st  *store.Store
+	// rs holds the reports: Config.Reports, or st.
+	rs  *store.Store
 	log *slog.Logger
 
 	eng *scheduler.Engine
@@ -217,7 +228,7 @@ func New(cfg Config) *Controller {
 		cfg.ReportWindow = 200 * time.Millisecond
 	}
 	return &Controller{
-		cfg: cfg, st: cfg.Store, log: cfg.Logger,
+		cfg: cfg, st: cfg.Store, rs: cmp.Or(cfg.Reports, cfg.Store), log: cfg.Logger,
 		eng:             scheduler.New(),
 		spaces:          map[string]*wds{},
 		targets:         map[string]*v1alpha1.SyncTarget{},
@@ -267,6 +278,18 @@ func (c *Controller) run(ctx context.Context) error {
 		return err
 	}
 	defer w.Stop()
+	// Reports kept apart (Config.Reports): every event of that store is
+	// a report, or a Collector's cursor. None when they are in st.
+	var sw store.Watcher
+	var softEvents <-chan store.Event
+	if c.rs != c.st {
+		if sw, err = c.rs.Watch(ctx, store.WatchOptions{Since: c.rs.Revision()}); err != nil {
+			return err
+		}
+		defer sw.Stop()
+		softEvents = sw.Events()
+		c.reportsDirty = true // what was reported before the watch began
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	pending := false
@@ -274,6 +297,9 @@ func (c *Controller) run(ctx context.Context) error {
 	// reports.MaxWaits windows after the burst's first.
 	win := reports.NewWindow(c.cfg.ReportWindow)
 	defer win.Stop()
+	if c.reportsDirty { // held back by ReportsReady, or reports kept apart
+		win.Note()
+	}
 	for {
 		report := false
 		select {
@@ -287,6 +313,11 @@ func (c *Controller) run(ctx context.Context) error {
 				continue
 			}
 			report = isReport(ev.Object.Key)
+		case _, ok := <-softEvents:
+			if !ok {
+				return sw.Err()
+			}
+			c.reportsDirty, report = true, true
 		case <-timer.C:
 			pending = false
 			if err := c.flush(ctx); err != nil {
@@ -569,7 +600,12 @@ func (c *Controller) flush(ctx context.Context) error {
 		}
 	}
 	// Reported state (CombinedStatuses, singleton statuses, placement
-	// statuses) is one Txn: one log entry per flush.
+	// statuses) is one Txn: one log entry per flush. It waits while the
+	// children have not reported since a restart (Config.ReportsReady):
+	// reportsDirty stays set, so the window looks again.
+	if c.cfg.ReportsReady != nil && !c.cfg.ReportsReady() {
+		return nil
+	}
 	c.reportsDirty = false
 	rb := &batch{st: c.st, redo: &c.redo, keys: map[store.Key]bool{}}
 	syncs, err := c.reported(ctx, c.last, rb)

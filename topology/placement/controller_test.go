@@ -3,9 +3,11 @@ package placement
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,13 +30,24 @@ const (
 type fixture struct {
 	t  testing.TB
 	st *store.Store
+	// rs, when set, holds the reports-<child> spaces (Config.Reports).
+	rs *store.Store
 }
 
 // newFixture returns a fixture whose controller runs (Controller.Run).
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with tweak applied to the controller's
+// Config; a Config.Reports store becomes the fixture's rs.
+func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 	f := newStoreFixture(t)
 	st := f.st
-	c := New(Config{Store: st, Inventory: inv, Downsync: down, Settle: time.Millisecond})
+	cfg := Config{Store: st, Inventory: inv, Downsync: down, Settle: time.Millisecond}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	f.rs = cfg.Reports
+	c := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -83,7 +96,11 @@ func (f *fixture) put(k store.Key, obj map[string]any) {
 		f.t.Fatal(err)
 	}
 	ctx := context.Background()
-	if cur, err := f.st.Get(k); err == nil {
+	st := f.st
+	if f.rs != nil && strings.HasPrefix(k.Space, "reports-") {
+		st = f.rs
+	}
+	if cur, err := st.Get(k); err == nil {
 		if g, ok := md["generation"].(int); ok {
 			var old struct {
 				Metadata struct {
@@ -94,12 +111,12 @@ func (f *fixture) put(k store.Key, obj map[string]any) {
 			md["generation"] = max(g, old.Metadata.Generation+1)
 			data, _ = json.Marshal(obj)
 		}
-		if _, err := f.st.Update(ctx, k, data, 0); err != nil {
+		if _, err := st.Update(ctx, k, data, 0); err != nil {
 			f.t.Fatal(err)
 		}
 		return
 	}
-	if _, err := f.st.Create(ctx, k, data); err != nil {
+	if _, err := st.Create(ctx, k, data); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -416,7 +433,50 @@ func TestPlacementReportsCustomizationFailures(t *testing.T) {
 // placement that wants it, the status of its single destination copied
 // into the object's status.
 func TestReportedState(t *testing.T) {
-	f := newFixture(t)
+	t.Run("in the store", func(t *testing.T) { testReportedState(t, newFixture(t)) })
+	// The root keeps reports in memory, apart from its log.
+	t.Run("kept apart", func(t *testing.T) {
+		testReportedState(t, newFixtureWith(t, func(c *Config) { c.Reports = newMemStore(t) }))
+	})
+}
+
+// newMemStore returns an empty store on a log that keeps nothing.
+func newMemStore(t testing.TB) *store.Store {
+	st := store.New(store.Options{})
+	st.SetLog(store.NewMemLog(st))
+	t.Cleanup(st.Close)
+	return st
+}
+
+// Reports kept apart wait for Config.ReportsReady: a partial reported
+// while it returns false makes no CombinedStatus; one is written once it
+// returns true, with no other report. (The placement is set up while it
+// returns true: its status, too, waits.)
+func TestReportsReadyHoldsReportedState(t *testing.T) {
+	var ready atomic.Bool
+	ready.Store(true)
+	f := newFixtureWith(t, func(c *Config) {
+		c.Reports, c.ReportsReady, c.ReportWindow = newMemStore(t), ready.Load, 10*time.Millisecond
+	})
+	ref, _ := setUpReported(t, f)
+	ready.Store(false)
+	partial := reportedPartial(t, f, ref)
+	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
+	time.Sleep(300 * time.Millisecond) // thirty windows
+	if _, err := f.st.Get(store.Key{Space: ws, Resource: combinedRes, Namespace: "app", Name: "a.configmaps.p"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a CombinedStatus before the reports were ready: %v", err)
+	}
+	ready.Store(true)
+	if cs := f.waitCombined("app", "a.configmaps.p"); cs.Destinations != 2 {
+		t.Fatalf("CombinedStatus = %+v", cs)
+	}
+}
+
+// setUpReported places ConfigMap app/a on s1 and s2 through placement p
+// with StatusCollector count, with a reports-r1 space, and returns the
+// placement and its status once synced to nothing.
+func setUpReported(t *testing.T, f *fixture) (reports.PlacementRef, v1alpha1.EdgePlacementStatus) {
+	t.Helper()
 	f.put(store.Key{Resource: kubeapi.SpaceResource, Name: "reports-r1"}, map[string]any{"spec": map[string]any{"kind": kubeapi.SpaceKindMailbox}})
 	f.target("s1", map[string]string{"env": "prod"})
 	f.target("s2", map[string]string{"env": "prod"})
@@ -438,12 +498,13 @@ func TestReportedState(t *testing.T) {
 		c := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionSynced)
 		return c != nil && c.Status == metav1.ConditionFalse && s.SyncedRevision != ""
 	})
+	return reports.PlacementRef{Space: ws, Name: "p"}, st
+}
 
-	// The region reports: both destinations applied the latest revision,
-	// one is ready; a COUNT partial over both.
-	ref := reports.PlacementRef{Space: ws, Name: "p"}
-	sync := reports.PlacementSync{Placement: ref, Destinations: 2, Revisions: map[string]int64{st.SyncedRevision: 2}, Ready: 1}
-	f.report("reports-r1", sync.Key(), reports.KindPlacementSync, sync)
+// reportedPartial is the COUNT partial of setUpReported's ConfigMap over
+// s1 and s2.
+func reportedPartial(t *testing.T, f *fixture, ref reports.PlacementRef) reports.Partial {
+	t.Helper()
 	col := compile(t, f, "count")
 	var parts []status.Partial
 	for _, d := range []string{"s1", "s2"} {
@@ -453,8 +514,18 @@ func TestReportedState(t *testing.T) {
 		}
 		parts = append(parts, p)
 	}
-	partial := reports.Partial{Placement: ref, Object: v1alpha1.ObjectReference{Resource: "configmaps", Namespace: "app", Name: "a"},
+	return reports.Partial{Placement: ref, Object: v1alpha1.ObjectReference{Resource: "configmaps", Namespace: "app", Name: "a"},
 		Collector: "count", Partial: status.MergeAll(parts...)}
+}
+
+func testReportedState(t *testing.T, f *fixture) {
+	ref, st := setUpReported(t, f)
+
+	// The region reports: both destinations applied the latest revision,
+	// one is ready; a COUNT partial over both.
+	sync := reports.PlacementSync{Placement: ref, Destinations: 2, Revisions: map[string]int64{st.SyncedRevision: 2}, Ready: 1}
+	f.report("reports-r1", sync.Key(), reports.KindPlacementSync, sync)
+	partial := reportedPartial(t, f, ref)
 	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
 	f.waitStatus(ws, "p", "Synced True, Ready False", func(s v1alpha1.EdgePlacementStatus) bool {
 		syncd := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionSynced)

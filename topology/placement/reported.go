@@ -51,7 +51,7 @@ func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[
 		if !ok || len(superseded[child]) > 0 {
 			continue
 		}
-		lr, err := c.st.List(store.ListOptions{Space: sp.Key.Name})
+		lr, err := c.rs.List(store.ListOptions{Space: sp.Key.Name})
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/topology/reports"
+)
+
+// A single root keeps its children's reports in memory, out of its log
+// (DESIGN.md section 2). A region with three edges reports a Deployment
+// through a StatusCollector:
+//   - the reports are in the root's report store, not in its log, and the
+//     API serves them (list, watch) but refuses writes;
+//   - the root restarts: until the region has reported again, the
+//     CombinedStatus is never rewritten from the empty report store; the
+//     region then reports everything again, and the next change is
+//     counted.
+func TestReportsInMemoryAtRoot(t *testing.T) {
+	cfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
+	root, err := Open(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRoot := serveInBackground(t, "root", root.Serve)
+	<-root.Ready()
+	token := joinToken(t, root)
+	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
+		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
+	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
+	for _, name := range []string{"e1", "e2", "e3"} {
+		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
+	}
+	waitFor(t, "every edge announced", func() bool { dests, _ := root.down.Subtree(); return len(dests) == 3 })
+	pt.connect(t, 3)
+	pt.placeCollected(t, nil)
+	pt.waitCombined(t, "three destinations ready", 3, 3)
+
+	space := ReportsSpace("r1")
+	partials := store.ListOptions{Space: space, Resource: reports.PartialResource}
+	if lr, err := root.Reports().List(partials); err != nil || len(lr.Items) == 0 {
+		t.Fatalf("the root's report store holds no partial of r1: %d, %v", len(lr.Items), err)
+	}
+	// The log holds the space's Namespaces (made with the space), and no
+	// report.
+	lr, err := root.Store().List(store.ListOptions{Space: space})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range lr.Items {
+		if o.Key.Resource.Resource != "namespaces" {
+			t.Errorf("the root's log holds %s, a report", o.Key)
+		}
+	}
+
+	// The API serves the space from the report store (a ConfigMap put
+	// there as a Collector would), and refuses writes.
+	cm := store.Key{Space: space, Resource: store.Resource{Resource: "configmaps"}, Namespace: "shop", Name: "seen"}
+	cmData := func(v string) []byte {
+		return []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"seen","namespace":"shop"},"data":{"v":"` + v + `"}}`)
+	}
+	if _, err := root.Reports().Create(context.Background(), cm, cmData("1")); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := root.spaceClient(space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := rc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("shop")
+	ul, err := cms.List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(ul.Items) != 1 || ul.GetResourceVersion() != fmt.Sprint(root.Reports().Revision()) {
+		t.Fatalf("listing configmaps in %s through the API: %v, %v (want one, at the report store's revision %d)", space, err, ul, root.Reports().Revision())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: ul.GetResourceVersion()})
+	if err != nil {
+		t.Fatalf("watching %s from resourceVersion %s: %v", space, ul.GetResourceVersion(), err)
+	}
+	if _, err := root.Reports().Update(context.Background(), cm, cmData("2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		u, _ := ev.Object.(*unstructured.Unstructured)
+		if v, _, _ := unstructured.NestedString(u.Object, "data", "v"); ev.Type != "MODIFIED" || v != "2" {
+			t.Fatalf("watch event %s %v, want MODIFIED with v=2", ev.Type, ev.Object)
+		}
+	case <-ctx.Done():
+		t.Fatal("no watch event for the ConfigMap's update")
+	}
+	w.Stop()
+	_, err = cms.Create(context.Background(), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "forged", "namespace": "shop"}}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("creating a ConfigMap in %s: %v, want Forbidden", space, err)
+	}
+	if _, err := root.Reports().Delete(context.Background(), cm, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// The root restarts on the same addresses. A poller records every
+	// CombinedStatus that does not count three destinations and three
+	// ready replicas, until the region has reported again.
+	stopRoot()
+	var mu sync.Mutex
+	wrong := map[string]int{} // what was read, how many times
+	pctx, stopPoll := context.WithCancel(context.Background())
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pctx.Err() == nil {
+			cols, err := pt.combinedColumns()
+			switch {
+			case apierrors.IsNotFound(err):
+				mu.Lock()
+				wrong["deleted"]++
+				mu.Unlock()
+			case err == nil && !slices.Equal(cols, []int64{3, 3}):
+				mu.Lock()
+				wrong[fmt.Sprint(cols)]++
+				mu.Unlock()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	cfg.APIAddr, cfg.LinkAddr = root.Addr(), root.LinkAddr()
+	root, err = Open(cfg, quiet)
+	if err != nil {
+		stopPoll()
+		t.Fatal(err)
+	}
+	serveInBackground(t, "root again", root.Serve)
+	<-root.Ready()
+	pt.root = root
+	waitFor(t, "r1 reported again", func() bool { in, err := tree.Collected(root.Reports(), space); return err == nil && in })
+	waitFor(t, "reported state written again", root.reportsReady)
+	time.Sleep(3 * DefaultStatusWindow) // a rewrite from the reports, if any, has landed
+	stopPoll()
+	<-polled
+	if len(wrong) > 0 {
+		t.Fatalf("while the root restarted, the CombinedStatus read %v, want [3 3] throughout", wrong)
+	}
+	if lr, err := root.Reports().List(partials); err != nil || len(lr.Items) == 0 {
+		t.Fatalf("after the restart, the root's report store holds no partial of r1: %v", err)
+	}
+
+	// The next change is reported through the new root.
+	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
+	pt.waitCombined(t, "three destinations, two replicas each", 3, 6)
+}
