@@ -108,6 +108,9 @@ type Controller struct {
 	routes tree.RouteCache
 	// decoded keeps the children's reports decoded between report flushes.
 	decoded reports.Decoded
+	// combined remembers, per CombinedStatus written, the result it was
+	// last found equal to (writeCombined).
+	combined map[store.Key]combinedMemo
 	// pagers keep each placement's slices stable across recomputations.
 	pagers map[scheduler.PlacementRef]*scheduler.Pager
 	// wrote remembers, per downsync key (Space empty), what the last

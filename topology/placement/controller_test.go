@@ -472,6 +472,73 @@ func TestReportsReadyHoldsReportedState(t *testing.T) {
 	}
 }
 
+// writeCombined skips a CombinedStatus it found equal to the same result
+// at the same revision, and only that: a new result is written, and so is
+// the result over a CombinedStatus someone else changed. Each step is
+// followed by a flush that finds the CombinedStatus equal (a placement sync
+// report whose effect is awaited), which is when the skip is remembered.
+func TestCombinedStatusRewrittenWhenResultOrObjectChanges(t *testing.T) {
+	f := newFixture(t)
+	ref, st := setUpReported(t, f)
+	key := store.Key{Space: ws, Resource: combinedRes, Namespace: "app", Name: "a.configmaps.p"}
+	ready := int64(0)
+	flushEqual := func() { // a report that changes only the placement's status
+		ready = 1 - ready
+		sync := reports.PlacementSync{Placement: ref, Destinations: 2, Revisions: map[string]int64{st.SyncedRevision: 2}, Ready: ready}
+		f.report("reports-r1", sync.Key(), reports.KindPlacementSync, sync)
+		f.waitStatus(ws, "p", fmt.Sprintf("ready %d", ready), func(s v1alpha1.EdgePlacementStatus) bool {
+			c := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionReady)
+			return s.SyncedDestinations == 2 && c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, fmt.Sprintf("%d of 2", ready))
+		})
+	}
+	count := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			o, err := f.st.Get(key)
+			if err == nil {
+				var cs v1alpha1.CombinedStatus
+				_ = json.Unmarshal(o.Data, &cs)
+				if len(cs.Results) == 1 && len(cs.Results[0].Rows) == 1 && cs.Results[0].Rows[0].Columns[0].String() == want {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the CombinedStatus never counted %s", what, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	partial := reportedPartial(t, f, ref)
+	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
+	count("two destinations reported", "2")
+	flushEqual()
+
+	// Someone else rewrites it: the next flush puts the result back.
+	o, err := f.st.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := jsonMap(o)
+	m["results"] = []any{}
+	if _, err := f.st.Update(context.Background(), key, mustJSON(m), o.Revision); err != nil {
+		t.Fatal(err)
+	}
+	flushEqual()
+	count("after another writer emptied it", "2")
+	flushEqual()
+
+	// A new result is written.
+	col := compile(t, f, "count")
+	one, err := col.Evaluate(map[string]any{"metadata": map[string]any{"name": "a"}}, nil, status.Destination{Name: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial.Partial = one
+	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
+	count("one destination reported", "1")
+}
+
 // setUpReported places ConfigMap app/a on s1 and s2 through placement p
 // with StatusCollector count, with a reports-r1 space, and returns the
 // placement and its status once synced to nothing.

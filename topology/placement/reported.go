@@ -128,6 +128,17 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *bat
 		}
 		want[store.Key{Space: k.placement.Space, Resource: combinedRes, Namespace: ns, Name: cs.Name}] = data
 	}
+	if c.combined == nil {
+		c.combined = map[store.Key]combinedMemo{}
+	}
+	listed := map[store.Key]bool{}
+	defer func() {
+		for k := range c.combined {
+			if !listed[k] {
+				delete(c.combined, k) // gone, or about to be replaced
+			}
+		}
+	}()
 	for sname := range c.spaces {
 		lr, err := c.st.List(store.ListOptions{Space: sname, Resource: combinedRes,
 			Label: labels.SelectorFromSet(labels.Set{combinedByLabel: "true"})})
@@ -143,6 +154,10 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *bat
 				continue
 			}
 			delete(want, o.Key)
+			listed[o.Key] = true
+			if m, ok := c.combined[o.Key]; ok && m.rev == o.Revision && bytes.Equal(m.want, data) {
+				continue // found equal to the same result at this revision before
+			}
 			var cur v1alpha1.CombinedStatus
 			_ = json.Unmarshal(o.Data, &cur)
 			var next v1alpha1.CombinedStatus
@@ -150,6 +165,7 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *bat
 			next.UID, next.CreationTimestamp, next.ResourceVersion = cur.UID, cur.CreationTimestamp, ""
 			cur.ResourceVersion = ""
 			if bytes.Equal(mustJSON(cur), mustJSON(next)) {
+				c.combined[o.Key] = combinedMemo{rev: o.Revision, want: data}
 				continue
 			}
 			if data, err = json.Marshal(next); err != nil {
@@ -169,6 +185,14 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *bat
 		}
 	}
 	return nil
+}
+
+// combinedMemo is what writeCombined found at a CombinedStatus: at
+// revision rev, the stored object was equal to the result want. While
+// both stay the same, it is not decoded and compared again.
+type combinedMemo struct {
+	rev  int64
+	want []byte
 }
 
 // combinedByLabel marks the CombinedStatuses the controller writes.
