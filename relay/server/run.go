@@ -504,6 +504,9 @@ func (r *Root) close() {
 	_ = r.ln.Close()
 	_ = r.links.Close()
 	r.store.Close()
+	if r.soft != nil {
+		r.soft.Close()
+	}
 	if err := r.node.Close(); err != nil {
 		r.log.Warn("closing log", "error", err)
 	}
