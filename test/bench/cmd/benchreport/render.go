@@ -370,7 +370,7 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 			// known to about 1/√n.
 			p(" The profile takes a sample every 10 ms; the root of the smaller run was sampled about %.0f\n", n)
 			p("times, so sampling alone leaves its figure ±%.0f %% uncertain; runs differ by more (docs/benchmarks.md,\n", 100/math.Sqrt(n))
-			p("*Changed since the run at `473c1de`*, item 3).")
+			p("*What a change costs the root, run to run*).")
 		}
 		p(" Per child and second the reports stay within the status window's bound whatever the\n")
 		p("fleet; per change they follow how long a change keeps the status moving, which on one 2-core\n")
