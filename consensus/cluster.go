@@ -282,9 +282,78 @@ func (n *Node) handleForward(ctx context.Context, kind byte, payload []byte) for
 		default:
 			return forwardResponse{status: statusFailed, msg: err.Error()}
 		}
+	case kindDeliver:
+		if n.raft.State() != raft.Leader {
+			return forwardResponse{status: statusNotLeader}
+		}
+		if n.cfg.Deliver == nil {
+			return forwardResponse{status: statusFailed, msg: "nothing takes messages"}
+		}
+		if err := n.cfg.Deliver(ctx, payload); err != nil {
+			return forwardResponse{status: statusFailed, msg: err.Error()}
+		}
+		return forwardResponse{status: statusOK}
 	default:
 		return forwardResponse{status: statusFailed, msg: "unknown request " + strconv.Itoa(int(kind))}
 	}
+}
+
+// ErrDeliverRefused wraps what the leader's Config.Deliver answered.
+var ErrDeliverRefused = errors.New("consensus: the leader refused the message")
+
+// Deliver hands payload to the leader's Config.Deliver, this node's own
+// when it leads, and returns the ID of the leader that took it. Nothing is
+// logged: a message is lost with the leader that took it, so a sender
+// notices a new leader (the ID changes) and sends again what it must hold.
+// During an election Deliver waits for a leader, bounded by ctx (or 10 s
+// without a deadline). An error of the leader's Deliver comes back
+// wrapping ErrDeliverRefused.
+func (n *Node) Deliver(ctx context.Context, payload []byte) (string, error) {
+	if n.closing.Load() {
+		return "", ErrClosed
+	}
+	if n.cluster == nil {
+		return n.cfg.NodeID, n.deliverLocal(ctx, payload)
+	}
+	var backoff time.Duration
+	waitSince := time.Now()
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		if n.raft.State() == raft.Leader {
+			return n.cfg.NodeID, n.deliverLocal(ctx, payload)
+		}
+		if addr, id := n.raft.LeaderWithID(); addr != "" {
+			r, err := n.cluster.fwd.call(ctx, string(addr), kindDeliver, payload)
+			switch {
+			case errors.Is(err, ErrClosed):
+				return "", ErrClosed
+			case err != nil && ctx.Err() != nil:
+				return "", ctx.Err()
+			case err == nil && r.status == statusOK:
+				return string(id), nil
+			case err == nil && r.status == statusFailed:
+				return string(id), fmt.Errorf("%w: %s", ErrDeliverRefused, r.msg)
+			}
+			// Not the leader any more, or not reached: ask again.
+		}
+		backoff = min(max(2*backoff, 10*time.Millisecond), 200*time.Millisecond)
+		if err := n.waitForLeader(ctx, backoff, waitSince); err != nil {
+			return "", err
+		}
+	}
+}
+
+// deliverLocal runs Config.Deliver on this node, the leader.
+func (n *Node) deliverLocal(ctx context.Context, payload []byte) error {
+	if n.cfg.Deliver == nil {
+		return fmt.Errorf("%w: nothing takes messages", ErrDeliverRefused)
+	}
+	if err := n.cfg.Deliver(ctx, payload); err != nil {
+		return fmt.Errorf("%w: %w", ErrDeliverRefused, err)
+	}
+	return nil
 }
 
 // ReadIndex returns a log index R such that every write acknowledged by any

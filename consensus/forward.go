@@ -29,6 +29,7 @@ import (
 const (
 	kindPropose   byte = 1 // payload: the command; answer: its log index
 	kindReadIndex byte = 2 // no payload; answer: the read index
+	kindDeliver   byte = 3 // payload: a message for Config.Deliver; never logged
 )
 
 // Response statuses. Every status but statusUnknown means the command was

@@ -3,6 +3,7 @@ package consensus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -263,4 +264,24 @@ func (n *Node) RunAsLeader(ctx context.Context, fn func(ctx context.Context) err
 			return nil
 		}
 	}
+}
+
+// TransferLeadership hands leadership from this node, which must lead,
+// to the voter id (raft's LeadershipTransferToServer): id is brought up to
+// date, then told to start an election at once. It returns once the
+// transfer is done or failed; ErrNotLeader on another node.
+func (n *Node) TransferLeadership(id string) error {
+	if n.cluster == nil || n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return n.raft.LeadershipTransferToServer(s.ID, s.Address).Error()
+		}
+	}
+	return fmt.Errorf("consensus: %s is not a voter", id)
 }

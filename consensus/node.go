@@ -175,6 +175,12 @@ type Config struct {
 	// by the leader, before the leader removes it from the Raft
 	// configuration (default 30s).
 	DeadServerGrace time.Duration
+	// Deliver, when set, takes on the leader what replicas send it with
+	// Node.Deliver: state the leader needs and the log must not hold (the
+	// root's children's reports, DESIGN.md section 2). It runs on the
+	// leader only, for a message of this node or one forwarded by a
+	// follower; an error goes back to the sender.
+	Deliver func(ctx context.Context, payload []byte) error
 
 	// tune adjusts raft's and memberlist's timing (tests).
 	tune *tuning

@@ -123,21 +123,19 @@ func retryTransient(ctx context.Context, log *slog.Logger, what string, f func(c
 // It returns when ctx ends (leadership lost), or as soon as one part
 // returns: a part that stops while ctx is live is an error, so that
 // RunAsLeader starts the group again.
-// placementConfig configures the leader's placement controller: with the
-// children's reports in memory (a single root), reported state waits
-// after a restart until they have reported again (reportsReady).
+// placementConfig configures the leader's placement controller: it reads
+// the children's reports from memory (reportSet), and reported state
+// waits, after a restart or an election, until they have reported again.
 func (r *Root) placementConfig() placement.Config {
-	cfg := placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
-		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement")}
-	if r.soft != nil {
-		cfg.Reports, cfg.ReportsReady = r.soft, r.reportsReady
-	}
-	return cfg
+	return placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
+		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement"),
+		Reports: r.reports.Store, ReportsChanged: r.reports.Changed(), ReportsReady: r.reports.Ready}
 }
 
 func (r *Root) leaderWork(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	r.reports.beginTerm()
 	parts := []func(context.Context) error{
 		r.api.StartControllers,
 		r.maintainInventory,

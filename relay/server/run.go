@@ -23,7 +23,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,25 +45,22 @@ type Root struct {
 	cfg   Config
 	log   *slog.Logger
 	store *store.Store
-	// soft holds the children's reports of a single root (nil with
-	// replicas, whose reports are in store); opened is when it was made.
-	soft      *store.Store
-	opened    time.Time
-	reportsIn atomic.Bool // reportsReady latched
-	node      *consensus.Node
-	api       *kubeapi.Server
-	authn     *auth.Authenticator
-	authz     *auth.Authorizer
-	tls       *tls.Config
-	ca        *pki.CA
-	token     string
-	ln        net.Listener
-	links     *link.Listener
-	down      *session.Downlink
-	lock      *os.File
-	ready     chan struct{}
-	server    string
-	crds      startupCRDs // the edge.canopy.dev CRDs /readyz waits for
+	// reports holds the children's reports, in memory (reportSet).
+	reports *reportSet
+	node    *consensus.Node
+	api     *kubeapi.Server
+	authn   *auth.Authenticator
+	authz   *auth.Authorizer
+	tls     *tls.Config
+	ca      *pki.CA
+	token   string
+	ln      net.Listener
+	links   *link.Listener
+	down    *session.Downlink
+	lock    *os.File
+	ready   chan struct{}
+	server  string
+	crds    startupCRDs // the edge.canopy.dev CRDs /readyz waits for
 	// kubeconfigStale is signalled when a child's space appears: the
 	// admin kubeconfig is rewritten soon after (maintainKubeconfig).
 	kubeconfigStale chan struct{}
@@ -148,21 +144,18 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		return nil, err
 	}
 	st := store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor), Addresses: targetsOf})
+	// The children's reports are kept in memory, out of the log: reported
+	// state is soft (DESIGN.md section 2). A replica's followers mirror
+	// theirs to the leader (reportSet).
+	reports := newReportSet(cfg.Name, st, cfg.HA.Enabled(), log)
+	ccfg.Deliver = reports.deliver
 	node, err := consensus.Open(ccfg, st)
 	if err != nil {
 		_ = ln.Close()
+		reports.close()
 		return nil, err
 	}
 	st.SetLog(node)
-	// A single root keeps its children's reports in memory, out of its
-	// log: reported state is soft (DESIGN.md section 2), and the children
-	// report everything again after a restart. Replicas still log them:
-	// the leader alone merges them, and the log is how the reports of a
-	// follower's children reach it (docs/ha.md).
-	var soft *store.Store
-	if !cfg.HA.Enabled() {
-		soft = store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor)})
-	}
 	lc := link.ListenConfig{TLS: pki.LinkServerTLS(cert, ca.Cert), Addr: cfg.LinkAddr}
 	if cfg.Network != nil {
 		if lc, err = cfg.Network.listenConfig(cfg.LinkAddr, lc.TLS); err != nil {
@@ -190,7 +183,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	authz := auth.NewAuthorizer(st)
 	var r *Root // the downlink's callbacks run once r is complete
 	down := session.NewDownlink(session.DownlinkConfig{
-		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, ReportStore: soft, Listener: links, Logger: log,
+		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, ReportStore: reports.local, Listener: links, Logger: log,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}},
 		Space:     DownsyncSpace, Targets: st.Addresses, Trim: trimDestinations,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {
@@ -210,10 +203,10 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}},
 		Validate: validateEdgeKinds, ReadIndex: readIndex,
 		SoftStore: func(space string) *store.Store {
-			if soft != nil && strings.HasPrefix(space, ReportsSpace("")) {
-				return soft
+			if !strings.HasPrefix(space, ReportsSpace("")) {
+				return nil
 			}
-			return nil
+			return cmp.Or(reports.Store(space), reports.local)
 		},
 		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
 			child, ok := strings.CutPrefix(space, "mailbox-")
@@ -235,7 +228,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		return kind == kubeapi.SpaceKindWDS
 	})
 	r = &Root{
-		down: down, cfg: cfg, log: log, store: st, soft: soft, opened: time.Now(), node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
+		down: down, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
 		tls: &tls.Config{
 			Certificates: []tls.Certificate{cert},
@@ -334,36 +327,9 @@ func (r *Root) KubeconfigPath() string { return filepath.Join(r.cfg.DataDir, pki
 // Store exposes the store, for tests and benchmarks in this module.
 func (r *Root) Store() *store.Store { return r.store }
 
-// Reports returns the store that holds the children's reports-<child>
-// spaces: in memory on a single root, the replicated store with replicas.
-func (r *Root) Reports() *store.Store { return cmp.Or(r.soft, r.store) }
-
-// reportsReady reports whether the children's reports held in memory are
-// complete enough to rewrite reported state from: every child with a
-// reports space has reported since this root opened, or summaryGrace has
-// passed since (a child that stays away no longer counts). Once true it
-// stays true.
-func (r *Root) reportsReady() bool {
-	if r.reportsIn.Load() {
-		return true
-	}
-	if time.Since(r.opened) < summaryGrace {
-		spaces, err := r.store.List(store.ListOptions{Resource: kubeapi.SpaceResource})
-		if err != nil {
-			return false
-		}
-		for _, sp := range spaces.Items {
-			if !strings.HasPrefix(sp.Key.Name, ReportsSpace("")) {
-				continue
-			}
-			if in, err := tree.Collected(r.soft, sp.Key.Name); err != nil || !in {
-				return false
-			}
-		}
-	}
-	r.reportsIn.Store(true)
-	return true
-}
+// Reports returns the store in memory that holds the reports-<child>
+// spaces of the children linked to this replica.
+func (r *Root) Reports() *store.Store { return r.reports.local }
 
 // Ready is closed once the API serves requests.
 func (r *Root) Ready() <-chan struct{} { return r.ready }
@@ -432,6 +398,10 @@ func (r *Root) Serve(ctx context.Context) error {
 	work.Go(func() { errc <- r.authz.Start(ctx) })
 	work.Go(func() { errc <- r.down.Start(ctx) })
 	work.Go(func() { r.maintainKubeconfig(ctx) })
+	work.Go(func() { r.reports.follow(ctx) })
+	if r.cfg.HA.Enabled() {
+		work.Go(func() { r.reports.pump(ctx, r.node) })
+	}
 	if r.cfg.HA.Enabled() {
 		work.Go(func() { errc <- r.node.RunAsLeader(ctx, r.leaderWork) })
 	} else {
@@ -504,9 +474,7 @@ func (r *Root) close() {
 	_ = r.ln.Close()
 	_ = r.links.Close()
 	r.store.Close()
-	if r.soft != nil {
-		r.soft.Close()
-	}
+	r.reports.close()
 	if err := r.node.Close(); err != nil {
 		r.log.Warn("closing log", "error", err)
 	}

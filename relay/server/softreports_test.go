@@ -148,7 +148,7 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	<-root.Ready()
 	pt.root = root
 	waitFor(t, "r1 reported again", func() bool { in, err := tree.Collected(root.Reports(), space); return err == nil && in })
-	waitFor(t, "reported state written again", root.reportsReady)
+	waitFor(t, "reported state written again", root.reports.Ready)
 	time.Sleep(3 * DefaultStatusWindow) // a rewrite from the reports, if any, has landed
 	stopPoll()
 	<-polled
@@ -162,4 +162,77 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	// The next change is reported through the new root.
 	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
 	pt.waitCombined(t, "three destinations, two replicas each", 3, 6)
+}
+
+// With root replicas, the reports of a follower's children reach the
+// leader without the log: the follower mirrors its reports to the leader
+// (reportSet.pump). A region linked to a follower reports three edges
+// through a StatusCollector; the leader's CombinedStatus counts them, and
+// no replica's log holds a report. Leadership then moves to the third
+// replica, which gets the follower's reports again (a new session), and
+// that leader is killed. Throughout, the CombinedStatus never counts a
+// destination twice, and it follows each change.
+func TestReportsReachTheLeaderFromAFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three replicas with raft's default timers")
+	}
+	rs := startReplicas(t, 3)
+	leader := leaderOf(t, rs)
+	follower := (leader + 1) % 3
+	token := joinToken(t, rs[follower].Root)
+	parents := []string{rs[follower].LinkAddr()} // the follower only: it survives
+	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: parents,
+		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
+	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	pt := &placementTree{root: rs[follower].Root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
+	for _, name := range []string{"e1", "e2", "e3"} {
+		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
+	}
+	pt.connect(t, 3)
+	pt.placeCollected(t, nil)
+	pt.waitCombined(t, "three destinations ready, reported through a follower", 3, 3)
+	if len(rs[leader].down.Children()) != 0 {
+		t.Fatalf("the region is linked to the leader: %+v", rs[leader].down.Children())
+	}
+	space := ReportsSpace("r1")
+	if lr, err := rs[follower].Reports().List(store.ListOptions{Space: space, Resource: reports.PartialResource}); err != nil || len(lr.Items) == 0 {
+		t.Fatalf("the follower holds no partial of r1 in memory: %v", err)
+	}
+	for i, r := range rs {
+		lr, err := r.Store().List(store.ListOptions{Space: space})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range lr.Items {
+			if o.Key.Resource.Resource != "namespaces" {
+				t.Errorf("replica %d's log holds %s, a report", i, o.Key)
+			}
+		}
+	}
+
+	// Leadership moves to the third replica: it starts with no mirror,
+	// and the follower's pump sends it everything again.
+	third := (leader + 2) % 3
+	oc := pt.watchOvercount(3, 9)
+	defer oc.stop()
+	if err := rs[leader].node.TransferLeadership(rs[third].cfg.Name); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, rs[third].cfg.Name+" leading", func() bool { return rs[third].IsLeader() && !rs[leader].IsLeader() })
+	// With nothing changing, the follower sees the new leader and sends it
+	// everything again (without, the new leader would wait a minute).
+	waitFor(t, "the follower's reports at the new leader", rs[third].reports.Ready)
+	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
+	pt.waitCombined(t, "three destinations, six ready, after the transfer", 3, 6)
+	oc.check(t, "leadership transfer")
+
+	// That leader is killed.
+	rs[third].stop()
+	rs[third] = nil
+	newLeader := leaderOf(t, rs)
+	t.Logf("%s leads after the kill", rs[newLeader].cfg.Name)
+	pt.apply(t, pt.wds, deployGVR, webDeployment(3, nil))
+	pt.waitCombined(t, "three destinations, nine ready, after the failover", 3, 9)
+	oc.check(t, "root failover")
 }

@@ -49,6 +49,16 @@ func readLink(r store.Reader, k store.Key) (linkRecord, *store.Object, error) {
 	return rec, o, nil
 }
 
+// LinkReplica returns the replica that child (of space) was last linked
+// to, as its link record says ("" when there is none).
+func LinkReplica(r store.Reader, space, child string) (string, error) {
+	rec, o, err := readLink(r, linkKey(space, child))
+	if err != nil || o == nil {
+		return "", err
+	}
+	return rec.Replica, nil
+}
+
 // saveLink records that this replica's link to child is up or down. A
 // link going down is recorded only if this replica still holds the
 // record: the child may already be linked to another one.

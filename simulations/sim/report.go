@@ -170,7 +170,7 @@ func markdown(o Options, s *Summary) []byte {
 			w(" The root's children sent up **%.1f reports per change** (%.2f per child), %.2f per child and second: a child reports while the status below it moves, at most about once per status window (`--status-window`) and key, so per change the reports follow how long a change keeps the status moving.", s.RootReportsPerChange, s.RootReportsPerChild, s.RootReportsPerChildPerS)
 		}
 		if s.RootLogEntriesPerChange > 0 {
-			w(" The root's Raft log grew by %.1f entries per change: the change and what the root wrote from it (placement, statuses). A single root keeps its children's reports in memory, out of its log; replicas log them.", s.RootLogEntriesPerChange)
+			w(" The root's Raft log grew by %.1f entries per change: the change and what the root wrote from it (placement, statuses). The root keeps its children's reports in memory, out of its log.", s.RootLogEntriesPerChange)
 		}
 		w("\n\n")
 	} else {

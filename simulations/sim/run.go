@@ -100,8 +100,8 @@ type Summary struct {
 	// destinations below it; per change, it follows how long a change
 	// keeps the status moving. RootLogEntriesPerChange is how far the
 	// root's Raft log (its store's revision) moved per change: the
-	// change and what the root wrote from it (with replicas, the reports
-	// too; a single root keeps them in memory).
+	// change and what the root wrote from it (the reports are kept in
+	// memory).
 	RootReportsPerChange    float64 `json:"root_reports_per_change,omitempty"`
 	RootReportsPerChild     float64 `json:"root_reports_per_change_per_child,omitempty"`
 	RootReportsPerChildPerS float64 `json:"root_reports_per_child_per_s,omitempty"`

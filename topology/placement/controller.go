@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,10 +57,13 @@ type Config struct {
 	// is rewritten, and a stream of them waits at most reports.MaxWaits
 	// windows (0: 200ms): the rate limit of those writes.
 	ReportWindow time.Duration
-	// Reports, when set, holds the children's reports-<child> spaces
-	// instead of Store (whose Space objects still name them): the root
-	// keeps reports in memory, out of its log (DESIGN.md section 2).
-	Reports *store.Store
+	// Reports, when set, returns the store that holds a reports-<child>
+	// space instead of Store (whose Space objects still name them), or nil
+	// when that child's reports are not at hand: the root keeps reports in
+	// memory, out of its log (DESIGN.md section 2). ReportsChanged then
+	// receives after they change.
+	Reports        func(space string) *store.Store
+	ReportsChanged <-chan struct{}
 	// ReportsReady, when set, holds reported state back while it returns
 	// false: after a restart, until the children have reported again, so
 	// that statuses are not rewritten from a partial set of reports.
@@ -73,8 +75,6 @@ type Config struct {
 type Controller struct {
 	cfg Config
 	st  *store.Store
-	// rs holds the reports: Config.Reports, or st.
-	rs  *store.Store
 	log *slog.Logger
 
 	eng *scheduler.Engine
@@ -231,7 +231,7 @@ func New(cfg Config) *Controller {
 		cfg.ReportWindow = 200 * time.Millisecond
 	}
 	return &Controller{
-		cfg: cfg, st: cfg.Store, rs: cmp.Or(cfg.Reports, cfg.Store), log: cfg.Logger,
+		cfg: cfg, st: cfg.Store, log: cfg.Logger,
 		eng:             scheduler.New(),
 		spaces:          map[string]*wds{},
 		targets:         map[string]*v1alpha1.SyncTarget{},
@@ -281,16 +281,7 @@ func (c *Controller) run(ctx context.Context) error {
 		return err
 	}
 	defer w.Stop()
-	// Reports kept apart (Config.Reports): every event of that store is
-	// a report, or a Collector's cursor. None when they are in st.
-	var sw store.Watcher
-	var softEvents <-chan store.Event
-	if c.rs != c.st {
-		if sw, err = c.rs.Watch(ctx, store.WatchOptions{Since: c.rs.Revision()}); err != nil {
-			return err
-		}
-		defer sw.Stop()
-		softEvents = sw.Events()
+	if c.cfg.Reports != nil {
 		c.reportsDirty = true // what was reported before the watch began
 	}
 	timer := time.NewTimer(time.Hour)
@@ -316,10 +307,7 @@ func (c *Controller) run(ctx context.Context) error {
 				continue
 			}
 			report = isReport(ev.Object.Key)
-		case _, ok := <-softEvents:
-			if !ok {
-				return sw.Err()
-			}
+		case <-c.cfg.ReportsChanged:
 			c.reportsDirty, report = true, true
 		case <-timer.C:
 			pending = false
@@ -612,6 +600,10 @@ func (c *Controller) flush(ctx context.Context) error {
 	c.reportsDirty = false
 	rb := &batch{st: c.st, redo: &c.redo, keys: map[store.Key]bool{}}
 	syncs, err := c.reported(ctx, c.last, rb)
+	if errors.Is(err, errReportsMoved) {
+		c.reportsDirty = true
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
 
 // newFixtureWith is newFixture with tweak applied to the controller's
-// Config; a Config.Reports store becomes the fixture's rs.
+// Config; the store of Config.Reports becomes the fixture's rs.
 func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 	f := newStoreFixture(t)
 	st := f.st
@@ -46,7 +46,9 @@ func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	f.rs = cfg.Reports
+	if cfg.Reports != nil {
+		f.rs = cfg.Reports("reports-r1")
+	}
 	c := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -436,8 +438,32 @@ func TestReportedState(t *testing.T) {
 	t.Run("in the store", func(t *testing.T) { testReportedState(t, newFixture(t)) })
 	// The root keeps reports in memory, apart from its log.
 	t.Run("kept apart", func(t *testing.T) {
-		testReportedState(t, newFixtureWith(t, func(c *Config) { c.Reports = newMemStore(t) }))
+		testReportedState(t, newFixtureWith(t, func(c *Config) { keptApart(t, c) }))
 	})
+}
+
+// keptApart keeps the reports in a store of their own, as the root keeps
+// them in memory: Config.Reports returns it, and ReportsChanged receives
+// after each of its changes.
+func keptApart(t *testing.T, c *Config) {
+	rs := newMemStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := rs.Watch(ctx, store.WatchOptions{Since: rs.Revision()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan struct{}, 1)
+	go func() {
+		for range w.Events() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	c.Reports = func(string) *store.Store { return rs }
+	c.ReportsChanged = changed
 }
 
 // newMemStore returns an empty store on a log that keeps nothing.
@@ -456,7 +482,8 @@ func TestReportsReadyHoldsReportedState(t *testing.T) {
 	var ready atomic.Bool
 	ready.Store(true)
 	f := newFixtureWith(t, func(c *Config) {
-		c.Reports, c.ReportsReady, c.ReportWindow = newMemStore(t), ready.Load, 10*time.Millisecond
+		keptApart(t, c)
+		c.ReportsReady, c.ReportWindow = ready.Load, 10*time.Millisecond
 	})
 	ref, _ := setUpReported(t, f)
 	ready.Store(false)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,7 +52,16 @@ func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[
 		if !ok || len(superseded[child]) > 0 {
 			continue
 		}
-		lr, err := c.rs.List(store.ListOptions{Space: sp.Key.Name})
+		rs := c.st
+		if c.cfg.Reports != nil {
+			if rs = c.cfg.Reports(sp.Key.Name); rs == nil {
+				continue // not at hand: counted once they are
+			}
+		}
+		lr, err := rs.List(store.ListOptions{Space: sp.Key.Name})
+		if errors.Is(err, store.ErrClosed) && rs != c.st {
+			return nil, errReportsMoved
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -70,6 +80,10 @@ func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[
 	}
 	return syncs, nil
 }
+
+// errReportsMoved: a store of reports (Config.Reports) was replaced while
+// it was read; reported state is computed again at the next window.
+var errReportsMoved = errors.New("placement: a store of reports was replaced")
 
 // combinedKey groups partials by (placement, object).
 type combinedKey struct {
