@@ -31,8 +31,9 @@
 //   - transport.go: one TCP listener, TLS 1.3 with client certificates both
 //     ways, whose first byte selects raft's NetworkTransport or the forward
 //     protocol;
-//   - forward.go: the forward protocol (a follower's proposals and read-index
-//     requests to the leader, pipelined, with a goaway on close);
+//   - forward.go: the forward protocol (a follower's proposals, read-index
+//     requests and Deliver messages to the leader, pipelined, with a goaway
+//     on close);
 //   - membership.go: memberlist gossip (node name = NodeID, metadata = raft
 //     address, cluster id, state, app Meta), refusal of other clusters, and
 //     the BootstrapExpect protocol;

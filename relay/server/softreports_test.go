@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -36,19 +35,7 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	}
 	stopRoot := serveInBackground(t, "root", root.Serve)
 	<-root.Ready()
-	token := joinToken(t, root)
-	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
-		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
-	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
-	for _, name := range []string{"e1", "e2", "e3"} {
-		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
-			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
-	}
-	waitFor(t, "every edge announced", func() bool { dests, _ := root.down.Subtree(); return len(dests) == 3 })
-	pt.connect(t, 3)
-	pt.placeCollected(t, nil)
-	pt.waitCombined(t, "three destinations ready", 3, 3)
+	pt := collectedTree(t, root, []string{root.LinkAddr()}, joinToken(t, root))
 
 	space := ReportsSpace("r1")
 	partials := store.ListOptions{Space: space, Resource: reports.PartialResource}
@@ -180,18 +167,8 @@ func TestReportsReachTheLeaderFromAFollower(t *testing.T) {
 	leader := leaderOf(t, rs)
 	follower := (leader + 1) % 3
 	token := joinToken(t, rs[follower].Root)
-	parents := []string{rs[follower].LinkAddr()} // the follower only: it survives
-	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: parents,
-		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
-	pt := &placementTree{root: rs[follower].Root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
-	for _, name := range []string{"e1", "e2", "e3"} {
-		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
-			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
-	}
-	pt.connect(t, 3)
-	pt.placeCollected(t, nil)
-	pt.waitCombined(t, "three destinations ready, reported through a follower", 3, 3)
+	// The region dials the follower only: it survives.
+	pt := collectedTree(t, rs[follower].Root, []string{rs[follower].LinkAddr()}, token)
 	if len(rs[leader].down.Children()) != 0 {
 		t.Fatalf("the region is linked to the leader: %+v", rs[leader].down.Children())
 	}

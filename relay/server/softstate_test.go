@@ -40,6 +40,26 @@ func (pt *placementTree) placeCollected(t *testing.T, annotations map[string]any
 			"statusCollectors": []any{"ready"}}})
 }
 
+// collectedTree starts region r1, dialing parents with token, and edges
+// e1-e3 (labelled app=yes, with virtual clusters) under it; it places
+// placeCollected's Deployment through root's API and waits until the
+// CombinedStatus counts three destinations ready.
+func collectedTree(t *testing.T, root *Root, parents []string, token string) *placementTree {
+	t.Helper()
+	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: parents,
+		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
+	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
+	for _, name := range []string{"e1", "e2", "e3"} {
+		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
+	}
+	pt.connect(t, 3)
+	pt.placeCollected(t, nil)
+	pt.waitCombined(t, "three destinations ready", 3, 3)
+	return pt
+}
+
 // webDeployment is the Deployment shop/web that placeCollected places.
 func webDeployment(replicas int, annotations map[string]any) map[string]any {
 	return map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
@@ -236,17 +256,8 @@ func TestStatusSurvivesRootFailover(t *testing.T) {
 			parents = append(parents, r.LinkAddr())
 		}
 	}
-	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: parents,
-		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
-	pt := &placementTree{root: rs[follower].Root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
-	for _, name := range []string{"e1", "e2", "e3"} {
-		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
-			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
-	}
-	pt.connect(t, 3)
-	pt.placeCollected(t, nil)
-	pt.waitCombined(t, "three destinations ready", 3, 3)
+	pt := collectedTree(t, rs[follower].Root, parents, token)
+	region := pt.region
 
 	oc := pt.watchOvercount(3, 6)
 	defer oc.stop()
