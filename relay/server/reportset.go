@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,7 +24,7 @@ import (
 // (DESIGN.md section 2: reported state is soft). Each replica's Collectors
 // write the reports of the children linked to it into its local store.
 // With replicas, every follower mirrors its local store to the leader
-// (pump, over consensus.Node.Deliver: a snapshot when a leader is elected,
+// (pump, over consensus.Node.Deliver: everything when a leader is elected,
 // then the latest state of each changed key), and the leader reads a
 // child's reports from the store of the replica that the child's link
 // record names (session.LinkReplica): its own, or that replica's mirror.
@@ -44,11 +43,22 @@ type reportSet struct {
 	changed chan struct{}      // signalled when any report store changes
 }
 
-// mirror is the leader's copy of another replica's local report store,
-// as of one pump session of that replica.
+// mirror is the leader's copy of another replica's local report store.
+// A pump session fills next with everything (batches from Begin to
+// Complete), which then replaces st; st serves meanwhile, so a follower
+// that sends everything again never leaves its children uncounted.
 type mirror struct {
 	session string
-	st      *store.Store
+	st      *store.Store // nil until a session completes
+	next    *store.Store // being filled by session
+}
+
+func (m *mirror) close() {
+	for _, st := range []*store.Store{m.st, m.next} {
+		if st != nil {
+			st.Close()
+		}
+	}
 }
 
 func newReportSet(self string, hard *store.Store, ha bool, log *slog.Logger) *reportSet {
@@ -71,7 +81,7 @@ func (rs *reportSet) close() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for _, m := range rs.mirrors {
-		m.st.Close()
+		m.close()
 	}
 	rs.mirrors = map[string]*mirror{}
 }
@@ -103,7 +113,7 @@ func (rs *reportSet) Store(space string) *store.Store {
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if m := rs.mirrors[owner]; m != nil {
+	if m := rs.mirrors[owner]; m != nil && m.st != nil {
 		return m.st
 	}
 	return nil
@@ -115,7 +125,7 @@ func (rs *reportSet) Store(space string) *store.Store {
 func (rs *reportSet) beginTerm() {
 	rs.mu.Lock()
 	for _, m := range rs.mirrors {
-		m.st.Close()
+		m.close()
 	}
 	rs.mirrors = map[string]*mirror{}
 	rs.term = time.Now()
@@ -191,14 +201,16 @@ func (rs *reportSet) follow(ctx context.Context) {
 	wg.Wait()
 }
 
-// reportBatch is what a follower's pump sends the leader: its whole local
-// store (Reset, a store snapshot) or the latest state of changed keys.
+// reportBatch is what a follower's pump sends the leader: the latest state
+// of some keys of its local store. A session starts with everything, in
+// batches from the one marked Begin to the one marked Complete.
 type reportBatch struct {
-	Replica string      `json:"replica"`
-	Session string      `json:"session"`
-	Reset   []byte      `json:"reset,omitempty"`
-	Puts    []reportPut `json:"puts,omitempty"`
-	Deletes []store.Key `json:"deletes,omitempty"`
+	Replica  string      `json:"replica"`
+	Session  string      `json:"session"`
+	Begin    bool        `json:"begin,omitempty"`
+	Complete bool        `json:"complete,omitempty"`
+	Puts     []reportPut `json:"puts,omitempty"`
+	Deletes  []store.Key `json:"deletes,omitempty"`
 }
 
 type reportPut struct {
@@ -206,9 +218,9 @@ type reportPut struct {
 	Data []byte    `json:"data"`
 }
 
-// errUnknownSession: a batch of a session this leader has no snapshot of
-// (it became leader since, or dropped the mirror): the pump sends a
-// snapshot again.
+// errUnknownSession: a batch of a session this leader does not know
+// (it became leader since, or dropped the mirror): the pump sends
+// everything again.
 var errUnknownSession = errors.New("reports: unknown session, send everything again")
 
 // deliver applies a pump's batch on the leader (consensus.Config.Deliver).
@@ -224,39 +236,48 @@ func (rs *reportSet) deliver(ctx context.Context, payload []byte) error {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	m := rs.mirrors[b.Replica]
-	if b.Reset != nil {
-		st := newReportStore()
-		if err := st.Restore(bytes.NewReader(b.Reset)); err != nil {
-			st.Close()
-			return err
+	if b.Begin {
+		if m == nil {
+			m = &mirror{}
+			rs.mirrors[b.Replica] = m
 		}
-		if m != nil {
-			m.st.Close()
+		if m.next != nil {
+			m.next.Close()
 		}
-		m = &mirror{session: b.Session, st: st}
-		rs.mirrors[b.Replica] = m
+		m.session, m.next = b.Session, newReportStore()
 	}
 	if m == nil || m.session != b.Session {
 		return errUnknownSession
 	}
+	st := m.st
+	if m.next != nil {
+		st = m.next
+	}
 	var ops []store.Op
 	for _, p := range b.Puts {
 		op := store.Op{Type: store.OpCreate, Key: p.Key, Data: p.Data}
-		if _, err := m.st.Get(p.Key); err == nil {
+		if _, err := st.Get(p.Key); err == nil {
 			op.Type = store.OpUpdate
 		}
 		ops = append(ops, op)
 	}
 	for _, k := range b.Deletes {
-		if _, err := m.st.Get(k); err == nil {
+		if _, err := st.Get(k); err == nil {
 			ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
 		}
 	}
-	if len(ops) == 0 {
-		return nil
+	if len(ops) > 0 {
+		if _, err := st.Txn(ctx, ops...); err != nil {
+			return err
+		}
 	}
-	_, err := m.st.Txn(ctx, ops...)
-	return err
+	if b.Complete && m.next != nil {
+		if m.st != nil {
+			m.st.Close()
+		}
+		m.st, m.next = m.next, nil
+	}
+	return nil
 }
 
 // pumpInterval gathers the changes of a follower's local store into one
@@ -269,10 +290,14 @@ const (
 	pumpKeepalive = time.Second
 )
 
+// pumpBatchBytes bounds the objects of one batch, well under the forward
+// protocol's 64 MiB. A variable for tests.
+var pumpBatchBytes = 4 << 20
+
 // pump mirrors this replica's local store to the leader while another
-// replica leads, until ctx is done: a snapshot first, then the latest state
+// replica leads, until ctx is done: everything first, then the latest state
 // of every changed key, every pumpInterval at most. A new leader, or a
-// batch the leader refuses, starts a new session with a new snapshot.
+// batch the leader refuses, starts a new session that sends everything again.
 func (rs *reportSet) pump(ctx context.Context, node *consensus.Node) {
 	for ctx.Err() == nil {
 		leader, ok := node.Leader()
@@ -302,22 +327,13 @@ func (rs *reportSet) pumpSession(ctx context.Context, node *consensus.Node, lead
 	_, _ = rand.Read(id)
 	session := hex.EncodeToString(id)
 	// Changes are marked from here on, then read at their latest state:
-	// a change made before the snapshot is sent again, to the same effect.
+	// a change made while everything is sent is sent again, to the same
+	// effect.
 	w, err := rs.local.Watch(ctx, store.WatchOptions{Since: rs.local.Revision()})
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
-	snap, err := rs.local.Snapshot()
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	_, err = snap.WriteTo(&buf)
-	snap.Release()
-	if err != nil {
-		return err
-	}
 	send := func(b reportBatch) error {
 		b.Replica, b.Session = rs.self, session
 		payload, err := json.Marshal(b)
@@ -332,7 +348,7 @@ func (rs *reportSet) pumpSession(ctx context.Context, node *consensus.Node, lead
 		}
 		return err
 	}
-	if err := send(reportBatch{Reset: buf.Bytes()}); err != nil {
+	if err := rs.sendAll(send); err != nil {
 		return err
 	}
 	sent := time.Now()
@@ -375,4 +391,40 @@ func (rs *reportSet) pumpSession(ctx context.Context, node *consensus.Node, lead
 			clear(dirty)
 		}
 	}
+}
+
+// sendAll sends everything in the local store, in batches of at most
+// pumpBatchBytes, the first marked Begin and the last Complete: the
+// Collectors' cursors (the system space) and every reports space the
+// replicated store names.
+func (rs *reportSet) sendAll(send func(reportBatch) error) error {
+	spaces, err := rs.hard.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	if err != nil {
+		return err
+	}
+	names := []string{""}
+	for _, sp := range spaces.Items {
+		if strings.HasPrefix(sp.Key.Name, ReportsSpace("")) {
+			names = append(names, sp.Key.Name)
+		}
+	}
+	b, size := reportBatch{Begin: true}, 0
+	for _, name := range names {
+		lr, err := rs.local.List(store.ListOptions{Space: name})
+		if err != nil {
+			return err
+		}
+		for _, o := range lr.Items {
+			if size > 0 && size+len(o.Data) > pumpBatchBytes {
+				if err := send(b); err != nil {
+					return err
+				}
+				b, size = reportBatch{}, 0
+			}
+			b.Puts = append(b.Puts, reportPut{Key: o.Key, Data: o.Data})
+			size += len(o.Data)
+		}
+	}
+	b.Complete = true
+	return send(b)
 }
