@@ -46,10 +46,12 @@ func TestDeliver(t *testing.T) {
 		want = append(want, msg)
 	}
 	mu.Lock()
-	if !slices.Equal(got[leaderID], want) || len(got) != 1 {
-		t.Fatalf("delivered %v, want %v at %s only", got, want, leaderID)
-	}
+	delivered := fmt.Sprint(got)
+	ok := slices.Equal(got[leaderID], want) && len(got) == 1
 	mu.Unlock()
+	if !ok {
+		t.Fatalf("delivered %s, want %v at %s only", delivered, want, leaderID)
+	}
 	if after := c.nodes[leader].node.AppliedIndex(); after != before {
 		t.Fatalf("the log moved from %d to %d: a message was logged", before, after)
 	}
@@ -67,9 +69,9 @@ func TestDeliver(t *testing.T) {
 	if err := c.nodes[leader].node.TransferLeadership(c.nodes[to].cfg.NodeID); err != nil {
 		t.Fatal(err)
 	}
-	if l := c.waitLeader(15 * time.Second); l != to {
-		t.Fatalf("%s leads after the transfer to %s", c.nodes[l].cfg.NodeID, c.nodes[to].cfg.NodeID)
-	}
+	eventually(t, 15*time.Second, c.nodes[to].cfg.NodeID+" leading", func() bool {
+		return c.nodes[to].node.IsLeader() && !c.nodes[leader].node.IsLeader()
+	})
 	if id, err := c.nodes[follower].node.Deliver(ctx, []byte("transferred")); err != nil || id != c.nodes[to].cfg.NodeID {
 		t.Fatalf("Deliver after the transfer: %q, %v; want %s", id, err, c.nodes[to].cfg.NodeID)
 	}
@@ -86,8 +88,9 @@ func TestDeliver(t *testing.T) {
 		t.Fatalf("Deliver after the failover: %q, %v; want the new leader %s", id, err, c.nodes[next].cfg.NodeID)
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if last := got[id]; len(last) == 0 || last[len(last)-1] != "after" {
+	last := slices.Clone(got[id])
+	mu.Unlock()
+	if len(last) == 0 || last[len(last)-1] != "after" {
 		t.Fatalf("the new leader got %v", last)
 	}
 }
