@@ -238,10 +238,11 @@ func TestStatusSoftState(t *testing.T) {
 
 // Reported state survives a root failover: three root replicas, a region
 // that may dial any of them and three edges reporting a Deployment
-// through a StatusCollector. The leader (which writes CombinedStatus) is
-// killed; the new leader takes over from the replicated reports, never
-// counts a destination twice, and follows the next change (two replicas
-// each, six ready in all).
+// through a StatusCollector. The leader (which writes CombinedStatus), to
+// which the region is linked, is killed; the region links to a survivor
+// and reports everything again there (reports are kept in memory), and the
+// new leader never counts a destination twice and follows the next change
+// (two replicas each, six ready in all).
 func TestStatusSurvivesRootFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three replicas with raft's default timers")
