@@ -137,12 +137,15 @@ func RunChild(ctx context.Context, cfg ChildConfig) error {
 
 // Child is a running region or edge relay.
 type Child struct {
-	cfg    ChildConfig
-	log    *slog.Logger
-	lock   *os.File
-	store  *store.Store
-	node   *consensus.Node
-	uplink *session.Uplink
+	cfg   ChildConfig
+	log   *slog.Logger
+	lock  *os.File
+	store *store.Store
+	// reports holds a region's children's reports, in memory (DESIGN.md
+	// section 2): its log holds its outbox, the summary it makes of them.
+	reports *store.Store
+	node    *consensus.Node
+	uplink  *session.Uplink
 
 	mu       sync.Mutex // guards ln, downlink and siblings, set once the region has its identity
 	ln       *link.Listener
@@ -185,7 +188,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		}
 		st.SetLog(node)
 	}
-	c := &Child{cfg: cfg, log: log, lock: lock, store: st, node: node, serving: make(chan struct{})}
+	c := &Child{cfg: cfg, log: log, lock: lock, store: st, reports: newReportStore(), node: node, serving: make(chan struct{})}
 	ucfg := session.UplinkConfig{
 		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
 		Store: st, Inbox: InboxSpace, Outbox: OutboxSpace, Proxy: cfg.Proxy, Logger: log,
@@ -231,6 +234,10 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 
 // Store exposes the child's store (tests, simulations).
 func (c *Child) Store() *store.Store { return c.store }
+
+// Reports exposes the store in memory of a region's children's reports
+// (tests, simulations).
+func (c *Child) Reports() *store.Store { return c.reports }
 
 // Uplink exposes the link to the parent (tests, status).
 func (c *Child) Uplink() *session.Uplink { return c.uplink }
@@ -352,7 +359,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		c.log.Info("gossiping with siblings", "peer", sib.PeerAddr(), "join", c.cfg.Join)
 	}
 	down := session.NewDownlink(session.DownlinkConfig{
-		Name: c.cfg.Name, Path: id.Path, Store: c.store, Listener: ln, Logger: c.log,
+		Name: c.cfg.Name, Path: id.Path, Store: c.store, ReportStore: c.reports, Listener: ln, Logger: c.log,
 		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path},
 		Space:     InboxSpace, Targets: c.store.Addresses, Trim: trimDestinations,
 		Reports:  func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
@@ -370,7 +377,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	close(c.serving)
 	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
 	go func() {
-		if err := summarize(ctx, c.store, down, cmp.Or(c.cfg.StatusWindow, DefaultStatusWindow), c.log); err != nil && ctx.Err() == nil {
+		if err := summarize(ctx, c.store, c.reports, down, cmp.Or(c.cfg.StatusWindow, DefaultStatusWindow), c.log); err != nil && ctx.Err() == nil {
 			c.log.Error("summarizing reports stopped", "error", err)
 		}
 	}()
@@ -420,6 +427,7 @@ func waitIdentity(ctx context.Context, dataDir string) (*tls.Certificate, *x509.
 
 func (c *Child) close() {
 	c.store.Close()
+	c.reports.Close()
 	if c.node != nil {
 		if err := c.node.Close(); err != nil {
 			c.log.Warn("closing log", "error", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -104,31 +104,10 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	// CombinedStatus that does not count three destinations and three
 	// ready replicas, until the region has reported again.
 	stopRoot()
-	var mu sync.Mutex
-	wrong := map[string]int{} // what was read, how many times
-	pctx, stopPoll := context.WithCancel(context.Background())
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for pctx.Err() == nil {
-			cols, err := pt.combinedColumns()
-			switch {
-			case apierrors.IsNotFound(err):
-				mu.Lock()
-				wrong["deleted"]++
-				mu.Unlock()
-			case err == nil && !slices.Equal(cols, []int64{3, 3}):
-				mu.Lock()
-				wrong[fmt.Sprint(cols)]++
-				mu.Unlock()
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	wrong := pt.watchOtherThan(3, 3)
 	cfg.APIAddr, cfg.LinkAddr = root.Addr(), root.LinkAddr()
 	root, err = Open(cfg, quiet)
 	if err != nil {
-		stopPoll()
 		t.Fatal(err)
 	}
 	serveInBackground(t, "root again", root.Serve)
@@ -137,10 +116,8 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	waitFor(t, "r1 reported again", func() bool { in, err := tree.Collected(root.Reports(), space); return err == nil && in })
 	waitFor(t, "reported state written again", root.reports.Ready)
 	time.Sleep(3 * DefaultStatusWindow) // a rewrite from the reports, if any, has landed
-	stopPoll()
-	<-polled
-	if len(wrong) > 0 {
-		t.Fatalf("while the root restarted, the CombinedStatus read %v, want [3 3] throughout", wrong)
+	if seen := wrong(); len(seen) > 0 {
+		t.Fatalf("while the root restarted, the CombinedStatus read %v, want [3 3] throughout", seen)
 	}
 	if lr, err := root.Reports().List(partials); err != nil || len(lr.Items) == 0 {
 		t.Fatalf("after the restart, the root's report store holds no partial of r1: %v", err)
@@ -212,4 +189,79 @@ func TestReportsReachTheLeaderFromAFollower(t *testing.T) {
 	pt.apply(t, pt.wds, deployGVR, webDeployment(3, nil))
 	pt.waitCombined(t, "three destinations, nine ready, after the failover", 3, 9)
 	oc.check(t, "root failover")
+}
+
+// watchOtherThan polls the CombinedStatus of placeCollected until the
+// returned function is called, and records every read that does not count
+// n destinations and ready replicas: a value, or "deleted". The function
+// stops the poller and returns what it saw, by how many reads.
+func (pt *placementTree) watchOtherThan(n, ready int64) func() map[string]int {
+	wrong := map[string]int{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cols, err := pt.combinedColumns()
+			switch {
+			case apierrors.IsNotFound(err):
+				wrong["deleted"]++
+			case err == nil && !slices.Equal(cols, []int64{n, ready}):
+				wrong[fmt.Sprint(cols)]++
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() map[string]int {
+		cancel()
+		<-done
+		return wrong
+	}
+}
+
+// A region keeps its children's reports in memory, and its summary (its
+// outbox) on disk. When it restarts from its disk, the summary is not
+// rewritten until the children it knew of have reported again: the root's
+// CombinedStatus never changes meanwhile, and the next change is counted.
+func TestRegionRestartKeepsItsSummary(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	rcfg := ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+		JoinToken: token, LinkAddr: "127.0.0.1:0"}
+	region, err := OpenChild(rcfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRegion := serveInBackground(t, "r1", region.Serve)
+	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
+	for _, name := range []string{"e1", "e2", "e3"} {
+		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
+	}
+	pt.connect(t, 3)
+	pt.placeCollected(t, nil)
+	pt.waitCombined(t, "three destinations ready", 3, 3)
+
+	wrong := pt.watchOtherThan(3, 3)
+	stopRegion()
+	rcfg.JoinToken, rcfg.LinkAddr = "", region.LinkAddr() // the edges dial it there
+	region, err = OpenChild(rcfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveInBackground(t, "r1 again", region.Serve)
+	pt.region = region
+	for _, name := range []string{"e1", "e2", "e3"} {
+		waitFor(t, name+" reported again", func() bool {
+			in, err := tree.Collected(region.Reports(), ReportsSpace(name))
+			return err == nil && in
+		})
+	}
+	time.Sleep(5 * DefaultStatusWindow) // a summary from the reports, and the root's rewrite, have landed
+	if seen := wrong(); len(seen) > 0 {
+		t.Fatalf("while the region restarted, the CombinedStatus read %v, want [3 3] throughout", seen)
+	}
+	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
+	pt.waitCombined(t, "three destinations, two replicas each, after the region restarted", 3, 6)
 }

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/tree"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
@@ -37,14 +37,18 @@ const (
 // A variable for tests.
 var summaryGrace = time.Minute
 
-// summarize keeps a region's outbox equal to the merge of its children's
-// reports (topology/reports): partials and placement syncs merged per key,
-// upsynced objects and the live state of objects with a single
-// destination forwarded. It recomputes after each burst of changes to a
-// reports space and writes only what differs, until ctx is done.
-func summarize(ctx context.Context, st *store.Store, down *session.Downlink, window time.Duration, log *slog.Logger) error {
+// summarize keeps a region's outbox (in st) equal to the merge of its
+// children's reports (in rs, in memory: DESIGN.md section 2) per
+// topology/reports: partials and placement syncs merged per key, upsynced
+// objects and the live state of objects with a single destination
+// forwarded. It recomputes after each burst of changes to the reports and
+// writes only what differs, until ctx is done. After the region opens, the
+// outbox waits until the children it knew of have reported again
+// (reportsWait).
+func summarize(ctx context.Context, st, rs *store.Store, down *session.Downlink, window time.Duration, log *slog.Logger) error {
+	wait := &reportsWait{since: time.Now()}
 	for ctx.Err() == nil {
-		err := followReports(ctx, st, down, window)
+		err := followReports(ctx, st, rs, down, window, wait)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -56,20 +60,58 @@ func summarize(ctx context.Context, st *store.Store, down *session.Downlink, win
 	return nil
 }
 
-func followReports(ctx context.Context, st *store.Store, down *session.Downlink, window time.Duration) error {
-	w, err := st.Watch(ctx, store.WatchOptions{Since: st.Revision()})
+// reportsWait holds a region's summary back after it opened, until every
+// child it knows of (those it knew before, from their route records, come
+// back disconnected) has reported again, or summaryGrace has passed: its
+// reports are in memory and were lost, while its outbox is on disk. A
+// region with no child to wait for writes at once.
+type reportsWait struct {
+	since time.Time
+	done  bool
+}
+
+func (w *reportsWait) ready(rs store.Reader, down *session.Downlink) bool {
+	if w.done {
+		return true
+	}
+	if time.Since(w.since) < summaryGrace {
+		for _, c := range down.Children() {
+			if c.Superseded {
+				continue
+			}
+			if in, err := tree.Collected(rs, ReportsSpace(c.Identity.Name)); err != nil || !in {
+				return false
+			}
+		}
+	}
+	w.done = true
+	return true
+}
+
+func followReports(ctx context.Context, st, rs *store.Store, down *session.Downlink, window time.Duration, wait *reportsWait) error {
+	// Every event of rs is a report, or a Collector's cursor.
+	w, err := rs.Watch(ctx, store.WatchOptions{Since: rs.Revision()})
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
 	var dec reports.Decoded // the children's reports, decoded once per version
-	if err := writeSummary(ctx, st, down, &dec); err != nil {
+	write := func() error {
+		if !wait.ready(rs, down) {
+			return nil // the window looks again (below)
+		}
+		return writeSummary(ctx, st, rs, down, &dec)
+	}
+	if err := write(); err != nil {
 		return err
 	}
 	// Reports wait until window passes without another, or
 	// reports.MaxWaits windows after the burst's first.
 	win := reports.NewWindow(window)
 	defer win.Stop()
+	if !wait.done {
+		win.Note()
+	}
 	// Children leave the summaries when their grace expires, which no
 	// report announces: look again now and then.
 	tick := time.NewTicker(max(summaryGrace/4, window))
@@ -80,7 +122,7 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if err := writeSummary(ctx, st, down, &dec); err != nil {
+			if err := write(); err != nil {
 				return err
 			}
 		case <-changed:
@@ -92,15 +134,18 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 			if !ok {
 				return w.Err()
 			}
-			if ev.Object == nil || !strings.HasPrefix(ev.Object.Key.Space, "reports-") {
+			if ev.Object == nil {
 				continue
 			}
 			win.Note()
 		case <-win.C():
 			win.Fired()
-			if err := writeSummary(ctx, st, down, &dec); err != nil {
+			if err := write(); err != nil {
 				return err
 			}
+		}
+		if !wait.done && !win.Pending() {
+			win.Note() // still waiting for the children's reports
 		}
 	}
 }
@@ -110,7 +155,7 @@ func followReports(ctx context.Context, st *store.Store, down *session.Downlink,
 // for less than summaryGrace; never while it claims a destination that
 // has moved elsewhere (session.ChildStatus.Superseded), whose reports the
 // destination's new path counts.
-func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink, dec *reports.Decoded) error {
+func writeSummary(ctx context.Context, st, rs *store.Store, down *session.Downlink, dec *reports.Decoded) error {
 	var children [][]*store.Object
 	names := make([]string, 0)
 	gen := down.ClaimsGeneration()
@@ -121,7 +166,7 @@ func writeSummary(ctx context.Context, st *store.Store, down *session.Downlink, 
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		lr, err := st.List(store.ListOptions{Space: ReportsSpace(n)})
+		lr, err := rs.List(store.ListOptions{Space: ReportsSpace(n)})
 		if err != nil {
 			return err
 		}

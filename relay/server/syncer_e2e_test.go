@@ -127,7 +127,7 @@ func TestSyncerEndToEnd(t *testing.T) {
 	waitForMsg(t, "reports at the region", func() (bool, string) {
 		for name := range pt.edges {
 			space := ReportsSpace(name)
-			o, err := pt.region.Store().Get(store.Key{Space: space, Resource: syncer.DestinationStatusResource, Name: name})
+			o, err := pt.region.Reports().Get(store.Key{Space: space, Resource: syncer.DestinationStatusResource, Name: name})
 			if err != nil {
 				return false, fmt.Sprintf("%s: status: %v", name, err)
 			}
@@ -135,7 +135,7 @@ func TestSyncerEndToEnd(t *testing.T) {
 			if err := json.Unmarshal(o.Data, &ds); err != nil || !ds.Status.Reachable || ds.Status.Applied != 3 || ds.Status.FailedCount != 0 || ds.Status.ObservedInboxRevision == 0 {
 				return false, fmt.Sprintf("%s: status %s", name, o.Data)
 			}
-			o, err = pt.region.Store().Get(store.Key{Space: space, Resource: store.Resource{Group: "apps", Resource: "deployments"}, Namespace: "shop", Name: "web"})
+			o, err = pt.region.Reports().Get(store.Key{Space: space, Resource: store.Resource{Group: "apps", Resource: "deployments"}, Namespace: "shop", Name: "web"})
 			if err != nil {
 				return false, fmt.Sprintf("%s: deployment report: %v", name, err)
 			}

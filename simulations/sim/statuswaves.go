@@ -446,12 +446,12 @@ func (t *reportTally) stop() map[string]ReportWrites {
 	return t.by
 }
 
-// regionStores are the stores of the running regions.
+// regionStores are the report stores (in memory) of the running regions.
 func (f *fleet) regionStores() []*store.Store {
 	var out []*store.Store
 	for _, r := range f.regions {
 		if c := r.current(); c != nil {
-			out = append(out, c.Store())
+			out = append(out, c.Reports())
 		}
 	}
 	return out
