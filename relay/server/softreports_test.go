@@ -225,28 +225,14 @@ func (pt *placementTree) watchOtherThan(n, ready int64) func() map[string]int {
 // CombinedStatus never changes meanwhile, and the next change is counted.
 func TestRegionRestartKeepsItsSummary(t *testing.T) {
 	root := startTestRoot(t)
-	token := joinToken(t, root)
 	rcfg := ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
-		JoinToken: token, LinkAddr: "127.0.0.1:0"}
-	region, err := OpenChild(rcfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRegion := serveInBackground(t, "r1", region.Serve)
-	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
-	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
-	for _, name := range []string{"e1", "e2", "e3"} {
-		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
-			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
-	}
-	pt.connect(t, 3)
-	pt.placeCollected(t, nil)
-	pt.waitCombined(t, "three destinations ready", 3, 3)
+		JoinToken: joinToken(t, root), LinkAddr: "127.0.0.1:0"} // its log on disk
+	pt, stopRegion := collectedTreeOf(t, root, rcfg)
 
 	wrong := pt.watchOtherThan(3, 3)
 	stopRegion()
-	rcfg.JoinToken, rcfg.LinkAddr = "", region.LinkAddr() // the edges dial it there
-	region, err = OpenChild(rcfg, quiet)
+	rcfg.JoinToken, rcfg.LinkAddr = "", pt.region.LinkAddr() // the edges dial it there
+	region, err := OpenChild(rcfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

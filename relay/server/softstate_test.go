@@ -40,24 +40,36 @@ func (pt *placementTree) placeCollected(t *testing.T, annotations map[string]any
 			"statusCollectors": []any{"ready"}}})
 }
 
-// collectedTree starts region r1, dialing parents with token, and edges
-// e1-e3 (labelled app=yes, with virtual clusters) under it; it places
-// placeCollected's Deployment through root's API and waits until the
-// CombinedStatus counts three destinations ready.
+// collectedTree starts region r1, dialing parents with token, in memory,
+// and edges e1-e3 (labelled app=yes, with virtual clusters) under it; it
+// places placeCollected's Deployment through root's API and waits until
+// the CombinedStatus counts three destinations ready.
 func collectedTree(t *testing.T, root *Root, parents []string, token string) *placementTree {
 	t.Helper()
-	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: parents,
+	pt, _ := collectedTreeOf(t, root, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: parents,
 		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
+	return pt
+}
+
+// collectedTreeOf is collectedTree with the region's configuration; it
+// also returns what stops the region.
+func collectedTreeOf(t *testing.T, root *Root, rcfg ChildConfig) (*placementTree, func()) {
+	t.Helper()
+	region, err := OpenChild(rcfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveInBackground(t, rcfg.Name, region.Serve)
 	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
 	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
 	for _, name := range []string{"e1", "e2", "e3"} {
 		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
-			JoinToken: token, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
+			JoinToken: rcfg.JoinToken, VirtualCluster: true, InMemory: true, Labels: map[string]string{"app": "yes"}})
 	}
 	pt.connect(t, 3)
 	pt.placeCollected(t, nil)
 	pt.waitCombined(t, "three destinations ready", 3, 3)
-	return pt
+	return pt, stop
 }
 
 // webDeployment is the Deployment shop/web that placeCollected places.
