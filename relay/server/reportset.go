@@ -27,7 +27,7 @@ import (
 // (pump, over consensus.Node.Deliver: everything when a leader is elected,
 // then the latest state of each changed key), and the leader reads a
 // child's reports from the store of the replica that the child's link
-// record names (session.LinkReplica): its own, or that replica's mirror.
+// record names (session.LinkReplicaOf): its own, or that replica's mirror.
 // A child that moved between replicas is so counted once.
 type reportSet struct {
 	self  string       // this replica's name
@@ -38,9 +38,17 @@ type reportSet struct {
 
 	mu      sync.Mutex
 	mirrors map[string]*mirror // on the leader: other replicas' reports
+	owners  map[string]owner   // by child: the replica its link record names
 	term    time.Time          // when this replica last became leader (or opened)
 	ready   atomic.Bool        // ready latched for this term
 	changed chan struct{}      // signalled when any report store changes
+}
+
+// owner is the replica a child's link record names, decoded once per
+// version of the record (Store runs for every child at every flush).
+type owner struct {
+	rev     int64
+	replica string
 }
 
 // mirror is the leader's copy of another replica's local report store.
@@ -66,6 +74,7 @@ func newReportSet(self string, hard *store.Store, ha bool, log *slog.Logger) *re
 		self: self, hard: hard, ha: ha, log: log,
 		local:   newReportStore(),
 		mirrors: map[string]*mirror{},
+		owners:  map[string]owner{},
 		term:    time.Now(),
 		changed: make(chan struct{}, 1),
 	}
@@ -107,13 +116,24 @@ func (rs *reportSet) Store(space string) *store.Store {
 		return rs.local
 	}
 	child, _ := strings.CutPrefix(space, ReportsSpace(""))
-	owner, err := session.LinkReplica(rs.hard, DownsyncSpace, child)
-	if err != nil || owner == "" || owner == rs.self {
-		return rs.local
+	o, err := rs.hard.Get(session.LinkKey(DownsyncSpace, child))
+	if err != nil {
+		return rs.local // no link record: none but this replica's
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if m := rs.mirrors[owner]; m != nil && m.st != nil {
+	ow, ok := rs.owners[child]
+	if !ok || ow.rev != o.Revision {
+		ow.rev = o.Revision
+		if ow.replica, err = session.LinkReplicaOf(o); err != nil {
+			return rs.local
+		}
+		rs.owners[child] = ow
+	}
+	if ow.replica == "" || ow.replica == rs.self {
+		return rs.local
+	}
+	if m := rs.mirrors[ow.replica]; m != nil && m.st != nil {
 		return m.st
 	}
 	return nil
@@ -149,24 +169,43 @@ func (rs *reportSet) Ready() bool {
 	term := rs.term
 	rs.mu.Unlock()
 	if time.Since(term) < summaryGrace {
-		spaces, err := rs.hard.List(store.ListOptions{Resource: kubeapi.SpaceResource})
-		if err != nil {
+		names, err := rs.spaces()
+		if err != nil || !reportedAgain(names, rs.Store) {
 			return false
-		}
-		for _, sp := range spaces.Items {
-			if !strings.HasPrefix(sp.Key.Name, ReportsSpace("")) {
-				continue
-			}
-			st := rs.Store(sp.Key.Name)
-			if st == nil {
-				return false
-			}
-			if in, err := tree.Collected(st, sp.Key.Name); err != nil || !in {
-				return false
-			}
 		}
 	}
 	rs.ready.Store(true)
+	return true
+}
+
+// spaces names the reports spaces the replicated store holds.
+func (rs *reportSet) spaces() ([]string, error) {
+	lr, err := rs.hard.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, sp := range lr.Items {
+		if strings.HasPrefix(sp.Key.Name, ReportsSpace("")) {
+			names = append(names, sp.Key.Name)
+		}
+	}
+	return names, nil
+}
+
+// reportedAgain reports whether each of spaces holds a report set that a
+// Collector made since the store that storeOf gives it was new (nil: not
+// at hand): what a root or a region waits for after it opened.
+func reportedAgain(spaces []string, storeOf func(space string) *store.Store) bool {
+	for _, sp := range spaces {
+		st := storeOf(sp)
+		if st == nil {
+			return false
+		}
+		if in, err := tree.Collected(st, sp); err != nil || !in {
+			return false
+		}
+	}
 	return true
 }
 
@@ -398,16 +437,11 @@ func (rs *reportSet) pumpSession(ctx context.Context, node *consensus.Node, lead
 // Collectors' cursors (the system space) and every reports space the
 // replicated store names.
 func (rs *reportSet) sendAll(send func(reportBatch) error) error {
-	spaces, err := rs.hard.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	spaces, err := rs.spaces()
 	if err != nil {
 		return err
 	}
-	names := []string{""}
-	for _, sp := range spaces.Items {
-		if strings.HasPrefix(sp.Key.Name, ReportsSpace("")) {
-			names = append(names, sp.Key.Name)
-		}
-	}
+	names := append([]string{""}, spaces...)
 	b, size := reportBatch{Begin: true}, 0
 	for _, name := range names {
 		lr, err := rs.local.List(store.ListOptions{Space: name})

@@ -54,7 +54,7 @@ func TestReportMirror(t *testing.T) {
 		put(hard, store.Key{Resource: kubeapi.SpaceResource, Name: ReportsSpace(child)}, "space")
 		owner := map[bool]string{true: "root-1", false: "root-0"}[c < 5]
 		rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + "." + child}, "replica": owner, "connected": true})
-		if _, err := hard.Create(ctx, store.Key{Resource: session.LinkResource, Name: DownsyncSpace + "." + child}, rec); err != nil {
+		if _, err := hard.Create(ctx, session.LinkKey(DownsyncSpace, child), rec); err != nil {
 			t.Fatal(err)
 		}
 		st := map[bool]*reportSet{true: follower, false: leader}[c < 5].local
@@ -63,9 +63,9 @@ func TestReportMirror(t *testing.T) {
 		}
 	}
 	batches := 0
-	session := "s1"
+	sess := "s1"
 	send := func(b reportBatch) error {
-		b.Replica, b.Session = follower.self, session
+		b.Replica, b.Session = follower.self, sess
 		batches++
 		return leader.deliver(ctx, mustJSONBytes(t, b))
 	}
@@ -105,7 +105,7 @@ func TestReportMirror(t *testing.T) {
 			put(follower.local, cm(fmt.Sprintf("c%d", c), i), "two")
 		}
 	}
-	session = "s2"
+	sess = "s2"
 	var during []string
 	inner := send
 	send = func(b reportBatch) error {
@@ -146,12 +146,22 @@ func TestReportMirror(t *testing.T) {
 	if leader.Store(ReportsSpace("c0")) != nil || leader.Ready() {
 		t.Fatal("after a new term, the follower's old copy still serves")
 	}
+	// c9 links to the follower: its reports are read there from now on
+	// (a new version of its link record).
+	rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + ".c9"}, "replica": "root-1", "connected": true})
+	if _, err := hard.Update(ctx, session.LinkKey(DownsyncSpace, "c9"), rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	if leader.Store(ReportsSpace("c9")) != nil {
+		t.Fatal("c9 moved to the follower, but the leader still reads its own store for it")
+	}
+	put(follower.local, cm("c9", 0), "moved") // the follower's Collector, as c9 reports there
 	for c := range 10 {
 		child := fmt.Sprintf("c%d", c)
-		st := map[bool]*reportSet{true: follower, false: leader}[c < 5].local
+		st := map[bool]*reportSet{true: follower, false: leader}[c < 5 || c == 9].local // c9 reports to the follower now
 		put(st, store.Key{Resource: store.Resource{Group: "tree.canopy.dev", Resource: "cursors"}, Name: "upsync." + ReportsSpace(child)}, "cursor")
 	}
-	session = "s3"
+	sess = "s3"
 	send = inner
 	if err := follower.sendAll(send); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
@@ -70,18 +69,19 @@ type reportsWait struct {
 	done  bool
 }
 
-func (w *reportsWait) ready(rs store.Reader, down *session.Downlink) bool {
+func (w *reportsWait) ready(rs *store.Store, down *session.Downlink) bool {
 	if w.done {
 		return true
 	}
 	if time.Since(w.since) < summaryGrace {
+		var spaces []string
 		for _, c := range down.Children() {
-			if c.Superseded {
-				continue
+			if !c.Superseded {
+				spaces = append(spaces, ReportsSpace(c.Identity.Name))
 			}
-			if in, err := tree.Collected(rs, ReportsSpace(c.Identity.Name)); err != nil || !in {
-				return false
-			}
+		}
+		if !reportedAgain(spaces, func(string) *store.Store { return rs }) {
+			return false
 		}
 	}
 	w.done = true

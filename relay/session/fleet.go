@@ -49,12 +49,15 @@ func readLink(r store.Reader, k store.Key) (linkRecord, *store.Object, error) {
 	return rec, o, nil
 }
 
-// LinkReplica returns the replica that child (of space) was last linked
-// to, as its link record says ("" when there is none).
-func LinkReplica(r store.Reader, space, child string) (string, error) {
-	rec, o, err := readLink(r, linkKey(space, child))
-	if err != nil || o == nil {
-		return "", err
+// LinkKey is the key of child's link record (of space).
+func LinkKey(space, child string) store.Key { return linkKey(space, child) }
+
+// LinkReplicaOf returns the replica a link record names: the one the child
+// was last linked to.
+func LinkReplicaOf(o *store.Object) (string, error) {
+	var rec linkRecord
+	if err := json.Unmarshal(o.Data, &rec); err != nil {
+		return "", fmt.Errorf("session: link record %s: %w", o.Key.Name, err)
 	}
 	return rec.Replica, nil
 }

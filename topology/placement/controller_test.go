@@ -64,10 +64,7 @@ func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 
 // newStoreFixture returns a fixture with its spaces and no controller.
 func newStoreFixture(t testing.TB) *fixture {
-	st := store.New(store.Options{})
-	st.SetLog(store.NewMemLog(st))
-	t.Cleanup(st.Close)
-	f := &fixture{t: t, st: st}
+	f := &fixture{t: t, st: newMemStore(t)}
 	for name, kind := range map[string]string{ws: kubeapi.SpaceKindWDS, inv: kubeapi.SpaceKindInventory, down: kubeapi.SpaceKindDownsync, "other": kubeapi.SpaceKindWDS} {
 		f.put(store.Key{Resource: kubeapi.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
 	}
