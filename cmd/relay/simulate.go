@@ -149,6 +149,7 @@ func newSimulateCommand() *cobra.Command {
 	fs.StringVar(&o.ReportDir, "report", "", "write report.md, PNG plots, summary.json and a CPU profile into this directory")
 	fs.StringVar(&o.Network, "network", sim.NetworkMemnet, "memnet (in-memory packets: latency, loss, partitions) or udp (a loopback socket per relay)")
 	fs.DurationVar(&o.Latency, "latency", 0, "one-way latency of every link (memnet)")
+	fs.DurationVar(&o.AdmissionDelay, "admission-delay", 0, "virtual clusters slow to admit writes, as behind an admission webhook: each edge's takes its own delay, in even steps up to this over the edges (0: none)")
 	fs.Float64Var(&o.Loss, "loss", 0, "share of packets lost on every link, 0 to below 1 (memnet; flaky-links defaults to 0.05)")
 	fs.StringVar(&o.Arrival, "arrival", sim.ArrivalAuto, "where a change counts as arrived: inbox, cluster (applied by the edge syncer) or auto (cluster when a syncer is wired)")
 	fs.IntVar(&objects, "objects", sim.DefaultObjects, "ConfigMaps in the workload, besides its Deployment (0 to 1000)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -47,6 +48,9 @@ type relay struct {
 	// status scenario: subset is placed in the first wave (labelled
 	// subsetLabel); failing refuses the workload (cfg.RejectApply).
 	subset, failing bool
+	// admission is how long its virtual cluster takes to admit a write
+	// (Options.AdmissionDelay).
+	admission time.Duration
 
 	mu    sync.Mutex // guards the fields below
 	child *server.Child
@@ -181,6 +185,7 @@ func newFleet(ctx context.Context, o Options, shape fleetShape, dir string, rela
 		return nil, fmt.Errorf("sim: join token: %w", err)
 	}
 	f.layout(shape, regions, edges)
+	f.spreadAdmission()
 	if o.Scenario == ScenarioStatus && !shape.flat {
 		f.statusLayout()
 	}
@@ -220,6 +225,32 @@ func tierName(depth int, edge bool) string {
 		return "edge"
 	}
 	return fmt.Sprintf("region-%d", depth)
+}
+
+// spreadAdmission gives each edge its virtual cluster's admission delay:
+// n even steps up to Options.AdmissionDelay for n edges, in an order
+// drawn with the seed.
+func (f *fleet) spreadAdmission() {
+	d, n := f.opts.AdmissionDelay, len(f.edges)
+	if d <= 0 || n == 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(f.opts.Seed, f.opts.Seed^0xad417))
+	for rank, i := range rng.Perm(n) {
+		f.edges[i].admission = time.Duration(float64(d) * float64(rank+1) / float64(n))
+	}
+}
+
+// admitAfter is an admission webhook that takes d to answer, then asks
+// next (nil: admits).
+func admitAfter(d time.Duration, next func(resource, namespace, name string) error) func(resource, namespace, name string) error {
+	return func(resource, namespace, name string) error {
+		time.Sleep(d)
+		if next == nil {
+			return nil
+		}
+		return next(resource, namespace, name)
+	}
 }
 
 // layout names the relays: regions r0, r0-1, ...; edges e0-0, ... In a
@@ -356,6 +387,9 @@ func (f *fleet) start(ctx context.Context, r *relay, newParent *relay) error {
 	}
 	cfg := r.cfg
 	cfg.Parents = f.parentAddrs(r)
+	if r.admission > 0 {
+		cfg.RejectApply = admitAfter(r.admission, cfg.RejectApply)
+	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "pki")); err != nil {
 		cfg.JoinToken = f.token // first start: join
 	}

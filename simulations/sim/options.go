@@ -123,6 +123,13 @@ type Options struct {
 	// Loss is the share of packets lost on every link, 0..1 (memnet
 	// only); the flaky-links scenario uses DefaultFlakyLoss when zero.
 	Loss float64
+	// AdmissionDelay makes the virtual clusters slow to take writes, as an
+	// admission webhook would: each edge's cluster answers every create,
+	// update and patch of an object after a delay of its own, in even
+	// steps up to AdmissionDelay over the edges, in an order drawn with
+	// Seed (so every region has fast and slow ones). A change's status
+	// then keeps moving for about AdmissionDelay whatever the fleet's size.
+	AdmissionDelay time.Duration
 	// Arrival is ArrivalAuto (default), ArrivalInbox or ArrivalCluster.
 	Arrival string
 	// Objects is how many ConfigMaps the workload has besides its
@@ -349,6 +356,9 @@ func (o Options) Validate(openFiles uint64) []error {
 	}
 	if o.Latency < 0 || o.Latency > 10*time.Second {
 		errs = append(errs, optErr("latency", "must be from 0 to 10s, not %s", o.Latency))
+	}
+	if o.AdmissionDelay < 0 || o.AdmissionDelay > time.Minute {
+		errs = append(errs, optErr("admission-delay", "must be from 0 to 1m, not %s", o.AdmissionDelay))
 	}
 	if o.Loss < 0 || o.Loss >= 1 {
 		errs = append(errs, optErr("loss", "must be a share from 0 to below 1 (0.05 is 5%%), not %v", o.Loss))

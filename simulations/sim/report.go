@@ -79,6 +79,9 @@ func markdown(o Options, s *Summary) []byte {
 	if o.Loss > 0 {
 		w(" --loss=%g", o.Loss)
 	}
+	if o.AdmissionDelay > 0 {
+		w(" --admission-delay=%s", o.AdmissionDelay)
+	}
 	if o.Scenario == ScenarioStatus {
 		w(" --failing=%g --status-edges=%d", o.Failing, o.StatusEdges)
 	}

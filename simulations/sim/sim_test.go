@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -174,6 +175,7 @@ func TestBadOptions(t *testing.T) {
 		{Options{Network: NetworkUDP, Latency: time.Millisecond}, "latency", "needs --network=memnet"},
 		{Options{Network: NetworkUDP, Topology: "1x100x100"}, "network", "open-file limit"},
 		{Options{Loss: 1.5}, "loss", "below 1"},
+		{Options{AdmissionDelay: -time.Second}, "admission-delay", "from 0 to 1m"},
 		{Options{Arrival: "edge"}, "arrival", "auto, inbox or cluster"},
 		{Options{Scenario: ScenarioStatus, Topology: "1x50"}, "scenario", "at least 3 tiers"},
 		{Options{Scenario: ScenarioStatus, Failing: 1}, "failing", "below 1"},
@@ -388,5 +390,86 @@ func TestExplainLag(t *testing.T) {
 	want := edge + " under " + f.edges[0].parent.name + ": holds what its parent routes to it; SyncTarget at the root: connected true, path root/" + f.edges[0].parent.name + "/" + edge
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("explainLag: %q, want [%q]", got, want)
+	}
+}
+
+// The edges' admission delays are n even steps up to AdmissionDelay, each
+// region gets fast and slow ones, and the seed fixes the order.
+func TestSpreadAdmission(t *testing.T) {
+	spread := func(seed uint64) map[string]time.Duration {
+		f := &fleet{opts: Options{AdmissionDelay: time.Second, Seed: seed}, byName: map[string]*relay{}}
+		f.layout(fleetShape{fan: []int{1, 2, 5}}, 2, 10)
+		f.spreadAdmission()
+		got := map[string]time.Duration{}
+		for _, e := range f.edges {
+			got[e.name] = e.admission
+		}
+		return got
+	}
+	a := spread(1)
+	var steps []time.Duration
+	slowest := map[string]time.Duration{}
+	fastest := map[string]time.Duration{}
+	f := &fleet{byName: map[string]*relay{}}
+	f.layout(fleetShape{fan: []int{1, 2, 5}}, 2, 10)
+	for _, e := range f.edges {
+		d := a[e.name]
+		steps = append(steps, d)
+		slowest[e.group] = max(slowest[e.group], d)
+		if fastest[e.group] == 0 || d < fastest[e.group] {
+			fastest[e.group] = d
+		}
+	}
+	slices.Sort(steps)
+	for i, d := range steps {
+		if want := time.Duration(i+1) * 100 * time.Millisecond; d != want {
+			t.Fatalf("delays %v: step %d is %s, want %s", steps, i, d, want)
+		}
+	}
+	for g := range slowest {
+		if fastest[g] > 500*time.Millisecond || slowest[g] <= 500*time.Millisecond {
+			t.Errorf("region %s: delays from %s to %s, all on one side of the median", g, fastest[g], slowest[g])
+		}
+	}
+	if b := spread(1); !maps.Equal(a, b) {
+		t.Errorf("the same seed gave %v, then %v", a, b)
+	}
+	if c := spread(2); maps.Equal(a, c) {
+		t.Errorf("seeds 1 and 2 gave the same order %v", a)
+	}
+}
+
+// A virtual cluster with an admission delay applies a change that long
+// after it arrived: the slowest edge's propagation is at least
+// AdmissionDelay. Refusals still pass through the delay.
+func TestAdmissionDelay(t *testing.T) {
+	const delay = 800 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Run(ctx, Options{Topology: "1x2x3", Scenario: ScenarioChurn, Duration: 3 * time.Second, Seed: 7, Objects: 1,
+		Workdir: t.TempDir(), Arrival: ArrivalCluster, NoDeployment: true, AdmissionDelay: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.OK || s.Converged != 6 || s.Changes == 0 {
+		t.Fatalf("converged %d of %d (ok %v), %d changes", s.Converged, s.Destinations, s.OK, s.Changes)
+	}
+	if s.Arrival != ArrivalCluster {
+		t.Fatalf("arrival measured at the %s", s.Arrival)
+	}
+	if got := time.Duration(s.Propagation.Max * float64(time.Millisecond)); got < delay {
+		t.Errorf("the slowest propagation took %s, under the slowest edge's admission delay %s", got, delay)
+	}
+
+	refused := errors.New("refused")
+	start := time.Now()
+	if err := admitAfter(50*time.Millisecond, func(string, string, string) error { return refused })("configmaps", "ns", "cm"); err != refused {
+		t.Errorf("admitAfter ignored the next admission: %v", err)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond {
+		t.Errorf("admitAfter answered after %s, before its delay", waited)
+	}
+	if err := admitAfter(time.Millisecond, nil)("configmaps", "ns", "cm"); err != nil {
+		t.Errorf("admitAfter without a next admission: %v", err)
 	}
 }

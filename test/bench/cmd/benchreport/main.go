@@ -214,6 +214,9 @@ func main() {
 			// each one settles before the next (render.go, spacedChanges).
 			simRun{file: "sim-spaced-100.json", dur: "120s", args: []string{"--topology=1x10x10", "--scenario=churn", "--churn-rate=0.5", "--idle=20s", "--deployment=false"}},
 			simRun{file: "sim-spaced-1000.json", dur: "120s", args: []string{"--topology=1x10x100", "--scenario=churn", "--churn-rate=0.5", "--idle=20s", "--deployment=false"}},
+			// The same 100 edges with clusters slow to admit writes, so
+			// that status moves about as long as at 1000 edges.
+			simRun{file: "sim-spaced-100-slow.json", dur: "120s", args: []string{"--topology=1x10x10", "--scenario=churn", "--churn-rate=0.5", "--idle=20s", "--deployment=false", "--admission-delay=1.8s"}},
 			// docs/simulations.md, "10 000 clusters": one object and no
 			// Deployment per cluster, GC tuned to fit 24 GiB.
 			simRun{file: "sim-flat-vs-tree-10000.json", dur: "30s", name: "sim10k", env: []string{"GOGC=150", "GOMEMLIMIT=19GiB"},

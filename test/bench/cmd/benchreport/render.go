@@ -316,14 +316,18 @@ func treeReports(sb *strings.Builder, sims []*step) {
 }
 
 // spacedChanges shows the tree root's work per change when changes come
-// 2 s apart (the churn runs), and how it grows from the smallest fleet to
-// the largest with the same children.
+// 2 s apart (the churn runs), how it grows from the smallest fleet to the
+// largest with the same children, and, for a run whose clusters are slow
+// to admit writes (--admission-delay), what it is at the small fleet when
+// status keeps moving as long as at the large one.
 func spacedChanges(sb *strings.Builder, sims []*step) {
 	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
 	type row struct {
 		edges    int
+		delay    string // --admission-delay, "" none
 		marginal *float64
 		rootCPU  float64 // s, the whole run's
+		p99      float64
 		line     string
 	}
 	var (
@@ -334,10 +338,13 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 		if !strings.Contains(s.command(), "--scenario=churn") {
 			continue
 		}
-		topo := flagValue(s.args, "--topology")
+		topo, delay := flagValue(s.args, "--topology"), flagValue(s.args, "--admission-delay")
+		if delay == "?" {
+			delay = "" // none given
+		}
 		dur = cmp.Or(dur, flagValue(s.args, "--duration"))
 		if s.sim == nil || s.sim.Changes == 0 {
-			rows = append(rows, row{line: fmt.Sprintf("| %s | – | – | – | – | – | – | – | failed: %s |\n", topo, orNo(simFailed(s), "no figures"))})
+			rows = append(rows, row{delay: delay, line: fmt.Sprintf("| %s | – | %s | – | – | – | – | – | – | – | failed: %s |\n", topo, cmp.Or(delay, "–"), orNo(simFailed(s), "no figures"))})
 			continue
 		}
 		m := s.sim.RootCPUPerChangeMarginalMs
@@ -345,8 +352,9 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 		if m != nil {
 			marginal = bench.Num(*m)
 		}
-		rows = append(rows, row{s.sim.Edges, m, s.sim.CPUByTier["root"], fmt.Sprintf("| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", topo, s.sim.Edges, s.sim.Changes,
-			marginal, bench.Num(s.sim.RootReportsPerChild), bench.Num(s.sim.RootReportsPerChildPerS), bench.Num(s.sim.RootLogEntriesPerChange),
+		rows = append(rows, row{s.sim.Edges, delay, m, s.sim.CPUByTier["root"], s.sim.Propagation.P99, fmt.Sprintf("| %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+			topo, s.sim.Edges, cmp.Or(delay, "–"), s.sim.Changes, bench.Num(s.sim.RootCPUPerChangeMs), marginal,
+			bench.Num(s.sim.RootReportsPerChild), bench.Num(s.sim.RootReportsPerChildPerS), bench.Num(s.sim.RootLogEntriesPerChange),
 			bench.Num(s.sim.Propagation.P99), orNo(simFailed(s), "ok"))})
 	}
 	if len(rows) == 0 {
@@ -355,26 +363,47 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 	p("\n**Changes 2 s apart.** In the runs above each change follows the last as soon as every\n")
 	p("destination has it, so with 100 edges several changes share one report. Here one change\n")
 	p("(`--scenario=churn --churn-rate=0.5`) comes every 2 s and settles before the next, with the same\n")
-	p("10 children at both sizes (`--idle=20s`, `--deployment=false`, %s):\n\n", cmp.Or(dur, "?"))
-	p("| topology | edges | changes | marginal root CPU per change (ms) | reports per change and child | per child and second | root log entries per change | propagation p99 (ms) | result |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	p("10 children at both sizes (`--idle=20s`, `--deployment=false`, %s). With an admission delay\n", cmp.Or(dur, "?"))
+	p("(`--admission-delay`), each virtual cluster takes a write only after a delay of its own, in even\n")
+	p("steps up to the one given over the edges, as behind an admission webhook: a change's status then\n")
+	p("keeps moving that long whatever the fleet's size.\n\n")
+	p("| topology | edges | admission delay | changes | root CPU per change (ms) | marginal (ms) | reports per change and child | per child and second | root log entries per change | propagation p99 (ms) | result |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	var plain, slow []row
 	for _, r := range rows {
 		p("%s", r.line)
-	}
-	small, large := rows[0], rows[len(rows)-1]
-	if len(rows) > 1 && small.marginal != nil && large.marginal != nil && *small.marginal > 0 && large.edges > small.edges {
-		p("\nFrom %d to %d edges the root's marginal CPU per change grows **%s×**.", small.edges, large.edges,
-			bench.Ratio(*large.marginal / *small.marginal))
-		if n := min(small.rootCPU, large.rootCPU) * 100; n > 0 {
-			// A CPU profile samples every 10 ms: a count of n samples is
-			// known to about 1/√n.
-			p(" The profile takes a sample every 10 ms; the root of the smaller run was sampled about %.0f\n", n)
-			p("times, so sampling alone leaves its figure ±%.0f %% uncertain; runs differ by more (docs/benchmarks.md,\n", 100/math.Sqrt(n))
-			p("*What a change costs the root, run to run*).")
+		switch {
+		case r.marginal == nil || *r.marginal <= 0:
+		case r.delay == "":
+			plain = append(plain, r)
+		default:
+			slow = append(slow, r)
 		}
-		p(" Per child and second the reports stay within the status window's bound whatever the\n")
-		p("fleet; per change they follow how long a change keeps the status moving, which on one 2-core\n")
-		p("machine grows with the clusters simulated (the p99 column).\n")
+	}
+	if len(plain) < 2 || plain[len(plain)-1].edges <= plain[0].edges {
+		return
+	}
+	small, large := plain[0], plain[len(plain)-1]
+	p("\nFrom %d to %d edges the root's marginal CPU per change grows **%s×**.", small.edges, large.edges,
+		bench.Ratio(*large.marginal / *small.marginal))
+	if n := min(small.rootCPU, large.rootCPU) * 100; n > 0 {
+		// A CPU profile samples every 10 ms: a count of n samples is
+		// known to about 1/√n.
+		p(" The profile takes a sample every 10 ms; the root of the smaller run was sampled about %.0f\n", n)
+		p("times, so sampling alone leaves its figure ±%.0f %% uncertain; runs differ by more (docs/benchmarks.md,\n", 100/math.Sqrt(n))
+		p("*What a change costs the root, run to run*).")
+	}
+	p(" Per child and second the reports stay within the status window's bound whatever the\n")
+	p("fleet; per change they follow how long a change keeps the status moving, which on one 2-core\n")
+	p("machine grows with the clusters simulated (the p99 column).\n")
+	for _, r := range slow {
+		if r.edges != small.edges {
+			continue
+		}
+		p("\nWith the %d edges' clusters slow to admit (`--admission-delay=%s`), the status moves about as\n", r.edges, r.delay)
+		p("long as at %d edges (p99 %s against %s ms), and the root's marginal CPU per change is %s ms:\n", large.edges, bench.Num(r.p99), bench.Num(large.p99), bench.Num(*r.marginal))
+		p("**%s×** the figure at %d edges, **%s×** the one at %d edges with fast clusters.\n", bench.Ratio(*r.marginal / *large.marginal), large.edges,
+			bench.Ratio(*r.marginal / *small.marginal), small.edges)
 	}
 }
 

@@ -213,30 +213,41 @@ func TestTreeReports(t *testing.T) {
 	}
 }
 
-// TestSpacedChanges renders the churn runs' root work per change and its
-// growth from the smaller fleet to the larger.
+// TestSpacedChanges renders the churn runs' root work per change, its
+// growth from the smaller fleet to the larger, and the smaller fleet with
+// slow clusters against both.
 func TestSpacedChanges(t *testing.T) {
-	run := func(topo, js string) *step {
-		return simStep(t, js, "--topology="+topo, "--scenario=churn", "--churn-rate=0.5", "--duration=120s")
+	run := func(topo, js string, extra ...string) *step {
+		return simStep(t, js, append([]string{"--topology=" + topo, "--scenario=churn", "--churn-rate=0.5", "--duration=120s"}, extra...)...)
 	}
-	small := run("1x10x10", `{"edges":100,"changes":60,"root_cpu_per_change_marginal_ms":16,"root_reports_per_change_per_child":3.04,`+
+	small := run("1x10x10", `{"edges":100,"changes":60,"root_cpu_per_change_ms":18,"root_cpu_per_change_marginal_ms":16,"root_reports_per_change_per_child":3.04,`+
 		`"root_reports_per_child_per_s":1.5,"root_log_entries_per_change":18.4,"propagation":{"p99_ms":207},"cpu_by_tier_s":{"root":1.0}}`)
-	large := run("1x10x100", `{"edges":1000,"changes":60,"root_cpu_per_change_marginal_ms":20.3,"root_reports_per_change_per_child":4.84,`+
+	large := run("1x10x100", `{"edges":1000,"changes":60,"root_cpu_per_change_ms":21,"root_cpu_per_change_marginal_ms":20.3,"root_reports_per_change_per_child":4.84,`+
 		`"root_reports_per_child_per_s":2.4,"root_log_entries_per_change":25.5,"propagation":{"p99_ms":2274},"cpu_by_tier_s":{"root":1.2}}`)
+	slow := run("1x10x10", `{"edges":100,"changes":60,"root_cpu_per_change_ms":22,"root_cpu_per_change_marginal_ms":24,"root_reports_per_change_per_child":5,`+
+		`"root_reports_per_child_per_s":2.5,"root_log_entries_per_change":4.5,"propagation":{"p99_ms":1900},"cpu_by_tier_s":{"root":1.3}}`, "--admission-delay=1.8s")
 	flat := &step{name: "sim", args: []string{"relay", "simulate", "--topology=1x10x10", "--scenario=flat-vs-tree"}, sim: small.sim}
 	var sb strings.Builder
-	spacedChanges(&sb, []*step{flat, small, large})
+	spacedChanges(&sb, []*step{flat, small, large, slow})
 	md := sb.String()
-	for _, want := range []string{"| 1x10x10 | 100 | 60 | 16 | 3.04 | 1.50 | 18.4 | 207 | ok |\n", "| 1x10x100 | 1000 | 60 | 20.3 | 4.84 | 2.40 | 25.5 | 2274 | ok |\n",
+	for _, want := range []string{"| 1x10x10 | 100 | – | 60 | 18 | 16 | 3.04 | 1.50 | 18.4 | 207 | ok |\n",
+		"| 1x10x100 | 1000 | – | 60 | 21 | 20.3 | 4.84 | 2.40 | 25.5 | 2274 | ok |\n",
+		"| 1x10x10 | 100 | 1.8s | 60 | 22 | 24 | 5 | 2.50 | 4.50 | 1900 | ok |\n",
 		"(`--idle=20s`, `--deployment=false`, 120s)",
 		"From 100 to 1000 edges the root's marginal CPU per change grows **1.27×**",
-		"sampled about 100\ntimes, so sampling alone leaves its figure ±10 % uncertain; runs differ by more"} {
+		"sampled about 100\ntimes, so sampling alone leaves its figure ±10 % uncertain; runs differ by more",
+		"(`--admission-delay=1.8s`), the status moves about as\nlong as at 1000 edges (p99 1900 against 2274 ms), and the root's marginal CPU per change is 24 ms:\n**1.18×** the figure at 1000 edges, **1.50×** the one at 100 edges with fast clusters."} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in\n%s", want, md)
 		}
 	}
-	if strings.Count(md, "| 1x10x10 |") != 1 {
+	if strings.Count(md, "| 1x10x10 | 100 | – |") != 1 {
 		t.Errorf("the flat-vs-tree run has a row:\n%s", md)
+	}
+	sb.Reset()
+	spacedChanges(&sb, []*step{flat, small, slow})
+	if md := sb.String(); strings.Contains(md, "grows") || strings.Contains(md, "slow to admit") {
+		t.Errorf("a growth without a larger fleet:\n%s", md)
 	}
 	sb.Reset()
 	spacedChanges(&sb, []*step{flat})
