@@ -231,9 +231,11 @@ func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]strin
 			return err
 		}
 	}
-	// A client and a peer port per etcd member, then the apiserver's, the
-	// controller manager's and the scheduler's.
-	ports, err := freePorts(2*len(members) + 3)
+	// A client and a peer port per etcd member, then the apiserver's. The
+	// controller manager's and the scheduler's are chosen when they start:
+	// a port chosen seconds earlier may meanwhile be the local end of an
+	// outgoing connection ("bind: address already in use", seen in CI).
+	ports, err := freePorts(2*len(members) + 1)
 	if err != nil {
 		return err
 	}
@@ -243,7 +245,7 @@ func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]strin
 		c.etcdURLs = append(c.etcdURLs, members[i].client)
 	}
 	ports = ports[2*len(members):]
-	apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2]
+	apiPort := ports[0]
 	c.Host = "https://" + net.JoinHostPort(loopback, strconv.Itoa(apiPort))
 	if err := c.writePKI(); err != nil {
 		return fmt.Errorf("certificates: %w", err)
@@ -307,6 +309,11 @@ func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]strin
 		return nil
 	}
 
+	ports, err = freePorts(2)
+	if err != nil {
+		return err
+	}
+	kcmPort, schedPort := ports[0], ports[1]
 	kcmURL := "https://" + net.JoinHostPort(loopback, strconv.Itoa(kcmPort))
 	if err := c.run(binKCM, bins[binKCM], nil,
 		"--kubeconfig="+path(kcmKubeconfig),
