@@ -396,24 +396,25 @@ func TestExplainLag(t *testing.T) {
 // The edges' admission delays are n even steps up to AdmissionDelay, each
 // region gets fast and slow ones, and the seed fixes the order.
 func TestSpreadAdmission(t *testing.T) {
-	spread := func(seed uint64) map[string]time.Duration {
+	spread := func(seed uint64) []*relay {
 		f := &fleet{opts: Options{AdmissionDelay: time.Second, Seed: seed}, byName: map[string]*relay{}}
 		f.layout(fleetShape{fan: []int{1, 2, 5}}, 2, 10)
 		f.spreadAdmission()
-		got := map[string]time.Duration{}
-		for _, e := range f.edges {
-			got[e.name] = e.admission
-		}
-		return got
+		return f.edges
 	}
-	a := spread(1)
+	delays := func(edges []*relay) map[string]time.Duration {
+		m := map[string]time.Duration{}
+		for _, e := range edges {
+			m[e.name] = e.admission
+		}
+		return m
+	}
+	edges := spread(1)
 	var steps []time.Duration
 	slowest := map[string]time.Duration{}
 	fastest := map[string]time.Duration{}
-	f := &fleet{byName: map[string]*relay{}}
-	f.layout(fleetShape{fan: []int{1, 2, 5}}, 2, 10)
-	for _, e := range f.edges {
-		d := a[e.name]
+	for _, e := range edges {
+		d := e.admission
 		steps = append(steps, d)
 		slowest[e.group] = max(slowest[e.group], d)
 		if fastest[e.group] == 0 || d < fastest[e.group] {
@@ -431,10 +432,11 @@ func TestSpreadAdmission(t *testing.T) {
 			t.Errorf("region %s: delays from %s to %s, all on one side of the median", g, fastest[g], slowest[g])
 		}
 	}
-	if b := spread(1); !maps.Equal(a, b) {
+	a := delays(edges)
+	if b := delays(spread(1)); !maps.Equal(a, b) {
 		t.Errorf("the same seed gave %v, then %v", a, b)
 	}
-	if c := spread(2); maps.Equal(a, c) {
+	if c := delays(spread(2)); maps.Equal(a, c) {
 		t.Errorf("seeds 1 and 2 gave the same order %v", a)
 	}
 }

@@ -400,8 +400,8 @@ func spacedChanges(sb *strings.Builder, sims []*step) {
 		if r.edges != small.edges {
 			continue
 		}
-		p("\nWith the %d edges' clusters slow to admit (`--admission-delay=%s`), the status moves about as\n", r.edges, r.delay)
-		p("long as at %d edges (p99 %s against %s ms), and the root's marginal CPU per change is %s ms:\n", large.edges, bench.Num(r.p99), bench.Num(large.p99), bench.Num(*r.marginal))
+		p("\nWith the %d edges' clusters slow to admit (`--admission-delay=%s`), propagation p99 is %s ms\n", r.edges, r.delay, bench.Num(r.p99))
+		p("(%s ms at %d edges), and the root's marginal CPU per change is %s ms:\n", bench.Num(large.p99), large.edges, bench.Num(*r.marginal))
 		p("**%s×** the figure at %d edges, **%s×** the one at %d edges with fast clusters.\n", bench.Ratio(*r.marginal / *large.marginal), large.edges,
 			bench.Ratio(*r.marginal / *small.marginal), small.edges)
 	}

@@ -236,7 +236,7 @@ func TestSpacedChanges(t *testing.T) {
 		"(`--idle=20s`, `--deployment=false`, 120s)",
 		"From 100 to 1000 edges the root's marginal CPU per change grows **1.27×**",
 		"sampled about 100\ntimes, so sampling alone leaves its figure ±10 % uncertain; runs differ by more",
-		"(`--admission-delay=1.8s`), the status moves about as\nlong as at 1000 edges (p99 1900 against 2274 ms), and the root's marginal CPU per change is 24 ms:\n**1.18×** the figure at 1000 edges, **1.50×** the one at 100 edges with fast clusters."} {
+		"(`--admission-delay=1.8s`), propagation p99 is 1900 ms\n(2274 ms at 1000 edges), and the root's marginal CPU per change is 24 ms:\n**1.18×** the figure at 1000 edges, **1.50×** the one at 100 edges with fast clusters."} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in\n%s", want, md)
 		}
