@@ -140,7 +140,9 @@ func TestSiblingsProcessRehome(t *testing.T) {
 	// converged checks every edge against the region serving it: its
 	// inbox (the placed objects and what the placement sends with them)
 	// equals its mailbox there, and its syncer manages the placed objects
-	// in its cluster.
+	// in its cluster and has applied them. (It records an object before
+	// it applies it: managed alone does not say the apply is done, and
+	// one still under way would count as an apply since re-homing.)
 	converged := func(region *childProcess, managedWant int) func() error {
 		return func() error {
 			r, err := region.inbox()
@@ -160,8 +162,8 @@ func TestSiblingsProcessRehome(t *testing.T) {
 					return fmt.Errorf("%s: connected %v, %d objects (hash %s); its mailbox at %s: %d (hash %s)",
 						name, e.Connected, e.Objects, e.Hash, region.args[1], mb.Objects, mb.Hash)
 				}
-				if _, _, managed, err := procs[name].syncerCounters(); err != nil || managed != managedWant {
-					return fmt.Errorf("%s manages %d objects in its cluster (%v), want %d", name, managed, err, managedWant)
+				if applies, _, managed, err := procs[name].syncerCounters(); err != nil || managed != managedWant || applies < managedWant {
+					return fmt.Errorf("%s manages %d objects in its cluster, %d applies (%v), want %d", name, managed, applies, err, managedWant)
 				}
 			}
 			return nil
