@@ -179,3 +179,47 @@ func mustJSONBytes(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// BenchmarkReportSetStore measures the leader's look-up of where a child's
+// reports are (reportSet.Store: the child's link record, then its
+// replica's store), which the placement controller makes for every child
+// at every flush of reported state: children=N is one flush's worth, half
+// of the children linked to a follower, whose mirror the leader holds.
+//
+//	go test ./relay/server -run '^$' -bench ReportSetStore -benchmem
+func BenchmarkReportSetStore(b *testing.B) {
+	for _, children := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("children=%d", children), func(b *testing.B) {
+			hard := store.New(store.Options{})
+			hard.SetLog(store.NewMemLog(hard))
+			b.Cleanup(hard.Close)
+			leader := newReportSet("root-0", hard, true, quiet)
+			b.Cleanup(leader.close)
+			mirrored := newReportStore()
+			leader.mirrors["root-1"] = &mirror{session: "s1", st: mirrored}
+			spaces := make([]string, children)
+			for c := range children {
+				child := fmt.Sprintf("c%05d", c)
+				spaces[c] = ReportsSpace(child)
+				owner := map[bool]string{true: "root-1", false: "root-0"}[c%2 == 0]
+				rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + "." + child}, "replica": owner, "connected": true})
+				if _, err := hard.Create(context.Background(), session.LinkKey(DownsyncSpace, child), rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				for c, sp := range spaces {
+					want := leader.local
+					if c%2 == 0 {
+						want = mirrored
+					}
+					if leader.Store(sp) != want {
+						b.Fatalf("%s: not the store of the replica its link names", sp)
+					}
+				}
+			}
+		})
+	}
+}

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
+	"github.com/canopy-dev/canopy/topology/status"
 )
 
 // placedObjects is how many ConfigMaps the placement of the "one" cases
@@ -108,3 +112,118 @@ func benchUpdate(b *testing.B, n, destinations int, withPlacement, updatePlaced,
 }
 
 var placementRefForBench = scheduler.PlacementRef{Space: ws, Name: "p1"}
+
+// BenchmarkReported measures what one report costs the root's placement
+// controller: a child's COUNT partial of a placed ConfigMap changes, and
+// the controller flushes reported state (it lists every reports-<child>
+// space, merges the partials, rewrites the CombinedStatus and the
+// placement's status) until it is quiescent. Each child reports one
+// partial and one placement sync, whatever the destinations below it,
+// as a region does: children=C/destinations=D is a root of C children
+// over D destinations. A tree root (10 children) should cost the same
+// over 10 and 10 000 destinations; a flat root has a child per
+// destination.
+//
+//	go test ./topology/placement -run '^$' -bench Reported -benchmem
+func BenchmarkReported(b *testing.B) {
+	for _, tc := range []struct{ children, destinations int }{
+		{10, 10}, {10, 1000}, {10, 10000}, {100, 100}, {1000, 1000}, {10000, 10000},
+	} {
+		b.Run(fmt.Sprintf("children=%d/destinations=%d", tc.children, tc.destinations), func(b *testing.B) {
+			benchReported(b, tc.children, tc.destinations)
+		})
+	}
+}
+
+func benchReported(b *testing.B, children, destinations int) {
+	f := newStoreFixture(b)
+	for i := range destinations {
+		f.target(fmt.Sprintf("s%05d", i), map[string]string{"env": "prod"})
+	}
+	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
+	f.namespace(ws, "app")
+	f.configMap(ws, "app", "a", nil, nil)
+	sc := v1alpha1.StatusCollector{Spec: v1alpha1.StatusCollectorSpec{
+		CombinedFields: []v1alpha1.CombinedField{{Name: "n", Type: v1alpha1.AggregationCount}}}}
+	sc.APIVersion, sc.Kind = v1alpha1.SchemeGroupVersion.String(), "StatusCollector"
+	f.put(store.Key{Space: ws, Resource: collectorsRes, Name: "count"}, jsonObject(b, &sc))
+	f.put(store.Key{Space: ws, Resource: placementsRes, Name: "p"}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "prod"}}},
+			"downsync": []any{cmClause("app")}, "statusCollectors": []any{"count"}}})
+	col, errs := status.Compile(&sc)
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	ref := reports.PlacementRef{Space: ws, Name: "p"}
+	obj := v1alpha1.ObjectReference{Resource: "configmaps", Namespace: "app", Name: "a"}
+	// partial counts n destinations of child i.
+	partial := func(i, n int) reports.Partial {
+		parts := make([]status.Partial, n)
+		for j := range parts {
+			p, err := col.Evaluate(map[string]any{"metadata": map[string]any{"name": "a"}}, nil,
+				status.Destination{Name: fmt.Sprintf("s%05d", (i+j*children)%destinations)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			parts[j] = p
+		}
+		return reports.Partial{Placement: ref, Object: obj, Collector: "count", Partial: status.MergeAll(parts...)}
+	}
+	per := destinations / children // each child's share
+	space := func(i int) string { return fmt.Sprintf("reports-c%05d", i) }
+	for i := range children {
+		f.put(store.Key{Resource: kubeapi.SpaceResource, Name: space(i)}, map[string]any{"spec": map[string]any{"kind": kubeapi.SpaceKindMailbox}})
+		p := partial(i, per)
+		f.report(space(i), p.Key(), reports.KindPartial, p)
+		s := reports.PlacementSync{Placement: ref, Destinations: int64(per), Revisions: map[string]int64{"1": int64(per)}, Ready: int64(per)}
+		f.report(space(i), s.Key(), reports.KindPlacementSync, s)
+	}
+	d := newDriver(f, true) // loads it all: a watch from before would fall behind
+	d.settle()
+	combined := store.Key{Space: ws, Resource: combinedRes, Namespace: "app", Name: "a.configmaps.p"}
+	count := func() string {
+		o, err := f.st.Get(combined)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var cs v1alpha1.CombinedStatus
+		if err := json.Unmarshal(o.Data, &cs); err != nil || len(cs.Results) != 1 || len(cs.Results[0].Rows) != 1 {
+			b.Fatalf("CombinedStatus %s: %v", o.Data, err)
+		}
+		return cs.Results[0].Rows[0].Columns[0].String()
+	}
+	if got := count(); got != fmt.Sprint(children*per) {
+		b.Fatalf("the CombinedStatus counts %s destinations, want %d", got, children*per)
+	}
+	// Child 0 reports one destination fewer, then all of them again.
+	fewer, all := partial(0, per-1), partial(0, per)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		p := all
+		if i%2 == 0 {
+			p = fewer
+		}
+		f.report(space(0), p.Key(), reports.KindPartial, p)
+		d.catchUp(true)
+		d.settle()
+	}
+	b.StopTimer()
+	if want := children*per - b.N%2; count() != fmt.Sprint(want) {
+		b.Fatalf("after %d reports the CombinedStatus counts %s destinations, want %d", b.N, count(), want)
+	}
+}
+
+// jsonObject is v as a JSON object.
+func jsonObject(tb testing.TB, v any) map[string]any {
+	data, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}

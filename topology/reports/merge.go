@@ -38,6 +38,7 @@ func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Mer
 // burst. The zero value is ready; a Decoded serves one goroutine.
 type Decoded struct {
 	reports map[store.Key]decodedReport
+	spare   map[store.Key]decodedReport // the map before last, cleared: the next call fills it
 }
 
 // decodedReport is one report as Merge uses it.
@@ -70,9 +71,12 @@ func decodeReport(o *store.Object) decodedReport {
 // and do not change it.
 func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Merged {
 	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}}
-	partials := map[store.Key][]Partial{}
+	partials := map[store.Key][]*Partial{}
 	syncs := map[store.Key][]PlacementSync{}
-	seen := make(map[store.Key]decodedReport, len(d.reports))
+	seen := d.spare
+	if seen == nil {
+		seen = make(map[store.Key]decodedReport, len(d.reports))
+	}
 	for _, objs := range children {
 		for _, o := range objs {
 			r, ok := d.reports[o.Key]
@@ -85,7 +89,7 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 			switch {
 			case r.bad:
 			case r.partial != nil:
-				partials[k] = append(partials[k], *r.partial)
+				partials[k] = append(partials[k], r.partial)
 			case r.sync != nil:
 				syncs[k] = append(syncs[k], *r.sync)
 			case r.forwarded && (wantForward == nil || wantForward(o)):
@@ -95,9 +99,10 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 			}
 		}
 	}
-	d.reports = seen
+	clear(d.reports)
+	d.reports, d.spare = seen, d.reports
 	for k, ps := range partials {
-		merged := ps[0]
+		merged := *ps[0]
 		if len(ps) > 1 {
 			parts := make([]status.Partial, len(ps))
 			for i, p := range ps {

@@ -462,6 +462,7 @@ func micro(sb *strings.Builder, path string) {
 	}
 	p("\n")
 	placementScaling(sb, bs)
+	reportScaling(sb, bs)
 }
 
 // placementScaling shows, from topology/placement's BenchmarkUpdate, what
@@ -489,6 +490,37 @@ func placementScaling(sb *strings.Builder, bs []bench.Benchmark) {
 	base := rows[0].b.Metrics["ns/op"]
 	for _, r := range rows {
 		p("| %d | %s | %s | %.1f× |\n", r.dests, duration(r.b.Metrics["ns/op"]), bench.Num(r.b.Metrics["allocs/op"]), r.b.Metrics["ns/op"]/base)
+	}
+	p("\n")
+}
+
+// reportScaling shows, from topology/placement's BenchmarkReported, what
+// one child's report costs the root's placement controller by children
+// and destinations: the goal is a cost that follows the children, not the
+// destinations below them.
+func reportScaling(sb *strings.Builder, bs []bench.Benchmark) {
+	type row struct {
+		children, dests int
+		b               bench.Benchmark
+	}
+	var rows []row
+	for _, b := range bs {
+		var r row
+		if _, err := fmt.Sscanf(b.Name, "Reported/children=%d/destinations=%d", &r.children, &r.dests); err == nil && strings.HasSuffix(b.Pkg, "topology/placement") {
+			r.b = b
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) < 2 {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(sb, format, a...) }
+	p("**What a report costs the root as its children grow** (`BenchmarkReported` above: one child's\n")
+	p("partial changes; the controller merges every child's reports and rewrites the CombinedStatus):\n\n")
+	p("| children | destinations | time/op | B/op | time vs %d children over %d destinations |\n|---:|---:|---:|---:|---:|\n", rows[0].children, rows[0].dests)
+	base := rows[0].b.Metrics["ns/op"]
+	for _, r := range rows {
+		p("| %d | %d | %s | %s | %.1f× |\n", r.children, r.dests, duration(r.b.Metrics["ns/op"]), bench.Num(r.b.Metrics["B/op"]), r.b.Metrics["ns/op"]/base)
 	}
 	p("\n")
 }

@@ -142,6 +142,31 @@ BenchmarkUpdate/objects=1000/placement=none-2                     100   30000 ns
 	}
 }
 
+// The micro table gains the cost of a child's report by children and
+// destinations, with the growth against the first row.
+func TestReportScaling(t *testing.T) {
+	out := `pkg: github.com/canopy-dev/canopy/topology/placement
+BenchmarkReported/children=10/destinations=10-2         5000   200000 ns/op   84000 B/op   1063 allocs/op
+BenchmarkReported/children=10/destinations=10000-2      5000   210000 ns/op   84500 B/op   1121 allocs/op
+BenchmarkReported/children=10000/destinations=10000-2     20   50000000 ns/op   27700000 B/op   20900 allocs/op
+`
+	path := filepath.Join(t.TempDir(), "micro.txt")
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	micro(&sb, path)
+	md := sb.String()
+	want := "| children | destinations | time/op | B/op | time vs 10 children over 10 destinations |\n|---:|---:|---:|---:|---:|\n" +
+		"| 10 | 10 | 200 µs | 84 000 | 1.0× |\n| 10 | 10000 | 210 µs | 84 500 | 1.1× |\n| 10000 | 10000 | 50 ms | 27 700 000 | 250.0× |\n"
+	if !strings.Contains(md, want) {
+		t.Errorf("no %q in\n%s", want, md)
+	}
+	if strings.Contains(md, "time vs 10 destinations") {
+		t.Errorf("a placement table without BenchmarkUpdate figures:\n%s", md)
+	}
+}
+
 // TestFlatVsTreeMarginal renders the simulator's flat-vs-tree lines of the
 // last 1 000- and 10 000-cluster runs: where the simulator left the
 // marginal ratio out (the idle rate is nearly all of a phase's root CPU),
