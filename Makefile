@@ -81,7 +81,7 @@ simulate: build
 # replicas (relay processes), root failover,
 # Go micro-benchmarks, flat vs tree and partition catch-up in the simulator.
 # Writes docs/benchmarks.md's generated region and raw outputs in docs/bench/ (about
-# 21 minutes on 2 cores: three rounds of each API operation). BENCH_QUICK=1: a smaller run in under 5 minutes,
+# 24 minutes on 2 cores: three rounds of each API operation). BENCH_QUICK=1: a smaller run in under 5 minutes,
 # into .data/bench/quick/ (docs/ untouched).
 BENCH_QUICK ?=
 bench: $(BIN)/kube-apiserver $(BIN)/etcd

@@ -116,6 +116,19 @@ func TestAPIRounds(t *testing.T) {
 	}
 }
 
+// renderMicro renders the micro-benchmarks' section from out, a go test
+// -bench output.
+func renderMicro(t *testing.T, out string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "micro.txt")
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	micro(&sb, path)
+	return sb.String()
+}
+
 // The micro table gains the placement controller's cost per update by
 // destinations, with the growth against the fewest.
 func TestPlacementScaling(t *testing.T) {
@@ -124,13 +137,7 @@ BenchmarkUpdate/objects=1000/destinations=10/update=placed-2      100   200000 n
 BenchmarkUpdate/objects=1000/destinations=10000/update=placed-2   100   3500000 ns/op   866000 B/op   1160 allocs/op
 BenchmarkUpdate/objects=1000/placement=none-2                     100   30000 ns/op   6000 B/op   117 allocs/op
 `
-	path := filepath.Join(t.TempDir(), "micro.txt")
-	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	micro(&sb, path)
-	md := sb.String()
+	md := renderMicro(t, out)
 	for _, want := range []string{
 		"| topology/placement | Update/objects=1000/placement=none | 30 µs |",
 		"| destinations | time/op | allocs/op | time vs 10 destinations |\n|---:|---:|---:|---:|\n" +
@@ -150,13 +157,7 @@ BenchmarkReported/children=10/destinations=10-2         5000   200000 ns/op   84
 BenchmarkReported/children=10/destinations=10000-2      5000   210000 ns/op   84500 B/op   1121 allocs/op
 BenchmarkReported/children=10000/destinations=10000-2     20   50000000 ns/op   27700000 B/op   20900 allocs/op
 `
-	path := filepath.Join(t.TempDir(), "micro.txt")
-	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	micro(&sb, path)
-	md := sb.String()
+	md := renderMicro(t, out)
 	want := "| children | destinations | time/op | B/op | time vs 10 children over 10 destinations |\n|---:|---:|---:|---:|---:|\n" +
 		"| 10 | 10 | 200 µs | 84 000 | 1.0× |\n| 10 | 10000 | 210 µs | 84 500 | 1.1× |\n| 10000 | 10000 | 50 ms | 27 700 000 | 250.0× |\n"
 	if !strings.Contains(md, want) {
