@@ -43,8 +43,8 @@ type Scale struct {
 }
 
 // FullScale is what `make bench` measures. The fan-out makes 200 writes,
-// so that its p99 until the last watcher is one (the third-slowest write),
-// not about the slowest of all, as it was with 50.
+// so that its p99 until the last watcher (Percentile) is the third-slowest
+// write, not the slowest, as it was with 50.
 func FullScale() Scale {
 	return Scale{Writers: 16, Creates: 4000, Updates: 4000, Gets: 8000,
 		SmallList: 100, SmallLists: 200, BigList: 10000, BigLists: 20,
