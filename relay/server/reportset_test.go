@@ -52,11 +52,7 @@ func TestReportMirror(t *testing.T) {
 	for c := range 10 {
 		child := fmt.Sprintf("c%d", c)
 		put(hard, store.Key{Resource: kubeapi.SpaceResource, Name: ReportsSpace(child)}, "space")
-		owner := map[bool]string{true: "root-1", false: "root-0"}[c < 5]
-		rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + "." + child}, "replica": owner, "connected": true})
-		if _, err := hard.Create(ctx, session.LinkKey(DownsyncSpace, child), rec); err != nil {
-			t.Fatal(err)
-		}
+		putLink(t, hard, child, map[bool]string{true: "root-1", false: "root-0"}[c < 5])
 		st := map[bool]*reportSet{true: follower, false: leader}[c < 5].local
 		for i := range 20 {
 			put(st, cm(child, i), "one")
@@ -180,6 +176,16 @@ func mustJSONBytes(t *testing.T, v any) []byte {
 	return b
 }
 
+// putLink writes child's link record in hard, naming replica as the one
+// it is linked to.
+func putLink(tb testing.TB, hard *store.Store, child, replica string) {
+	tb.Helper()
+	rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + "." + child}, "replica": replica, "connected": true})
+	if _, err := hard.Create(context.Background(), session.LinkKey(DownsyncSpace, child), rec); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // BenchmarkReportSetStore measures the leader's look-up of where a child's
 // reports are (reportSet.Store: the child's link record, then its
 // replica's store), which the placement controller makes for every child
@@ -201,11 +207,7 @@ func BenchmarkReportSetStore(b *testing.B) {
 			for c := range children {
 				child := fmt.Sprintf("c%05d", c)
 				spaces[c] = ReportsSpace(child)
-				owner := map[bool]string{true: "root-1", false: "root-0"}[c%2 == 0]
-				rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + "." + child}, "replica": owner, "connected": true})
-				if _, err := hard.Create(context.Background(), session.LinkKey(DownsyncSpace, child), rec); err != nil {
-					b.Fatal(err)
-				}
+				putLink(b, hard, child, map[bool]string{true: "root-1", false: "root-0"}[c%2 == 0])
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -143,18 +143,14 @@ func benchReported(b *testing.B, children, destinations int) {
 	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
 	f.namespace(ws, "app")
 	f.configMap(ws, "app", "a", nil, nil)
-	sc := v1alpha1.StatusCollector{Spec: v1alpha1.StatusCollectorSpec{
-		CombinedFields: []v1alpha1.CombinedField{{Name: "n", Type: v1alpha1.AggregationCount}}}}
-	sc.APIVersion, sc.Kind = v1alpha1.SchemeGroupVersion.String(), "StatusCollector"
-	f.put(store.Key{Space: ws, Resource: collectorsRes, Name: "count"}, jsonObject(b, &sc))
+	f.put(store.Key{Space: ws, Resource: collectorsRes, Name: "count"}, map[string]any{
+		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "StatusCollector",
+		"spec": map[string]any{"combinedFields": []any{map[string]any{"name": "n", "type": "COUNT"}}}})
 	f.put(store.Key{Space: ws, Resource: placementsRes, Name: "p"}, map[string]any{
 		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
 		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "prod"}}},
 			"downsync": []any{cmClause("app")}, "statusCollectors": []any{"count"}}})
-	col, errs := status.Compile(&sc)
-	if len(errs) > 0 {
-		b.Fatal(errs)
-	}
+	col := compile(b, f, "count")
 	ref := reports.PlacementRef{Space: ws, Name: "p"}
 	obj := v1alpha1.ObjectReference{Resource: "configmaps", Namespace: "app", Name: "a"}
 	// partial counts n destinations of child i.
@@ -213,17 +209,4 @@ func benchReported(b *testing.B, children, destinations int) {
 	if want := children*per - b.N%2; count() != fmt.Sprint(want) {
 		b.Fatalf("after %d reports the CombinedStatus counts %s destinations, want %d", b.N, count(), want)
 	}
-}
-
-// jsonObject is v as a JSON object.
-func jsonObject(tb testing.TB, v any) map[string]any {
-	data, err := json.Marshal(v)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		tb.Fatal(err)
-	}
-	return m
 }

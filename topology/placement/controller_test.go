@@ -685,7 +685,7 @@ func (f *fixture) report(space string, k store.Key, kind string, r any) {
 	f.put(k, m)
 }
 
-func compile(t *testing.T, f *fixture, name string) *status.Collector {
+func compile(t testing.TB, f *fixture, name string) *status.Collector {
 	t.Helper()
 	o, err := f.st.Get(store.Key{Space: ws, Resource: collectorsRes, Name: name})
 	if err != nil {
