@@ -137,19 +137,11 @@ func BenchmarkReported(b *testing.B) {
 
 func benchReported(b *testing.B, children, destinations int) {
 	f := newStoreFixture(b)
-	for i := range destinations {
-		f.target(fmt.Sprintf("s%05d", i), map[string]string{"env": "prod"})
+	targets := make([]string, destinations)
+	for i := range targets {
+		targets[i] = fmt.Sprintf("s%05d", i)
 	}
-	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
-	f.namespace(ws, "app")
-	f.configMap(ws, "app", "a", nil, nil)
-	f.put(store.Key{Space: ws, Resource: collectorsRes, Name: "count"}, map[string]any{
-		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "StatusCollector",
-		"spec": map[string]any{"combinedFields": []any{map[string]any{"name": "n", "type": "COUNT"}}}})
-	f.put(store.Key{Space: ws, Resource: placementsRes, Name: "p"}, map[string]any{
-		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
-		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "prod"}}},
-			"downsync": []any{cmClause("app")}, "statusCollectors": []any{"count"}}})
+	f.countedPlacement(targets...)
 	col := compile(b, f, "count")
 	ref := reports.PlacementRef{Space: ws, Name: "p"}
 	obj := v1alpha1.ObjectReference{Resource: "configmaps", Namespace: "app", Name: "a"}
@@ -158,7 +150,7 @@ func benchReported(b *testing.B, children, destinations int) {
 		parts := make([]status.Partial, n)
 		for j := range parts {
 			p, err := col.Evaluate(map[string]any{"metadata": map[string]any{"name": "a"}}, nil,
-				status.Destination{Name: fmt.Sprintf("s%05d", (i+j*children)%destinations)})
+				status.Destination{Name: targets[(i+j*children)%destinations]})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -569,8 +569,25 @@ func TestCombinedStatusRewrittenWhenResultOrObjectChanges(t *testing.T) {
 func setUpReported(t *testing.T, f *fixture) (reports.PlacementRef, v1alpha1.EdgePlacementStatus) {
 	t.Helper()
 	f.put(store.Key{Resource: kubeapi.SpaceResource, Name: "reports-r1"}, map[string]any{"spec": map[string]any{"kind": kubeapi.SpaceKindMailbox}})
-	f.target("s1", map[string]string{"env": "prod"})
-	f.target("s2", map[string]string{"env": "prod"})
+	f.countedPlacement("s1", "s2")
+	f.waitDownsync("configmaps/app/a→s1,s2", "namespaces//app→s1,s2", "synctargets//s1→s1", "synctargets//s2→s2", "locations//prod→s1,s2")
+	if got := f.travelling(); !slices.Equal(got, []string{"edgeplacements//default.p→s1,s2", "statuscollectors//default.count→s1,s2"}) {
+		t.Fatalf("placements and collectors travelling: %v", got)
+	}
+	st := f.waitStatus(ws, "p", "Synced False while nothing reported", func(s v1alpha1.EdgePlacementStatus) bool {
+		c := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionSynced)
+		return c != nil && c.Status == metav1.ConditionFalse && s.SyncedRevision != ""
+	})
+	return reports.PlacementRef{Space: ws, Name: "p"}, st
+}
+
+// countedPlacement writes SyncTargets named targets, Location prod
+// selecting them, ConfigMap app/a, and placement p of it there with
+// StatusCollector count (a COUNT column).
+func (f *fixture) countedPlacement(targets ...string) {
+	for _, name := range targets {
+		f.target(name, map[string]string{"env": "prod"})
+	}
 	f.location("prod", map[string]string{"tier": "prod"}, map[string]string{"env": "prod"})
 	f.namespace(ws, "app")
 	f.configMap(ws, "app", "a", nil, nil)
@@ -581,15 +598,6 @@ func setUpReported(t *testing.T, f *fixture) (reports.PlacementRef, v1alpha1.Edg
 		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
 		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "prod"}}},
 			"downsync": []any{cmClause("app")}, "statusCollectors": []any{"count"}}})
-	f.waitDownsync("configmaps/app/a→s1,s2", "namespaces//app→s1,s2", "synctargets//s1→s1", "synctargets//s2→s2", "locations//prod→s1,s2")
-	if got := f.travelling(); !slices.Equal(got, []string{"edgeplacements//default.p→s1,s2", "statuscollectors//default.count→s1,s2"}) {
-		t.Fatalf("placements and collectors travelling: %v", got)
-	}
-	st := f.waitStatus(ws, "p", "Synced False while nothing reported", func(s v1alpha1.EdgePlacementStatus) bool {
-		c := apimeta.FindStatusCondition(s.Conditions, v1alpha1.ConditionSynced)
-		return c != nil && c.Status == metav1.ConditionFalse && s.SyncedRevision != ""
-	})
-	return reports.PlacementRef{Space: ws, Name: "p"}, st
 }
 
 // reportedPartial is the COUNT partial of setUpReported's ConfigMap over
