@@ -137,7 +137,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "join-token", roleRegion, roleEdge)
 	fs.StringVar(&o.proxy, "proxy", "", "http(s) URL of an HTTP CONNECT proxy for the link to the parent (default: QUIC, or HTTPS_PROXY when UDP is blocked)")
 	forRoles(fs, "proxy", roleRegion, roleEdge)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster this edge syncs (accepted; not applied to yet)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster this edge applies its inbox to (server-side apply) and reports from")
 	forRoles(fs, "kubeconfig", roleEdge)
 	fs.BoolVar(&o.virtualCluster, "virtual-cluster", false, "sync an in-memory virtual cluster instead of --kubeconfig")
 	forRoles(fs, "virtual-cluster", roleEdge)

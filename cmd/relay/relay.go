@@ -21,9 +21,9 @@ const relayLong = `relay runs one node of a Canopy tree. --role chooses which pa
           --link-addr; the default 127.0.0.1:7443 is the root's, so a region
           on the same host as the root or another region needs its own
   edge    dials its parent (--parent) and keeps its share of the desired
-          state for one cluster: --virtual-cluster (in memory, with a
-          simulated kubelet) or --kubeconfig=FILE (accepted; applying the
-          inbox to a real cluster comes with the edge syncer)
+          state for one cluster, which it applies and reports from:
+          --kubeconfig=FILE (a real cluster) or --virtual-cluster (in
+          memory, with a simulated kubelet)
 
 A region or edge joins the tree once with --join-token (from "relay token
 create" at the root) and receives a certificate kept in --data-dir; later
@@ -74,9 +74,6 @@ func newRelayCommand() *cobra.Command {
 					attrs = append(attrs, "linkAddr", cfg.LinkAddr)
 				}
 				log.Info("starting relay", attrs...)
-				if cfg.Kubeconfig != "" {
-					log.Warn("this edge does not apply its inbox to a real cluster yet: --kubeconfig is accepted but not used", "kubeconfig", cfg.Kubeconfig)
-				}
 				err = runChild(ctx, cfg)
 				if errors.Is(err, session.ErrNoToken) {
 					err = fmt.Errorf("%s has not joined its parent yet (no certificate in %s): pass --join-token=TOKEN from 'relay token create' at the root", cfg.Name, cfg.DataDir)
