@@ -8,9 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
@@ -24,6 +28,9 @@ func newKubeconfigCommand() *cobra.Command {
 		Short: "Print the admin kubeconfig of a root relay",
 		Long: `kubeconfig prints DIR/admin.kubeconfig, which a root relay writes with one
 context per space, or with --space only that space's context, made current.
+The file lists the spaces of the root's first children only; --space names
+another child's space (mailbox-<child>, reports-<child>) only if the root,
+asked through the API, has it, so the root must be running for those.
 The kubeconfig holds the admin token: keep it private.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,8 +69,11 @@ func kubeconfigFor(path, space string) ([]byte, error) {
 	cfg, err := pki.ReadKubeconfigForSpace(path, space)
 	if e, ok := errors.AsType[*pki.UnknownSpaceError](err); ok && isChildSpace(space) && slices.Contains(e.Known, kubeapi.DefaultSpace) {
 		// The root lists only its first children's spaces
-		// (server.KubeconfigChildren); the others are at the same URLs.
-		cfg, err = pki.DeriveKubeconfigForSpace(path, kubeapi.DefaultSpace, space)
+		// (server.KubeconfigChildren); the others are at the same URLs,
+		// if the root has them: it is asked.
+		if cfg, err = pki.DeriveKubeconfigForSpace(path, kubeapi.DefaultSpace, space); err == nil {
+			err = checkSpace(cfg, space, path)
+		}
 	} else if ok {
 		known := "no spaces"
 		if len(e.Known) > 0 {
@@ -75,4 +85,40 @@ func kubeconfigFor(path, space string) ([]byte, error) {
 		return nil, err
 	}
 	return clientcmd.Write(*cfg)
+}
+
+// spaceCheckTimeout bounds how long checkSpace waits for the root.
+const spaceCheckTimeout = 10 * time.Second
+
+// checkSpace asks the root of cfg (a kubeconfig with the context of space
+// only) whether space exists, for a space that the admin kubeconfig at
+// path does not list. A root that answers 404 has no such space; one that
+// cannot be reached cannot tell, and nothing is printed either way.
+func checkSpace(cfg *clientcmdapi.Config, space, path string) error {
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		return err
+	}
+	rc.Timeout = spaceCheckTimeout
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return err
+	}
+	_, err = dc.ServerVersion()
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return usageError{flagErrorf("space", "no space %q at the root %s (it has a mailbox- and a reports- space for each of its own children, none for relays further down)",
+			space, strings.TrimSuffix(rc.Host, "/spaces/"+space))}
+	default:
+		return flagErrorf("space", "%q is not listed in %s and the root could not say whether it has it (start the root, or ask again): %v",
+			space, path, oneLine(err))
+	}
+}
+
+// oneLine joins the lines of err's message, so that an error stays one
+// line of output.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }

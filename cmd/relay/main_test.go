@@ -277,24 +277,7 @@ func TestKubeconfig(t *testing.T) {
 	})
 
 	// A child's space the root did not list (it lists its first hundred
-	// children) is at the same URL prefix.
-	t.Run("unlisted child space", func(t *testing.T) {
-		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+dataDir, "--space=mailbox-edge-7")
-		if code != 0 || stderr != "" {
-			t.Fatalf("exit code %d, stderr %q", code, stderr)
-		}
-		cfg, err := clientcmd.Load([]byte(stdout))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "https://127.0.0.1:6443/spaces/mailbox-edge-7"; len(cfg.Contexts) != 1 || cfg.CurrentContext != "mailbox-edge-7" || rc.Host != want {
-			t.Errorf("contexts %v, current %q, host %q; want only mailbox-edge-7 at %s", cfg.Contexts, cfg.CurrentContext, rc.Host, want)
-		}
-	})
+	// children) is checked with the root: TestKubeconfigUnlistedSpace.
 
 	t.Run("never started", func(t *testing.T) {
 		empty := t.TempDir()
