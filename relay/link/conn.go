@@ -83,9 +83,9 @@ func closedErr(cause error) error {
 // ---- QUIC ----
 
 // onDone arranges for f to run, in a goroutine of its own, once c is
-// gone; stop cancels that if f has not started. A QUIC connection needs no
-// goroutine while it lives (context.AfterFunc on its context): a relay
-// with thousands of links waits on none.
+// gone; stop cancels that if f has not started. For a QUIC connection it
+// adds no goroutine while the connection lives (context.AfterFunc on its
+// context): a relay with thousands of links waits on none for this.
 func onDone(c Conn, f func()) (stop func() bool) {
 	if qc, ok := c.(*quicConn); ok {
 		return context.AfterFunc(qc.qc.Context(), f)
@@ -137,6 +137,54 @@ func newQUICConn(qc *quic.Conn, cfg Config, onClose func()) *quicConn {
 		context.AfterFunc(qc.Context(), onClose)
 	}
 	return c
+}
+
+// probeSize is the payload of a dialed link's probe datagram: whatever the
+// lengths of connection ID (1–20 bytes) and packet number, its packet is
+// larger than the 42 bytes up to which quic-go sends no stateless reset
+// (protocol.MinStatelessResetSize). quic-go's keep-alive PING packets are
+// 25–29 bytes.
+const probeSize = 24
+
+var probePayload = make([]byte, probeSize)
+
+// probe makes a dialed link send a DATAGRAM every keep-alive period while
+// it lives. A parent started again on the same address with the same
+// identity answers it with a stateless reset (ListenConfig.StatelessResetKey),
+// which ends the link at once instead of after the idle timeout; a live
+// parent acknowledges it, which spares both sides their keep-alive PINGs.
+// It runs no goroutine between probes. A peer without datagram support is
+// not probed.
+func (c *quicConn) probe(cfg Config) {
+	if !c.qc.ConnectionState().SupportsDatagrams.Remote {
+		return
+	}
+	// A little under quic-go's keep-alive interval: the probe and its
+	// acknowledgement reach each side before its keep-alive PING is due.
+	period := min(cfg.KeepAlivePeriod, cfg.MaxIdleTimeout/2) * 9 / 10
+	ctx := c.qc.Context()
+	var t *time.Timer
+	t = time.AfterFunc(period, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := c.qc.SendDatagram(probePayload); err != nil {
+			return // the link is gone, or its path cannot carry even this
+		}
+		t.Reset(period)
+	})
+	context.AfterFunc(ctx, func() { t.Stop() })
+}
+
+// drainDatagrams discards the probes of the peer (an accepted link), which
+// quic-go would otherwise queue, up to 128 per link.
+func (c *quicConn) drainDatagrams() {
+	ctx := c.qc.Context()
+	for {
+		if _, err := c.qc.ReceiveDatagram(ctx); err != nil {
+			return
+		}
+	}
 }
 
 func (c *quicConn) acceptLoop() {

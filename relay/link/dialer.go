@@ -286,7 +286,9 @@ func (d *Dialer) dialQUIC(ctx context.Context, addr string, cfg Config, timeout 
 		return nil, err
 	}
 	d.remember(addr, TransportQUIC)
-	return newQUICConn(qc, cfg, onClose), nil
+	c := newQUICConn(qc, cfg, onClose)
+	c.probe(cfg)
+	return c, nil
 }
 
 func (d *Dialer) dialTCP(ctx context.Context, addr string, proxy *url.URL, cfg Config) (Conn, error) {

@@ -18,7 +18,12 @@
 //     in both directions (a 10 000-edge simulation cannot give every link its own
 //     socket). Package memnet provides an in-memory packet network for tests.
 //   - Reconnection. [KeepConnected] / [Redialer] keep a link up with exponential
-//     backoff and full jitter.
+//     backoff and full jitter. A listener's QUIC transport sends stateless
+//     resets (RFC 9000 section 10.3) with a key derived from its TLS key
+//     ([ListenConfig.StatelessResetKey]), and a dialed link sends a probe
+//     datagram every keep-alive period, large enough to draw one: a parent
+//     restarted on the same address ends its children's old links within a
+//     keep-alive period rather than the idle timeout, and they redial.
 //   - Byte counters per connection ([Conn.Stats]).
 //
 // # What it must not do

@@ -28,6 +28,15 @@ type ListenConfig struct {
 	// Transport, if set, carries QUIC instead (and takes precedence over
 	// PacketConn); the same Transport may also dial. It is not closed by Close.
 	Transport *quic.Transport
+	// StatelessResetKey is the key of the stateless resets (RFC 9000
+	// section 10.3) the listener's own QUIC transport sends for packets of
+	// connections it does not know, such as the links of a previous run on
+	// the same address: their children then see the link end at their next
+	// packet and redial instead of waiting for the idle timeout. Resets
+	// work across restarts only if the key stays the same. If nil, it is
+	// derived from the private key of TLS's first certificate (none if
+	// there is none). Unused with Transport, whose key is the caller's.
+	StatelessResetKey *quic.StatelessResetKey
 	// TCP, if set, serves the TCP fallback instead of binding TCP. Close
 	// closes it.
 	TCP net.Listener
@@ -62,6 +71,8 @@ func quicConfig(cfg Config, handshake time.Duration) *quic.Config {
 		KeepAlivePeriod:       cfg.KeepAlivePeriod,
 		MaxIncomingStreams:    cfg.MaxIncomingStreams,
 		MaxIncomingUniStreams: -1,
+		// Dialed links send probe datagrams (quicConn.probe).
+		EnableDatagrams: true,
 	}
 }
 
@@ -115,11 +126,15 @@ var listenTCP = net.Listen
 func (l *Listener) bindOnce(lc ListenConfig, wantQUIC, wantTCP bool) error {
 	tcpAddr := lc.Addr
 	if wantQUIC {
+		resetKey := lc.StatelessResetKey
+		if resetKey == nil {
+			resetKey = deriveResetKey(l.tls)
+		}
 		tr := lc.Transport
 		switch {
 		case tr != nil:
 		case lc.PacketConn != nil:
-			l.tr = &quic.Transport{Conn: lc.PacketConn}
+			l.tr = &quic.Transport{Conn: lc.PacketConn, StatelessResetKey: resetKey}
 			tr = l.tr
 		default:
 			pc, err := net.ListenPacket("udp", lc.Addr)
@@ -127,7 +142,7 @@ func (l *Listener) bindOnce(lc ListenConfig, wantQUIC, wantTCP bool) error {
 				return fmt.Errorf("link: listen udp: %w", err)
 			}
 			l.udp = pc
-			l.tr = &quic.Transport{Conn: pc}
+			l.tr = &quic.Transport{Conn: pc, StatelessResetKey: resetKey}
 			tr = l.tr
 			host, _, _ := net.SplitHostPort(lc.Addr)
 			tcpAddr = net.JoinHostPort(host, strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port))
@@ -200,10 +215,12 @@ func (l *Listener) serveQUIC() {
 			_ = qc.CloseWithError(codeNoError, err.Error())
 			continue
 		}
+		c := newQUICConn(qc, l.cfg, nil)
+		go c.drainDatagrams()
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.deliver(newQUICConn(qc, l.cfg, nil))
+			l.deliver(c)
 		}()
 	}
 }
