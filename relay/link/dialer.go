@@ -112,11 +112,11 @@ func (d *Dialer) Dial(ctx context.Context, addrs []string) (Conn, error) {
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", a, err))
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("link: dial: %w", errors.Join(errs...))
+				return nil, fmt.Errorf("link: dial: %w", JoinErrors(errs...))
 			}
 		}
 	}
-	return nil, fmt.Errorf("link: dial: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("link: dial: %w", JoinErrors(errs...))
 }
 
 // Close releases the quic.Transport the Dialer made from PacketConn, which
@@ -199,7 +199,7 @@ func (d *Dialer) dialAddr(ctx context.Context, addr string, quick bool) (Conn, e
 	}
 	c, terr := d.dialTCP(ctx, addr, nil, cfg)
 	if terr != nil {
-		return nil, errors.Join(fmt.Errorf("quic: %w", qerr), fmt.Errorf("tcp: %w", terr))
+		return nil, JoinErrors(fmt.Errorf("quic: %w", qerr), fmt.Errorf("tcp: %w", terr))
 	}
 	return c, nil
 }

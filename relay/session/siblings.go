@@ -92,7 +92,7 @@ func (u *Uplink) dial(ctx context.Context, d *link.Dialer) (link.Conn, error) {
 			break
 		}
 	}
-	return nil, errors.Join(errs...)
+	return nil, link.JoinErrors(errs...)
 }
 
 // loadSiblings reads the siblings kept in the store.
