@@ -23,6 +23,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/customize"
 	"github.com/canopy-dev/canopy/topology/status"
 )
 
@@ -226,13 +227,26 @@ func (r *Root) waitSpaceChange(ctx context.Context, rev int64) error {
 	return w.Err()
 }
 
-// validateEdgeKinds is kubeapi.Config.Validate at the root: what the CRD
-// schemas of edge.canopy.dev cannot check, such as the CEL expressions of
-// a StatusCollector (compiled, with their types checked, so that a bad
-// one is a 422 naming its field rather than a failure at every edge).
+// validateEdgeKinds is kubeapi.Config.Validate at the root, for every
+// space (the inventory included): what the CRD schemas of edge.canopy.dev
+// cannot check, so that a bad object is a 422 naming its field rather than
+// a failure at every edge or a placement that silently selects nothing:
+//
+//   - a StatusCollector's CEL expressions, compiled and type-checked;
+//   - the label selectors of an EdgePlacement and a Location's
+//     instanceSelector, as kube checks label selectors;
+//   - a Customizer's replacements, as far as they do not depend on the
+//     destination (customize.Validate).
 func validateEdgeKinds(_ string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList {
-	if gr == edgev1alpha1.Resource("statuscollectors") {
+	switch gr {
+	case edgev1alpha1.Resource("statuscollectors"):
 		return status.Validate(obj)
+	case edgev1alpha1.Resource(edgev1alpha1.ResourceEdgePlacements):
+		return validateEdgePlacement(obj)
+	case edgev1alpha1.Resource(edgev1alpha1.ResourceLocations):
+		return validateLocation(obj)
+	case edgev1alpha1.Resource(edgev1alpha1.ResourceCustomizers):
+		return customize.Validate(obj)
 	}
 	return nil
 }

@@ -17,6 +17,10 @@
 //     JSON Patch "add" semantics.
 //   - Which Customizer an object uses (CustomizerRef): the downsync
 //     clause's, else the object's CustomizerAnnotation.
+//   - Validating a Customizer at write time (Validate): what would fail at
+//     every destination alike (a malformed template or pointer, a value
+//     that is not JSON, a bad destination selector), with the field path,
+//     so that the API refuses it with 422.
 //
 // # What it must not do
 //
