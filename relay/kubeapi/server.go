@@ -65,6 +65,15 @@ type Config struct {
 	// StatusCollector) before every create and update; errors are a 422
 	// with their field paths, and nothing is stored.
 	Validate func(space string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList
+	// BeforeDelete, when set, is asked before objects are deleted through
+	// the API: with the object of a delete, or with every object a
+	// deletecollection selects, before any of them is deleted (dry runs
+	// included). An error refuses the whole request (a *StatusError is
+	// answered as it is) and nothing is deleted. Deletions by the
+	// server's own controllers (namespaces, garbage collection, custom
+	// resource cleanup) do not ask it. The root uses it to keep what it
+	// installs and what its relay tree owns.
+	BeforeDelete func(ctx context.Context, space string, gr schema.GroupResource, objs []*unstructured.Unstructured) error
 	// MailboxView, when set, makes mailbox spaces read-only views: reads
 	// of space are served from the objects of source for which match is
 	// true (as of the request), and every write is refused. A space for
@@ -205,18 +214,20 @@ func (s *Server) serve(rq *request) {
 		return
 	}
 
-	space, kind, rest, err := s.splitSpace(path)
-	if err != nil {
-		rq.writeError(err)
-		return
-	}
-	rq.space, rq.data = space, space
-
+	// Credentials are checked before the space is looked up, so that a
+	// caller without them learns nothing, not even which spaces exist.
+	space, rest := splitSpace(path)
 	u, err := s.cfg.Authenticator.Authenticate(r, space)
 	if err != nil {
 		rq.writeError(apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
+	kind, err := s.lookupSpace(space)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	rq.space, rq.data = space, space
 	if u, err = s.cfg.Authorizer.Impersonate(r.Context(), space, u, r.Header); err != nil {
 		rq.writeError(asForbidden(err))
 		return
@@ -300,18 +311,20 @@ func notReady(err error) *apierrors.StatusError {
 }
 
 // splitSpace strips the /spaces/<name> prefix. Paths without it belong to
-// the default space. The space must exist; its kind comes back with it.
-func (s *Server) splitSpace(path string) (space, kind, rest string, err error) {
-	space, rest = DefaultSpace, path
-	if strings.HasPrefix(path, "/spaces/") {
-		p := strings.TrimPrefix(path, "/spaces/")
-		i := strings.IndexByte(p, '/')
-		if i < 0 {
-			space, rest = p, "/"
-		} else {
-			space, rest = p[:i], p[i:]
-		}
+// the default space.
+func splitSpace(path string) (space, rest string) {
+	p, ok := strings.CutPrefix(path, "/spaces/")
+	if !ok {
+		return DefaultSpace, path
 	}
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, "/"
+}
+
+// lookupSpace returns the kind of space, which must exist.
+func (s *Server) lookupSpace(space string) (kind string, err error) {
 	kind, ok := s.catalog.spaceKind(space)
 	if !ok {
 		// A server that is not ready (a replica catching up after a
@@ -319,12 +332,12 @@ func (s *Server) splitSpace(path string) (space, kind, rest string, err error) {
 		// try again, not conclude it does not exist.
 		if s.cfg.Ready != nil {
 			if err := s.cfg.Ready(); err != nil {
-				return "", "", "", notReady(err)
+				return "", notReady(err)
 			}
 		}
-		return "", "", "", apierrors.NewNotFound(spacesGR, space)
+		return "", apierrors.NewNotFound(spacesGR, space)
 	}
-	return space, kind, rest, nil
+	return kind, nil
 }
 
 func (s *Server) serveNonResource(rq *request, rest string) {
