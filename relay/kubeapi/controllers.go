@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/canopy-dev/canopy/relay/resources"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -473,6 +474,11 @@ func (lc *lifecycle) finishCRD(ctx context.Context, k store.Key) (bool, error) {
 		return false, nil
 	}
 	r := store.Resource{Group: cc.def.Group, Resource: cc.def.Resource}
+	if resources.BuiltinGroup(r.Group) {
+		// Its objects are the built-in API's (a CRD stored before such
+		// groups were refused): they outlive the CRD.
+		return false, lc.removeFinalizer(ctx, k, crdCleanupFinalizer)
+	}
 	list, err := lc.s.store.List(store.ListOptions{Space: k.Space, Resource: r})
 	if err != nil {
 		return false, err

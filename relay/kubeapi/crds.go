@@ -9,8 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/canopy-dev/canopy/relay/crd"
+	"github.com/canopy-dev/canopy/relay/resources"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -36,7 +38,9 @@ func (s *Server) admitCRD(rq *request, obj, old *unstructured.Unstructured) erro
 			return err
 		}
 	}
-	if _, errs := crd.Compile(&c, prev); len(errs) > 0 {
+	_, errs := crd.Compile(&c, prev)
+	errs = append(errs, validateCRDGroup(&c)...)
+	if len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: crdGR.Group, Kind: "CustomResourceDefinition"}, c.Name, errs)
 	}
 	if old == nil {
@@ -61,6 +65,20 @@ func (s *Server) admitCRD(rq *request, obj, old *unstructured.Unstructured) erro
 	obj.SetAPIVersion("apiextensions.k8s.io/v1")
 	obj.SetKind("CustomResourceDefinition")
 	return nil
+}
+
+// validateCRDGroup refuses a CRD in a group of the built-in API
+// (ingresses.networking.k8s.io, widgets.apps): its custom resources would
+// share their store keys with the built-in objects, and deleting the CRD
+// would delete those. kube-apiserver asks only for an approval annotation
+// on *.k8s.io groups; the root refuses every group it serves as built-in,
+// on create and on update.
+func validateCRDGroup(c *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
+	if !resources.BuiltinGroup(c.Spec.Group) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "group"), c.Spec.Group,
+		"is a group of the built-in API: a CustomResourceDefinition may not define resources in it")}
 }
 
 func setCRDCondition(c *apiextensionsv1.CustomResourceDefinition, t apiextensionsv1.CustomResourceDefinitionConditionType, st apiextensionsv1.ConditionStatus, reason, msg string) {

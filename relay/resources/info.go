@@ -115,6 +115,7 @@ var (
 	scheme  = newScheme()
 	catalog = newCatalog()
 	byGR    = indexCatalog(catalog)
+	groups  = groupsOf(catalog)
 )
 
 // Scheme returns the scheme holding the Go type of every served kind: the
@@ -149,6 +150,23 @@ func Builtins() []*Info {
 // plural resource name, at whatever version it is served, or nil.
 func Lookup(group, resource string) *Info {
 	return byGR[schema.GroupResource{Group: group, Resource: resource}]
+}
+
+// BuiltinGroup reports whether group is the API group of a served built-in
+// resource (the core group "" included). Such a group belongs to the
+// built-in API as a whole: kube-apiserver's own resources live there, so a
+// CustomResourceDefinition must not define resources in it.
+func BuiltinGroup(group string) bool {
+	_, ok := groups[group]
+	return ok
+}
+
+func groupsOf(infos []*Info) map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, info := range infos {
+		m[info.Group] = struct{}{}
+	}
+	return m
 }
 
 func indexCatalog(infos []*Info) map[schema.GroupResource]*Info {

@@ -186,3 +186,14 @@ func TestScopeAndDiscovery(t *testing.T) {
 		t.Errorf("serviceaccounts subresources = %+v, want token (create)", sa.Subresources)
 	}
 }
+
+func TestBuiltinGroup(t *testing.T) {
+	for group, want := range map[string]bool{
+		"": true, "apps": true, "networking.k8s.io": true, "apiextensions.k8s.io": true,
+		"storagemigration.k8s.io": true, "edge.canopy.dev": false, "example.com": false, "k8s.io": false,
+	} {
+		if got := BuiltinGroup(group); got != want {
+			t.Errorf("BuiltinGroup(%q) = %v, want %v", group, got, want)
+		}
+	}
+}
