@@ -182,6 +182,9 @@ func (rq *request) decodeApplyPatch(body []byte) (*unstructured.Unstructured, er
 	var dup error
 	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
 		// JSON (also YAML): the JSON decoder is much the cheaper.
+		if err := checkBodyDepth(body); err != nil {
+			return nil, err
+		}
 		var err error
 		if strict {
 			var strictErrs []error
@@ -207,6 +210,9 @@ func (rq *request) decodeApplyPatch(body []byte) (*unstructured.Unstructured, er
 			if j, err = yaml.YAMLToJSON(body); err != nil {
 				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 			}
+		}
+		if err := checkBodyDepth(j); err != nil {
+			return nil, err
 		}
 		if err := utiljson.Unmarshal(j, &m); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))

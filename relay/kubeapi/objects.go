@@ -57,22 +57,28 @@ func (rq *request) readBody() ([]byte, error) {
 	ct := rq.r.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	switch mt {
-	case "", "application/json", "*/*":
-		return b, nil
+	case "", "application/json", "*/*", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json":
 	case "application/yaml":
 		j, err := yaml.YAMLToJSON(b)
 		if err != nil {
 			return nil, apierrors.NewBadRequest("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml: " + err.Error())
 		}
 		rq.yamlBody = b
-		return j, nil
-	case "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml":
+		b = j
+	case "application/apply-patch+yaml":
+		// YAML or JSON: decodeApplyPatch checks its depth.
 		return b, nil
 	case runtime.ContentTypeProtobuf:
-		return protobufToJSON(b)
+		if b, err = protobufToJSON(b); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, unsupportedMediaType(ct)
 	}
+	if err := checkBodyDepth(b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func unsupportedMediaType(ct string) error {
@@ -135,6 +141,9 @@ func (rq *request) decodeObject(sv *served, body []byte) (*unstructured.Unstruct
 // (recordFields) to read after normalize: it validates them, and the
 // Go-type round trip would lose the empty list that resets them.
 func normalize(rq *request, sv *served, obj, old *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if errs := checkObjectDepth(obj.Object); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(sv.gvk().GroupKind(), obj.GetName(), errs)
+	}
 	managed, hasManaged, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields")
 	if hasManaged {
 		unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
