@@ -68,6 +68,10 @@ func (s *Server) serveDelete(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
+	if err := s.beforeDeleteKey(rq, sv, rq.key(sv, rq.info.Name)); err != nil {
+		rq.writeError(err)
+		return
+	}
 	data, deleted, err := s.deleteObject(rq.r.Context(), rq.space, sv, rq.key(sv, rq.info.Name), opts)
 	if err != nil {
 		rq.writeError(err)
@@ -229,6 +233,10 @@ func (s *Server) serveDeleteCollection(rq *request, sv *served) {
 		rq.writeError(storeError(err, sv.gr(), ""))
 		return
 	}
+	if err := s.beforeDelete(rq, sv, list.Items); err != nil {
+		rq.writeError(err)
+		return
+	}
 	items := make([][]byte, 0, len(list.Items))
 	for _, obj := range list.Items {
 		data, _, err := s.deleteObject(rq.r.Context(), rq.space, sv, obj.Key, opts)
@@ -251,6 +259,46 @@ func (s *Server) serveDeleteCollection(rq *request, sv *served) {
 		return
 	}
 	serveJSONList(rq.w, sv, list.Revision, "", nil, items)
+}
+
+// beforeDeleteKey asks Config.BeforeDelete about the object at key, if
+// there is one (read after the leader's commit index on a replica, as
+// deleteObject reads it): a missing one is deleteObject's 404.
+func (s *Server) beforeDeleteKey(rq *request, sv *served, key store.Key) error {
+	if s.cfg.BeforeDelete == nil {
+		return nil
+	}
+	obj, err := s.store.Get(key)
+	if errors.Is(err, store.ErrNotFound) && s.cfg.ReadIndex != nil {
+		if err := s.readIndex(rq.r.Context()); err != nil {
+			return err
+		}
+		obj, err = s.store.Get(key)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return storeError(err, sv.gr(), key.Name)
+	}
+	return s.beforeDelete(rq, sv, []*store.Object{obj})
+}
+
+// beforeDelete asks Config.BeforeDelete whether objs, which the request
+// would delete, may go.
+func (s *Server) beforeDelete(rq *request, sv *served, objs []*store.Object) error {
+	if s.cfg.BeforeDelete == nil || len(objs) == 0 {
+		return nil
+	}
+	us := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		u, err := parseObject(o.Data)
+		if err != nil {
+			return err
+		}
+		us[i] = u
+	}
+	return s.cfg.BeforeDelete(rq.r.Context(), rq.space, sv.gr(), us)
 }
 
 // preconditionsFailed is kube's rest.BeforeDelete check of a delete's

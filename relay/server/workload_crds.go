@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/canopy-dev/canopy/relay/crd"
@@ -40,7 +42,9 @@ import (
 //
 // An install creates each CRD, or updates it when the stored definition
 // differs from the one compiled in (an upgrade), so a restart with a newer
-// binary serves the newer schema.
+// binary serves the newer schema. Each is labelled ManagedByLabel=ManagedBy;
+// they cannot be deleted through the API, and one deleted or changed all
+// the same is installed again at once (protect.go).
 
 // startupCRDs records which installs /readyz waits for: the inventory's
 // CRDs and the default space's workload CRDs. Safe for concurrent use.
@@ -95,8 +99,10 @@ func (r *Root) InstallWorkloadCRDs(ctx context.Context, space string) error {
 	return installCRDs(ctx, dc, manifests)
 }
 
-// installCRDs creates each CRD of manifests, or updates it when its
-// stored spec, labels or annotations differ from the manifest's.
+// installCRDs creates each CRD of manifests, labelled ManagedByLabel, or
+// updates it when its stored spec, labels or annotations differ from the
+// manifest's or it has ownerReferences (which garbage collection would
+// follow to delete it).
 func installCRDs(ctx context.Context, dc dynamic.Interface, manifests [][]byte) error {
 	crds := dc.Resource(crdGVR)
 	for _, m := range manifests {
@@ -104,6 +110,12 @@ func installCRDs(ctx context.Context, dc dynamic.Interface, manifests [][]byte) 
 		if err := yaml.Unmarshal(m, &want.Object); err != nil {
 			return err
 		}
+		labels := want.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[ManagedByLabel] = ManagedBy
+		want.SetLabels(labels)
 		_, err := crds.Create(ctx, &want, metav1.CreateOptions{})
 		if err == nil {
 			continue
@@ -111,18 +123,25 @@ func installCRDs(ctx context.Context, dc dynamic.Interface, manifests [][]byte) 
 		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("server: installing CRD %s: %w", want.GetName(), err)
 		}
-		cur, err := crds.Get(ctx, want.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("server: reading CRD %s: %w", want.GetName(), err)
-		}
-		same, err := sameCRD(&want, cur)
-		if err != nil || same {
+		// Someone may be writing it too (a user whose change is undone
+		// here): read it again on a conflict.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := crds.Get(ctx, want.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("server: reading CRD %s: %w", want.GetName(), err)
+			}
+			same, err := sameCRD(&want, cur)
+			if err != nil || same {
+				return err
+			}
+			cur.Object["spec"] = want.Object["spec"]
+			cur.SetLabels(want.GetLabels())
+			cur.SetAnnotations(want.GetAnnotations())
+			cur.SetOwnerReferences(nil)
+			_, err = crds.Update(ctx, cur, metav1.UpdateOptions{})
 			return err
-		}
-		cur.Object["spec"] = want.Object["spec"]
-		cur.SetLabels(want.GetLabels())
-		cur.SetAnnotations(want.GetAnnotations())
-		if _, err := crds.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		})
+		if err != nil {
 			return fmt.Errorf("server: updating CRD %s: %w", want.GetName(), err)
 		}
 	}
@@ -130,7 +149,8 @@ func installCRDs(ctx context.Context, dc dynamic.Interface, manifests [][]byte) 
 }
 
 // sameCRD compares a manifest with a stored CRD after the defaulting the
-// server applied to the stored one.
+// server applied to the stored one; a stored CRD with ownerReferences
+// differs.
 func sameCRD(want, cur *unstructured.Unstructured) (bool, error) {
 	var w, c apiextensionsv1.CustomResourceDefinition
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(want.Object, &w); err != nil {
@@ -141,7 +161,8 @@ func sameCRD(want, cur *unstructured.Unstructured) (bool, error) {
 	}
 	crd.Default(&w)
 	crd.Default(&c)
-	return equality.Semantic.DeepEqual(w.Spec, c.Spec) &&
+	return len(c.OwnerReferences) == 0 &&
+		equality.Semantic.DeepEqual(w.Spec, c.Spec) &&
 		equality.Semantic.DeepEqual(w.Labels, c.Labels) &&
 		equality.Semantic.DeepEqual(w.Annotations, c.Annotations), nil
 }
@@ -164,8 +185,9 @@ func (r *Root) workloadSpaces() ([]string, int64, error) {
 
 // maintainWorkloadCRDs installs the workload CRDs in every workload
 // description space, the default one first at start and then each one
-// as it appears, until ctx is done. A failed install is logged and
-// retried with backoff; /readyz fails until the default space is served.
+// as it appears, and again in a space where one of them is deleted or
+// changed, until ctx is done. A failed install is logged and retried with
+// backoff; /readyz fails until the default space is served.
 func (r *Root) maintainWorkloadCRDs(ctx context.Context) error {
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 30 * time.Second
 	backoff := minBackoff
@@ -198,7 +220,11 @@ func (r *Root) maintainWorkloadCRDs(ctx context.Context) error {
 		}
 		if !failed {
 			backoff = minBackoff
-			failed = r.waitSpaceChange(ctx, rev) != nil
+			stale, err := r.waitSpaceChange(ctx, rev, spaces)
+			for sp := range stale {
+				delete(installed, sp)
+			}
+			failed = err != nil
 		}
 		if failed {
 			select {
@@ -211,20 +237,57 @@ func (r *Root) maintainWorkloadCRDs(ctx context.Context) error {
 	return nil
 }
 
-// waitSpaceChange returns when a space is created or deleted after
-// revision rev, or ctx is done.
-func (r *Root) waitSpaceChange(ctx context.Context, rev int64) error {
-	w, err := r.store.Watch(ctx, store.WatchOptions{Resource: kubeapi.SpaceResource, Since: rev})
+// waitSpaceChange returns when, after revision rev, a space is created or
+// deleted, or one of the workload CRDs of spaces is deleted or changed
+// (its space is returned, to be installed again), or ctx is done.
+func (r *Root) waitSpaceChange(ctx context.Context, rev int64, spaces []string) (map[string]bool, error) {
+	var keys []store.Key
+	for _, sp := range spaces {
+		keys = append(keys, crdKeys(sp, edgev1alpha1.WorkloadResources)...)
+	}
+	w, err := r.store.Watch(ctx, store.WatchOptions{Resource: kubeapi.SpaceResource, Since: rev, Also: keys})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.Stop()
 	for ev := range w.Events() {
+		if ev.Object.Key.Resource == crdStoreResource {
+			if crdTouched(ev) {
+				return map[string]bool{ev.Object.Key.Space: true}, nil
+			}
+			continue
+		}
 		if ev.Type == store.Added || ev.Type == store.Deleted {
-			return nil
+			return nil, nil
 		}
 	}
-	return w.Err()
+	return nil, w.Err()
+}
+
+// crdTouched reports whether ev deletes a CRD or changes what installCRDs
+// keeps of it (anything but its status and revision).
+func crdTouched(ev store.Event) bool {
+	switch ev.Type {
+	case store.Deleted:
+		return true
+	case store.Modified:
+		if ev.Prev == nil {
+			return true
+		}
+		var prev, cur map[string]any
+		if json.Unmarshal(ev.Prev.Data, &prev) != nil || json.Unmarshal(ev.Object.Data, &cur) != nil {
+			return true
+		}
+		for _, m := range []map[string]any{prev, cur} {
+			delete(m, "status")
+			if md, ok := m["metadata"].(map[string]any); ok {
+				delete(md, "resourceVersion")
+				delete(md, "managedFields")
+			}
+		}
+		return !equality.Semantic.DeepEqual(prev, cur)
+	}
+	return false
 }
 
 // validateEdgeKinds is kubeapi.Config.Validate at the root, for every

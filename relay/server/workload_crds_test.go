@@ -83,9 +83,9 @@ func TestCRDsInSpaces(t *testing.T) {
 	}
 }
 
-// TestCRDUpgrade: installing over an older definition (the hand-written
-// SyncTarget CRD of earlier releases, say) replaces it; installing over
-// the current one writes nothing.
+// TestCRDUpgrade: an older definition (the hand-written SyncTarget CRD of
+// earlier releases, say, or one a user changed) is replaced by the root at
+// once; installing over the current one writes nothing.
 func TestCRDUpgrade(t *testing.T) {
 	r := startTestRoot(t)
 	ctx := context.Background()
@@ -100,6 +100,9 @@ func TestCRDUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cur.GetLabels()[ManagedByLabel] != ManagedBy {
+		t.Errorf("labels %v, want %s=%s", cur.GetLabels(), ManagedByLabel, ManagedBy)
+	}
 	// What earlier releases installed: spec preserved unknown fields.
 	versions, _, _ := unstructured.NestedSlice(cur.Object, "spec", "versions")
 	v0 := versions[0].(map[string]any)
@@ -113,25 +116,21 @@ func TestCRDUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var upgraded *unstructured.Unstructured
+	waitFor(t, "the root to replace the older definition", func() bool {
+		upgraded, err = crds.Get(ctx, name, metav1.GetOptions{})
+		if err != nil || upgraded.GetResourceVersion() == old.GetResourceVersion() {
+			return false
+		}
+		versions, _, _ = unstructured.NestedSlice(upgraded.Object, "spec", "versions")
+		_, found, _ := unstructured.NestedBool(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-preserve-unknown-fields")
+		return !found
+	})
+
 	manifests, err := edgev1alpha1.InventoryCRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := installCRDs(ctx, dc, manifests); err != nil {
-		t.Fatal(err)
-	}
-	upgraded, err := crds.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if upgraded.GetResourceVersion() == old.GetResourceVersion() {
-		t.Fatal("the older definition was not replaced")
-	}
-	versions, _, _ = unstructured.NestedSlice(upgraded.Object, "spec", "versions")
-	if _, found, _ := unstructured.NestedBool(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "x-kubernetes-preserve-unknown-fields"); found {
-		t.Error("the upgraded CRD still preserves unknown spec fields")
-	}
-
 	if err := installCRDs(ctx, dc, manifests); err != nil {
 		t.Fatal(err)
 	}
