@@ -100,13 +100,13 @@ func refuseCanopyCRD(space, kind string, objs []*unstructured.Unstructured) erro
 		if crdKind == "" {
 			crdKind = o.GetName()
 		}
-		what := "workload description space"
+		where := "every workload description space"
 		if kind == kubeapi.SpaceKindInventory {
-			what = "inventory space"
+			where = "the inventory space"
 		}
 		return apierrors.NewForbidden(crdGVR.GroupResource(), o.GetName(), fmt.Errorf(
-			"Canopy installs this CRD in every %s and keeps it: deleting it would delete every %s of space %q, and what is placed through them; delete those objects instead",
-			what, crdKind, space))
+			"Canopy installs this CRD in %s and keeps it: deleting it would delete every %s of space %q; delete the objects you no longer want instead",
+			where, crdKind, space))
 	}
 	return nil
 }
