@@ -212,8 +212,9 @@ func InertInWDS(isWDS func(space string) bool) func(*store.Object) bool {
 	}
 }
 
-// load lists the RBAC objects of space into a new index. The caller holds
-// mu for writing.
+// load lists the RBAC objects of space into a new index. It reads only
+// the store; a caller that installs the index in spaces holds mu for
+// writing.
 func (a *Authorizer) load(space string) (*rbacIndex, error) {
 	ix := newRBACIndex()
 	for k, res := range kindResources {

@@ -26,6 +26,12 @@
 //     /spaces/<name> prefix.
 //   - Impersonation ([Authorizer.Impersonate]) with kube's Impersonate-*
 //     headers and kube's "impersonate" checks.
+//   - Kube's RBAC escalation checks on writes of RBAC objects
+//     ([Authorizer.ConfirmNoEscalation]): a Role or ClusterRole needs the
+//     permissions it grants or the escalate verb, a binding the permissions
+//     of its role or the bind verb. Only objects that take effect in their
+//     space are checked; the RBAC objects of a workload description space
+//     that are workload for the destinations ([InertInWDS]) are not.
 //   - The texts of kube's 403 answers ([ForbiddenMessage], [NewForbidden]).
 //
 // # What it must not do

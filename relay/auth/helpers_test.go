@@ -43,8 +43,15 @@ type harness struct {
 // checks that Start returned nil.
 func newHarness(t *testing.T, opts store.Options) *harness {
 	t.Helper()
+	return newHarnessInert(t, opts, nil)
+}
+
+// newHarnessInert is newHarness with Authorizer.Inert set to inert.
+func newHarnessInert(t *testing.T, opts store.Options, inert func(*store.Object) bool) *harness {
+	t.Helper()
 	st := store.New(opts)
 	h := &harness{t: t, st: st, az: NewAuthorizer(st)}
+	h.az.Inert = inert
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- h.az.Start(ctx) }()
@@ -128,11 +135,12 @@ func (h *harness) sync(space string) {
 	h.t.Helper()
 	h.seq++
 	name := fmt.Sprintf("zz-sync-%d", h.seq)
+	live := map[string]string{SpaceRBACLabel: "true"} // also in a workload description space
 	h.put(space,
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sync"}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sync"}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sync", Labels: live}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sync", Labels: live}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: live}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: live}},
 	)
 	eventually(h.t, "sync objects indexed", func() bool {
 		h.az.mu.RLock()

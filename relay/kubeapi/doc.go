@@ -20,8 +20,10 @@
 // the log (and later Raft) sees it. It knows nothing about placement or the
 // relay tree.
 //
-// Request flow: ServeHTTP → space prefix → authenticate → impersonate →
-// request info → authorize → handler. Handlers read from the store and write
+// Request flow: ServeHTTP → space prefix → authenticate → space lookup →
+// impersonate → request info → authorize → handler. Writes of RBAC
+// objects also go through the Authorizer's escalation check when it has
+// one (EscalationChecker). Handlers read from the store and write
 // with optimistic concurrency, retrying read-modify-write cycles on conflict
 // unless the client pinned a resourceVersion.
 package kubeapi

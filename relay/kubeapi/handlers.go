@@ -211,6 +211,9 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 	if err := s.admitCreate(rq, sv, obj); err != nil {
 		return nil, err
 	}
+	if err := s.admitRBAC(rq, sv, obj, nil); err != nil {
+		return nil, err
+	}
 	data, err := json.Marshal(obj.Object)
 	if err != nil {
 		return nil, err
@@ -386,6 +389,9 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 			}
 		}
 		if err := s.admitExtra(rq, sv, next); err != nil {
+			return nil, err
+		}
+		if err := s.admitRBAC(rq, sv, next, curObj); err != nil {
 			return nil, err
 		}
 		if sameObject(next, cur) {
