@@ -22,6 +22,7 @@ var instructionAnnotations = [...]string{
 	placement.SourceAnnotation,
 	placement.CustomizerOverridesAnnotation,
 	placement.LocationAnnotation,
+	placement.LocationOverridesAnnotation,
 	reports.SourceRevisionAnnotation,
 }
 
@@ -64,9 +65,11 @@ func KeyString(k store.Key) string {
 // destination's SyncTarget and Location, the Customizers), customized for
 // self.
 //
-// The parameters are customize.ParamsFor(self's SyncTarget, the Location
-// its placement.LocationAnnotation names), both found in the inbox. The
-// Customizer of an object is the one placement.CustomizerOverridesAnnotation
+// The parameters are customize.ParamsFor(self's SyncTarget, a Location),
+// both found in the inbox: the Location the object's
+// placement.LocationOverridesAnnotation names for self
+// ("dest=location,..."), else the one self's SyncTarget's
+// placement.LocationAnnotation names. The Customizer of an object is the one placement.CustomizerOverridesAnnotation
 // names for self ("dest=namespace/name,...", an empty name meaning none),
 // else the one its v1alpha1.CustomizerAnnotation names. The result carries
 // none of the instruction annotations (placement's and customize's), no
@@ -86,9 +89,13 @@ func Desired(inbox []*store.Object, self string) ([]DesiredObject, []ObjectError
 }
 
 // expansion is what every object's expansion reads besides the object:
-// the parameters, and the inbox's Customizers (decoded once each).
+// the parameters, and the inbox's Customizers and Locations (decoded once
+// each).
 type expansion struct {
-	params  customize.Params
+	params  customize.Params // with the SyncTarget's own Location
+	target  *v1alpha1.SyncTarget
+	locs    map[string]*store.Object
+	atLoc   map[string]customize.Params // by the Location an object names
 	custs   map[[2]string]*store.Object
 	decoded map[[2]string]*v1alpha1.Customizer
 }
@@ -99,7 +106,8 @@ func newExpansion(inbox []*store.Object, self string) *expansion {
 	var (
 		target    *v1alpha1.SyncTarget
 		locations = map[string]*store.Object{}
-		e         = &expansion{custs: map[[2]string]*store.Object{}, decoded: map[[2]string]*v1alpha1.Customizer{}}
+		e         = &expansion{locs: locations, atLoc: map[string]customize.Params{},
+			custs: map[[2]string]*store.Object{}, decoded: map[[2]string]*v1alpha1.Customizer{}}
 	)
 	for _, o := range inbox {
 		if o.Key.Resource.Group != v1alpha1.GroupName {
@@ -119,21 +127,38 @@ func newExpansion(inbox []*store.Object, self string) *expansion {
 			e.custs[[2]string{o.Key.Namespace, o.Key.Name}] = o
 		}
 	}
-	var loc *v1alpha1.Location
+	var own string
 	if target != nil {
-		if o := locations[target.Annotations[placement.LocationAnnotation]]; o != nil {
-			var l v1alpha1.Location
-			if json.Unmarshal(o.Data, &l) == nil {
-				loc = &l
-			}
-		}
+		own = target.Annotations[placement.LocationAnnotation]
 		target.Annotations = withoutInstructions(target.Annotations)
 	}
-	if loc != nil {
-		loc.Annotations = withoutInstructions(loc.Annotations)
-	}
-	e.params = customize.ParamsFor(target, loc)
+	e.target = target
+	e.params = customize.ParamsFor(target, e.location(own))
 	return e
+}
+
+// location decodes Location name of the inbox; nil when there is none.
+func (e *expansion) location(name string) *v1alpha1.Location {
+	o := e.locs[name]
+	if o == nil {
+		return nil
+	}
+	var l v1alpha1.Location
+	if json.Unmarshal(o.Data, &l) != nil {
+		return nil
+	}
+	l.Annotations = withoutInstructions(l.Annotations)
+	return &l
+}
+
+// paramsAt returns the parameters of self reached through Location loc.
+func (e *expansion) paramsAt(loc string) customize.Params {
+	p, ok := e.atLoc[loc]
+	if !ok {
+		p = customize.ParamsFor(e.target, e.location(loc))
+		e.atLoc[loc] = p
+	}
+	return p
 }
 
 // customizer returns Customizer ns/name of the inbox, decoded.
@@ -181,7 +206,11 @@ func desiredOne(o *store.Object, self string, e *expansion) (*unstructured.Unstr
 		}
 		cust = c
 	}
-	exp, err := customize.Expand(m, e.params, cust)
+	params := e.params
+	if loc, ok := override(ann[placement.LocationOverridesAnnotation], self); ok {
+		params = e.paramsAt(loc)
+	}
+	exp, err := customize.Expand(m, params, cust)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +257,8 @@ func withoutInstructions(a map[string]string) map[string]string {
 	return out
 }
 
-// override finds self in a CustomizerOverridesAnnotation value.
+// override finds self in a CustomizerOverridesAnnotation or
+// LocationOverridesAnnotation value.
 func override(v, self string) (ref string, ok bool) {
 	for _, pair := range strings.Split(v, ",") {
 		d, c, found := strings.Cut(strings.TrimSpace(pair), "=")

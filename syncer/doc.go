@@ -5,8 +5,9 @@
 // # What it owns
 //
 //   - Desired state: Desired turns the inbox (the objects the parent sent,
-//     with the destination's SyncTarget, its Location and the Customizers
-//     in use) into the objects this destination must hold, customized for
+//     with the destination's SyncTarget, its Locations and the Customizers
+//     in use; each object customized with the Location the root chose for
+//     it there) into the objects this destination must hold, customized for
 //     it (topology/customize) and stripped of Canopy's instructions. An
 //     object that cannot be expanded is not applied at all and is reported.
 //   - Apply: server-side apply with client-go (dynamic client; kinds are

@@ -144,10 +144,17 @@ func render(ctx context.Context, kubeconfig, space, dest, resource, namespace, n
 	if err != nil {
 		return nil, err
 	}
+	// The SyncTarget names the first Location by name that holds it, as
+	// the root's does; the object may name another for dest
+	// (placement.LocationOverridesAnnotation): all of them are at hand.
 	slices.SortFunc(locs.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	found := false
 	for i := range locs.Items {
+		if err := add(store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceLocations}, &locs.Items[i]); err != nil {
+			return nil, err
+		}
 		var l v1alpha1.Location
-		if runtimeConvert(locs.Items[i].Object, &l) != nil {
+		if found || runtimeConvert(locs.Items[i].Object, &l) != nil {
 			continue
 		}
 		sel, err := metav1.LabelSelectorAsSelector(&l.Spec.InstanceSelector)
@@ -160,10 +167,7 @@ func render(ctx context.Context, kubeconfig, space, dest, resource, namespace, n
 		}
 		ann[placement.LocationAnnotation] = l.Name
 		st.SetAnnotations(ann)
-		if err := add(store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceLocations}, &locs.Items[i]); err != nil {
-			return nil, err
-		}
-		break
+		found = true
 	}
 	if err := add(store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceSyncTargets}, st); err != nil {
 		return nil, err

@@ -38,8 +38,16 @@ const (
 	// (comma-separated; an empty name means none).
 	CustomizerOverridesAnnotation = v1alpha1.GroupName + "/customizer-overrides"
 	// LocationAnnotation, on a SyncTarget sent to its destination, names
-	// the Location whose labels and annotations customize it.
+	// the Location whose labels and annotations customize the objects
+	// there, but for those that LocationOverridesAnnotation sends
+	// elsewhere.
 	LocationAnnotation = v1alpha1.GroupName + "/location"
+	// LocationOverridesAnnotation lists, on a workload object, for
+	// destinations where the placement that wins it reached them through
+	// another Location than their SyncTarget's LocationAnnotation names,
+	// "destination=location" pairs (comma-separated): the Location that
+	// customizes it there.
+	LocationOverridesAnnotation = v1alpha1.GroupName + "/location-overrides"
 )
 
 // Config configures a Controller.

@@ -30,8 +30,14 @@ type entry struct {
 	// ("namespace/name", or "" for none) and the placement that chose it.
 	dests map[string]choice
 	// location, for a SyncTarget sent to its own destination, is the
-	// Location whose labels and annotations customize it.
+	// Location whose labels and annotations customize the objects there
+	// that name no other (LocationOverridesAnnotation).
 	location string
+	// locOver, for a workload object, lists "destination=location" for
+	// the destinations where the placement that wins there reached them
+	// through another Location than their SyncTarget's location (set by
+	// addInventory; only for destinations that customize it).
+	locOver string
 	// rename, when set, is the name the object travels under (placements
 	// and collectors of every space share the downsync space:
 	// reports.PlacedName).
@@ -54,10 +60,16 @@ type entry struct {
 type placing struct {
 	ref        scheduler.PlacementRef
 	customizer string
-	dests      []v1alpha1.Destination
+	// expand is whether the object asks for parameter expansion
+	// (v1alpha1.ExpandParametersAnnotation): with a Customizer, it makes
+	// the Location a destination is reached through matter.
+	expand bool
+	dests  []v1alpha1.Destination
 }
 
-func samePlacing(a, b placing) bool { return a.ref == b.ref && a.customizer == b.customizer }
+func samePlacing(a, b placing) bool {
+	return a.ref == b.ref && a.customizer == b.customizer && a.expand == b.expand
+}
 
 // failure is an object that cannot be customized for one destination,
 // charged to the placement that chose its Customizer there.
@@ -66,9 +78,17 @@ type failure struct {
 	message   string
 }
 
+// choice is what the placement that wins an object at a destination
+// chose: the Customizer, and the Location it reached the destination
+// through (empty for what travels with objects: namespaces, Customizers,
+// placements).
 type choice struct {
 	customizer string
 	placement  scheduler.PlacementRef
+	location   string
+	// customized: the object is customized there (a Customizer or
+	// parameter expansion), so the Location matters.
+	customized bool
 }
 
 // outcome is the whole computation: the downsync content, and what each
@@ -150,7 +170,7 @@ func (c *Controller) desired() *outcome {
 			o := s.objects[k]
 			ps = placings(s, active, k, o, ps[:0])
 			for _, p := range ps {
-				c.place(out, k, sname, o, p.ref, p.dests, p.customizer)
+				c.place(out, k, sname, o, p)
 				out.placed[p.ref] = append(out.placed[p.ref], k)
 				e := out.entries[k]
 				e.placedBy = append(e.placedBy, p)
@@ -191,12 +211,17 @@ func placings(s *wds, active []placing, k store.Key, o *store.Object, into []pla
 		return into
 	}
 	obj := selection.Object{Group: k.Resource.Group, Resource: k.Resource.Resource, Namespace: k.Namespace, Name: k.Name, Labels: o.Labels}
+	var ann map[string]string
 	for _, a := range active {
 		clause, ok := s.placements[a.ref.Name].selector.Matches(obj, s.nsLabels)
 		if !ok {
 			continue
 		}
-		a.customizer = customizerOf(o, k, s.placements[a.ref.Name].obj.Spec.Downsync[clause].Customizer)
+		if ann == nil {
+			ann = annotationsOf(o)
+		}
+		a.customizer = customizerOf(ann, k, s.placements[a.ref.Name].obj.Spec.Downsync[clause].Customizer)
+		a.expand = ann[v1alpha1.ExpandParametersAnnotation] == "true"
 		into = append(into, a)
 	}
 	return into
@@ -299,7 +324,7 @@ func (c *Controller) checkEntry(out *outcome, k store.Key, e *entry) {
 		if !expand && ch.customizer == "" {
 			continue
 		}
-		if err := c.expandFor(out, obj, k, e.space, d, ch.customizer); err != nil {
+		if err := c.expandFor(out, obj, e.space, d, ch); err != nil {
 			e.failures = append(e.failures, failure{ch.placement, fmt.Sprintf("%s %s/%s at %s: %v", k.Resource, k.Namespace, k.Name, d, err)})
 		}
 	}
@@ -332,17 +357,21 @@ func (o *outcome) tally(ref scheduler.PlacementRef) {
 	}
 }
 
-// expandFor expands obj for destination d with the parameters that travel
-// to it (its SyncTarget and Location entries).
-func (c *Controller) expandFor(out *outcome, obj map[string]any, k store.Key, space, d, customizer string) error {
+// expandFor expands obj for destination d, where ch won it, with the
+// parameters that travel to d: its SyncTarget, and the Location ch
+// reached it through.
+func (c *Controller) expandFor(out *outcome, obj map[string]any, space, d string, ch choice) error {
 	st := c.targets[d]
 	if st == nil {
 		return fmt.Errorf("no SyncTarget %q", d)
 	}
-	var loc *v1alpha1.Location
-	if te := out.entries[store.Key{Resource: syncTargetsRes, Name: d}]; te != nil && te.location != "" {
-		loc = c.locations[te.location]
+	loc := c.locations[ch.location]
+	if ch.location == "" {
+		if te := out.entries[store.Key{Resource: syncTargetsRes, Name: d}]; te != nil && te.location != "" {
+			loc = c.locations[te.location]
+		}
 	}
+	customizer := ch.customizer
 	var cust *v1alpha1.Customizer
 	if customizer != "" {
 		ns, name, _ := strings.Cut(customizer, "/")
@@ -406,9 +435,14 @@ func placeable(k store.Key, o *store.Object) bool {
 	return true
 }
 
-// place records that placement ref puts object k of space on dests with
-// customizer cust.
-func (c *Controller) place(out *outcome, k store.Key, space string, o *store.Object, ref scheduler.PlacementRef, dests []v1alpha1.Destination, cust string) {
+// place records that placement p.ref puts object k of space on p.dests
+// with Customizer p.customizer, each destination reached through its
+// Location. Where another placement of the space put it first, they are
+// in conflict when they customize it differently: with another
+// Customizer, or through another Location when the object is customized.
+func (c *Controller) place(out *outcome, k store.Key, space string, o *store.Object, p placing) {
+	ref, dests, cust := p.ref, p.dests, p.customizer
+	customized := p.expand || cust != ""
 	e := out.entries[k]
 	if e == nil {
 		e = &entry{space: space, source: o, dests: map[string]choice{}}
@@ -428,10 +462,13 @@ func (c *Controller) place(out *outcome, k store.Key, space string, o *store.Obj
 		prev, ok := e.dests[d.SyncTargetName]
 		switch {
 		case !ok:
-			e.dests[d.SyncTargetName] = choice{cust, ref}
+			e.dests[d.SyncTargetName] = choice{customizer: cust, placement: ref, location: d.LocationName, customized: customized}
 		case prev.customizer != cust:
 			out.conflict(k, d.SyncTargetName, prev.placement, ref,
 				fmt.Sprintf("customizers differ: %s chooses %s, %s chooses %s", prev.placement.Name, orNone(prev.customizer), ref.Name, orNone(cust)))
+		case customized && prev.location != d.LocationName:
+			out.conflict(k, d.SyncTargetName, prev.placement, ref,
+				fmt.Sprintf("locations differ: %s reaches %s through Location %s, %s through %s", prev.placement.Name, d.SyncTargetName, prev.location, ref.Name, d.LocationName))
 		}
 	}
 }
@@ -443,14 +480,27 @@ func orNone(c string) string {
 	return c
 }
 
-// customizerOf returns the Customizer ("namespace/name") an object uses:
-// the clause's override, else its annotation; "" for none.
-func customizerOf(o *store.Object, k store.Key, override string) string {
+// annotationsOf decodes an object's annotations.
+func annotationsOf(o *store.Object) map[string]string {
+	var m struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(o.Data, &m)
+	if m.Metadata.Annotations == nil {
+		return map[string]string{}
+	}
+	return m.Metadata.Annotations
+}
+
+// customizerOf returns the Customizer ("namespace/name") an object with
+// annotations ann uses: the clause's override, else its annotation; ""
+// for none.
+func customizerOf(ann map[string]string, k store.Key, override string) string {
 	ref := override
 	if ref == "" {
-		md, _ := jsonMap(o)["metadata"].(map[string]any)
-		ann, _ := md["annotations"].(map[string]any)
-		ref, _ = ann[v1alpha1.CustomizerAnnotation].(string)
+		ref = ann[v1alpha1.CustomizerAnnotation]
 	}
 	if ref == "" {
 		return ""
@@ -519,7 +569,11 @@ func (c *Controller) addCustomizers(out *outcome, s *wds) {
 }
 
 // addInventory sends every destination that receives something its own
-// SyncTarget and its Location: the parameters of customization.
+// SyncTarget and the Locations its objects are customized with (the
+// parameters of customization). The SyncTarget names, as its location,
+// the first Location by name that holds it (what `relay render` finds in
+// the inventory too); each customized object that its winning placement
+// placed there through another Location lists that one (locOver).
 func (c *Controller) addInventory(out *outcome) {
 	used := map[string]bool{}
 	for _, e := range out.entries {
@@ -536,6 +590,20 @@ func (c *Controller) addInventory(out *outcome) {
 		}
 		selectors[i] = sel
 	}
+	send := func(loc, d string) {
+		lk := store.Key{Resource: locationsRes, Name: loc}
+		le := out.entries[lk]
+		if le == nil {
+			lo := c.inventoryObject(locationsRes, loc)
+			if lo == nil {
+				return
+			}
+			le = &entry{source: lo, dests: map[string]choice{}}
+			out.entries[lk] = le
+		}
+		le.dests[d] = choice{}
+	}
+	own := map[string]string{} // destination: its SyncTarget's location
 	for d := range used {
 		st := c.targets[d]
 		if st == nil {
@@ -549,21 +617,27 @@ func (c *Controller) addInventory(out *outcome) {
 		for i, sel := range selectors {
 			if sel.Matches(labels.Set(st.Labels)) {
 				e.location = locNames[i]
-				lk := store.Key{Resource: locationsRes, Name: locNames[i]}
-				le := out.entries[lk]
-				if le == nil {
-					if lo := c.inventoryObject(locationsRes, locNames[i]); lo != nil {
-						le = &entry{source: lo, dests: map[string]choice{}}
-						out.entries[lk] = le
-					}
-				}
-				if le != nil {
-					le.dests[d] = choice{}
-				}
+				send(e.location, d)
 				break
 			}
 		}
+		own[d] = e.location
 		out.entries[store.Key{Resource: syncTargetsRes, Name: d}] = e
+	}
+	for _, e := range out.entries {
+		e.locOver = ""
+		if e.space == "" {
+			continue
+		}
+		var over []string
+		for _, d := range e.destinationList() {
+			ch := e.dests[d]
+			if loc, ok := own[d]; ok && ch.customized && ch.location != "" && ch.location != loc {
+				over = append(over, d+"="+ch.location)
+				send(ch.location, d)
+			}
+		}
+		e.locOver = strings.Join(over, ",")
 	}
 }
 

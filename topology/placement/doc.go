@@ -13,11 +13,17 @@
 //     downsync space, annotated with the destinations it targets
 //     (server.DestinationsAnnotation); the relay tree routes it from there.
 //     The namespaces of selected objects, the Customizers they refer to and
-//     each destination's own SyncTarget and Location (the parameters of
-//     customization, which happens at the edge) travel the same way;
+//     each destination's own SyncTarget and Locations (the parameters of
+//     customization, which happens at the edge) travel the same way. An
+//     object is customized at a destination with the Location its
+//     placement selected the destination through: the SyncTarget names
+//     the first Location by name that holds it, and an object placed
+//     through another lists it (LocationOverridesAnnotation);
 //   - conflicts: when placements choose different Customizers for one
-//     object at one destination, the placement first by (space, name) wins
-//     and every placement involved lists the conflict in its status;
+//     object at one destination, or reach the destination through
+//     different Locations for an object that is customized, the placement
+//     first by (space, name) wins and every placement involved lists the
+//     conflict in its status;
 //   - placement status: matched destinations, conflicts, observed
 //     generation.
 //

@@ -161,6 +161,10 @@ func renderMap(k store.Key, e *entry) map[string]any {
 	if len(over) > 0 {
 		ann[CustomizerOverridesAnnotation] = strings.Join(over, ",")
 	}
+	delete(ann, LocationOverridesAnnotation)
+	if e.locOver != "" {
+		ann[LocationOverridesAnnotation] = e.locOver
+	}
 	md["annotations"] = ann
 	return m
 }
@@ -200,7 +204,7 @@ func (e *entry) signature() string {
 		return e.sig
 	}
 	var b strings.Builder
-	b.WriteString(e.space + "|" + e.rename + "|" + e.location)
+	b.WriteString(e.space + "|" + e.rename + "|" + e.location + "|" + e.locOver)
 	for _, d := range e.destinationList() {
 		b.WriteString("|" + d + "=" + e.dests[d].customizer)
 	}
