@@ -11,6 +11,12 @@
 //   - The log: hashicorp/raft over a raft-wal write-ahead log (Dir/wal), which
 //     is also raft's stable store (term, vote). An entry is fsynced before it
 //     is applied, so a Propose that returned survives kill -9 of the process.
+//     wal.go wraps raft-wal: it records the last index stored.
+//   - Checks on open (verify.go): every log segment, batch by batch against
+//     raft-wal's CRCs, its length and index, that the log reaches the last
+//     index stored, and every snapshot's size and CRC. Damage is refused
+//     with a DamageError naming the file and offset (ErrDamaged), never
+//     skipped; docs/ha.md, "Damaged data".
 //   - Snapshots: raft.FileSnapshotStore in Dir/snapshots, two kept. Raft takes
 //     one when SnapshotThreshold entries have accumulated (checked every
 //     SnapshotInterval) and then drops all but TrailingLogs entries of the log.

@@ -14,11 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -374,44 +371,6 @@ type clusterParts struct {
 
 var _ store.Log = (*Node)(nil)
 
-// walStore is raft's log and stable store. raft-wal's Close leaves its
-// metadata database open (and its file locked), so walStore owns that
-// database and closes it too.
-type walStore struct {
-	*raftwal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-func openWAL(dir string, logger hclog.Logger, segmentSize int) (*walStore, error) {
-	meta := &metadb.BoltMetaDB{}
-	sizeOpt := raftwal.WithSegmentSize(raftwal.DefaultSegmentSize)
-	if segmentSize > 0 {
-		sizeOpt = raftwal.WithSegmentSize(segmentSize)
-	}
-	wal, err := raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithLogger(logger), sizeOpt)
-	if err != nil {
-		return nil, errors.Join(err, meta.Close())
-	}
-	return &walStore{WAL: wal, meta: meta}, nil
-}
-
-// GetLog reads the entry at index, or answers raft.ErrLogNotFound for an
-// index below the first one kept. raft-wal drops a compacted range only
-// when its whole segment is deleted and serves the rest of the segment
-// until then; without this check a leader would send a new follower the
-// compacted entries rather than its snapshot (docs/ha.md).
-func (w *walStore) GetLog(index uint64, log *raft.Log) error {
-	if first, err := w.WAL.FirstIndex(); err == nil && index < first {
-		return raft.ErrLogNotFound
-	}
-	return w.WAL.GetLog(index, log)
-}
-
-// Close closes the log, then its metadata database.
-func (w *walStore) Close() error {
-	return errors.Join(w.WAL.Close(), w.meta.Close())
-}
-
 // Open starts the node whose state lives in cfg.Dir and drives fsm, which
 // must be empty.
 //
@@ -438,13 +397,19 @@ func Open(cfg Config, fsm store.FSM) (*Node, error) {
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("consensus: %w", err)
 	}
-	var segmentSize int
-	if cfg.tune != nil {
-		segmentSize = cfg.tune.walSegmentSize
-	}
-	wal, err := openWAL(walDir, newHCLogger(logger, "raft-wal"), segmentSize)
+	// Both the snapshots and the log are checked before raft reads them: a
+	// damaged one is refused (ErrDamaged), never skipped.
+	snapIndex, err := checkSnapshots(filepath.Join(cfg.Dir, "snapshots"))
 	if err != nil {
-		return nil, fmt.Errorf("consensus: opening log %s: %w", walDir, err)
+		return nil, err
+	}
+	wcfg := walConfig{dir: walDir, log: logger, snapshot: snapIndex}
+	if cfg.tune != nil {
+		wcfg.segmentSize = cfg.tune.walSegmentSize
+	}
+	wal, err := openWAL(wcfg)
+	if err != nil {
+		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, snapshotsRetained, newHCLogger(logger, "raft-snapshot"))
 	if err != nil {
