@@ -17,6 +17,8 @@ type hclogAdapter struct {
 	log     *slog.Logger
 	name    string
 	implied []any
+	// quiet lists messages logged at Debug whatever their level.
+	quiet map[string]bool
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
@@ -27,6 +29,19 @@ var _ hclog.Logger = (*hclogAdapter)(nil)
 // Debug at Debug-4 and Trace at Debug-8; Warn and Error keep their level.
 func newHCLogger(l *slog.Logger, name string) hclog.Logger {
 	return &hclogAdapter{log: l, name: name}
+}
+
+// quieting returns a copy of a that logs msgs at Debug whatever their level.
+func (a *hclogAdapter) quieting(msgs ...string) *hclogAdapter {
+	c := *a
+	c.quiet = make(map[string]bool, len(a.quiet)+len(msgs))
+	for m := range a.quiet {
+		c.quiet[m] = true
+	}
+	for _, m := range msgs {
+		c.quiet[m] = true
+	}
+	return &c
 }
 
 func slogLevel(l hclog.Level) slog.Level {
@@ -50,6 +65,9 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	}
 	ctx := context.Background()
 	lvl := slogLevel(level)
+	if a.quiet[msg] {
+		lvl = min(lvl, slog.LevelDebug)
+	}
 	if !a.log.Enabled(ctx, lvl) {
 		return
 	}
@@ -82,6 +100,7 @@ func (a *hclogAdapter) With(args ...any) hclog.Logger {
 		log:     a.log.With(args...),
 		name:    a.name,
 		implied: append(a.implied[:len(a.implied):len(a.implied)], args...),
+		quiet:   a.quiet,
 	}
 }
 
@@ -95,7 +114,7 @@ func (a *hclogAdapter) Named(name string) hclog.Logger {
 }
 
 func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
-	return &hclogAdapter{log: a.log, name: name, implied: a.implied}
+	return &hclogAdapter{log: a.log, name: name, implied: a.implied, quiet: a.quiet}
 }
 
 // SetLevel does nothing: the level is the slog handler's.

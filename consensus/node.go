@@ -287,7 +287,7 @@ func (cfg Config) complete() (Config, error) {
 func (cfg Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
-	rc.Logger = newHCLogger(logger, "raft")
+	rc.Logger = newHCLogger(logger, "raft").(*hclogAdapter).quieting(cfg.quietRaftMessages()...)
 
 	if cfg.RaftAddr == "" {
 		// A single voter has no network to ride out, so the timeouts only
@@ -319,6 +319,18 @@ func (cfg Config) raftConfig(logger *slog.Logger) *raft.Config {
 		cfg.tune.raft(rc)
 	}
 	return rc
+}
+
+// quietRaftMessages are raft's messages that this package logs at Debug:
+// a single voter's election at every start ("heartbeat timeout reached,
+// starting election"). With no other voter to hear from, it is how it
+// becomes leader, not news. A cluster replica keeps it at Warn, where it
+// tells that the leader went silent.
+func (cfg Config) quietRaftMessages() []string {
+	if cfg.RaftAddr == "" {
+		return []string{"heartbeat timeout reached, starting election"}
+	}
+	return nil
 }
 
 // Node is one replica of the root's replicated log driving a store.FSM. It
