@@ -11,7 +11,10 @@
 //   - The log: hashicorp/raft over a raft-wal write-ahead log (Dir/wal), which
 //     is also raft's stable store (term, vote). An entry is fsynced before it
 //     is applied, so a Propose that returned survives kill -9 of the process.
-//     wal.go wraps raft-wal: it records the last index stored.
+//     wal.go wraps raft-wal: it records the last index stored, reopens the
+//     log when raft-wal could not start a segment (a full disk), and
+//     reports why the log cannot be written (ErrStorage, Node.LogError)
+//     until it can.
 //   - Checks on open (verify.go): every log segment, batch by batch against
 //     raft-wal's CRCs, its length and index, that the log reaches the last
 //     index stored, and every snapshot's size and CRC. Damage is refused

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -191,6 +192,8 @@ type tuning struct {
 	// raft-wal serves compacted entries until their whole segment is
 	// deleted, so only small segments make compaction visible in a test.
 	walSegmentSize int
+	// vfs, when set, wraps the file system raft-wal writes segments with.
+	vfs func(types.VFS) types.VFS
 }
 
 // complete returns cfg with defaults filled in, or an error naming the
@@ -322,15 +325,19 @@ func (cfg Config) raftConfig(logger *slog.Logger) *raft.Config {
 }
 
 // quietRaftMessages are raft's messages that this package logs at Debug:
-// a single voter's election at every start ("heartbeat timeout reached,
-// starting election"). With no other voter to hear from, it is how it
-// becomes leader, not news. A cluster replica keeps it at Warn, where it
-// tells that the leader went silent.
+//   - a single voter's election at every start ("heartbeat timeout
+//     reached, starting election"): with no other voter to hear from, it
+//     is how it becomes leader, not news. A cluster replica keeps it at
+//     Warn, where it tells that the leader went silent.
+//   - a failed append ("failed to commit logs", "failed to append to
+//     logs"), which raft repeats at every attempt: walStore logs each
+//     new cause once, and once when appends succeed again.
 func (cfg Config) quietRaftMessages() []string {
+	msgs := []string{"failed to commit logs", "failed to append to logs"}
 	if cfg.RaftAddr == "" {
-		return []string{"heartbeat timeout reached, starting election"}
+		msgs = append(msgs, "heartbeat timeout reached, starting election")
 	}
-	return nil
+	return msgs
 }
 
 // Node is one replica of the root's replicated log driving a store.FSM. It
@@ -417,7 +424,7 @@ func Open(cfg Config, fsm store.FSM) (*Node, error) {
 	}
 	wcfg := walConfig{dir: walDir, log: logger, snapshot: snapIndex}
 	if cfg.tune != nil {
-		wcfg.segmentSize = cfg.tune.walSegmentSize
+		wcfg.segmentSize, wcfg.vfs = cfg.tune.walSegmentSize, cfg.tune.vfs
 	}
 	wal, err := openWAL(wcfg)
 	if err != nil {
@@ -702,7 +709,15 @@ func (n *Node) proposeError(err error, timeout time.Duration) error {
 	switch {
 	case errors.Is(err, raft.ErrRaftShutdown), n.closing.Load():
 		return ErrClosed
+	case errors.Is(err, ErrStorage):
+		return err
 	case errors.Is(err, raft.ErrNotLeader):
+		// A single node whose log cannot be written steps down after the
+		// failed append and keeps trying (an election each time): the
+		// cause is the answer, not the election.
+		if f := n.wal.LogError(); f != nil && n.cluster == nil {
+			return f
+		}
 		return ErrNotLeader
 	case errors.Is(err, raft.ErrLeadershipLost):
 		return ErrLeadershipLost
@@ -720,6 +735,16 @@ func (n *Node) proposeError(err error, timeout time.Duration) error {
 // (restored from a snapshot or applied since), or 0 before the first command.
 func (n *Node) AppliedIndex() uint64 {
 	return n.fsm.applied.Load()
+}
+
+// LogError reports why this node's log cannot be written (an ErrStorage
+// naming the cause, such as a full disk), or nil. It is set by a failed
+// append and cleared by the next one that succeeds; meanwhile this node
+// refuses writes (a single node) or cannot follow (a replica), and the
+// root's /readyz fails. Recovery needs no restart: the log is reopened and
+// appends are retried as raft retries them.
+func (n *Node) LogError() error {
+	return n.wal.LogError()
 }
 
 // Stats returns raft's statistics (state, term, indexes, configuration) as

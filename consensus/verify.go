@@ -245,6 +245,12 @@ type logCheck struct {
 type logCheckResult struct {
 	// last is the last index the checked segments hold (0: none).
 	last uint64
+	// sealTail, when set, is the tail segment found sealed in its file
+	// while the metadata still has it open: a rotation was interrupted
+	// (by a crash, or a full disk) after the seal was written. raft-wal
+	// would refuse every append after it; checkLog's caller finishes the
+	// rotation.
+	sealTail *types.SegmentInfo
 	// removeTail names an empty tail file shorter than it was to be
 	// created (its preallocation was interrupted); raft-wal would append
 	// to it unallocated. It is removed, so that raft-wal creates it again.
@@ -305,6 +311,11 @@ func checkLog(state types.PersistentState, c logCheck) (logCheckResult, error) {
 				return res, damaged(path, s.badAt, "the batch of entries %d to %d fails its CRC-32C check", first, first+uint64(max(s.badEntries, 1))-1)
 			}
 			res.last = first - 1
+			if s.indexAt != 0 {
+				sealed := info
+				sealed.MaxIndex, sealed.IndexStart = res.last, s.indexAt
+				res.sealTail = &sealed
+			}
 			// The damage begins where the last batch that passed ends.
 			endAt, end = max(s.end, walFileHeaderLen), fmt.Sprintf("then %s at offset %d", s.stop, s.stopAt)
 			if s.badAt >= 0 {

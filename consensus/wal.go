@@ -7,15 +7,24 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
+
+// ErrStorage: this node's log could not be written, so the command was not
+// appended (nothing was written; retrying is safe once the cause is gone).
+// The error names the cause: errors.Is(err, syscall.ENOSPC) tells a full
+// disk. Node.LogError reports it until a write succeeds again.
+var ErrStorage = errors.New("consensus: log not writable")
 
 // storedKey is the key, in raft-wal's stable store (its metadata database),
 // of the highest log index this log is known to have stored durably. Open
@@ -25,7 +34,12 @@ import (
 // last entry; it is lowered before raft deletes the end of the log.
 var storedKey = []byte("canopy/stored-index")
 
-const storedInterval = 100 * time.Millisecond
+const (
+	storedInterval = 100 * time.Millisecond
+	// reopenInterval spaces the attempts to reopen a log whose segment
+	// could not be started (walStore.reopen).
+	reopenInterval = time.Second
+)
 
 // walConfig configures openWAL.
 type walConfig struct {
@@ -35,19 +49,34 @@ type walConfig struct {
 	// snapshot is the newest snapshot's last index (0: none): the log may
 	// end before what was stored if a snapshot covers it.
 	snapshot uint64
+	// vfs, when set, wraps raft-wal's file system (tests).
+	vfs func(types.VFS) types.VFS
 }
 
 // walStore is raft's log and stable store: raft-wal in Dir/wal, plus
 //   - checkedMeta, which checks every segment before raft-wal opens it
-//     (verify.go);
-//   - the storedKey record of what was stored.
+//     (verify.go) and keeps the metadata database open across reopens;
+//   - the storedKey record of what was stored;
+//   - recovery from a failed write: raft-wal refuses every append once it
+//     could not create its next segment (a full disk) until it is opened
+//     again, which walStore does, and it reports the fault (LogError)
+//     until an append succeeds.
 type walStore struct {
 	cfg  walConfig
 	meta *checkedMeta
 
-	// wmu serializes what changes the log (StoreLogs, DeleteRange).
+	// wmu serializes what changes the log (StoreLogs, DeleteRange) with
+	// reopen.
 	wmu sync.Mutex
+	// mu guards wal, which reopen replaces; readers hold it for their call.
+	mu  sync.RWMutex
 	wal *raftwal.WAL
+	// sealed: raft-wal answered ErrSealed and needs reopening.
+	sealed     atomic.Bool
+	lastReopen time.Time // guarded by wmu
+
+	faultMu sync.Mutex
+	fault   error
 
 	// stored is the last index appended; persisted, what storedKey holds.
 	stored    atomic.Uint64
@@ -75,7 +104,7 @@ func openWAL(cfg walConfig) (*walStore, error) {
 	}
 	w := &walStore{
 		cfg:  cfg,
-		meta: &checkedMeta{BoltMetaDB: &metadb.BoltMetaDB{}, dir: cfg.dir, snapshot: cfg.snapshot, log: cfg.log},
+		meta: &checkedMeta{BoltMetaDB: &metadb.BoltMetaDB{}, dir: cfg.dir, segmentSize: cfg.segmentSize, snapshot: cfg.snapshot, log: cfg.log, checked: map[uint64]bool{}},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	wal, err := w.open()
@@ -101,18 +130,33 @@ func openWAL(cfg walConfig) (*walStore, error) {
 // open opens raft-wal on the directory; checkedMeta.Load checks it first
 // (its error matches ErrDamaged).
 func (w *walStore) open() (*raftwal.WAL, error) {
-	return raftwal.Open(w.cfg.dir, raftwal.WithMetaStore(w.meta),
+	filer := raftwal.WithSegmentSize(w.cfg.segmentSize) // a no-op repeat, unless:
+	if w.cfg.vfs != nil {
+		filer = raftwal.WithSegmentFiler(segment.NewFiler(w.cfg.dir, w.cfg.vfs(fs.New())))
+	}
+	wal, err := raftwal.Open(w.cfg.dir, raftwal.WithMetaStore(w.meta),
 		raftwal.WithLogger(newHCLogger(w.cfg.log, "raft-wal")),
-		raftwal.WithSegmentSize(w.cfg.segmentSize))
+		raftwal.WithSegmentSize(w.cfg.segmentSize), filer)
+	return wal, err
+}
+
+func (w *walStore) current() *raftwal.WAL {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.wal
 }
 
 // FirstIndex implements raft.LogStore.
 func (w *walStore) FirstIndex() (uint64, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
 	return w.wal.FirstIndex()
 }
 
 // LastIndex implements raft.LogStore.
 func (w *walStore) LastIndex() (uint64, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
 	return w.wal.LastIndex()
 }
 
@@ -122,6 +166,8 @@ func (w *walStore) LastIndex() (uint64, error) {
 // until then; without this check a leader would send a new follower the
 // compacted entries rather than its snapshot (docs/ha.md).
 func (w *walStore) GetLog(index uint64, log *raft.Log) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
 	if first, err := w.wal.FirstIndex(); err == nil && index < first {
 		return raft.ErrLogNotFound
 	}
@@ -133,16 +179,30 @@ func (w *walStore) StoreLog(log *raft.Log) error {
 	return w.StoreLogs([]*raft.Log{log})
 }
 
-// StoreLogs appends logs durably and records their last index.
+// StoreLogs appends logs durably. When raft-wal could not start a new
+// segment (ErrSealed: it failed to create the file, the disk being full) it
+// reopens the log, which creates the segment, and appends again; while that
+// fails, every append fails with ErrStorage naming the cause.
 func (w *walStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
-	if err := w.wal.StoreLogs(logs); err != nil {
+	if err := w.reopenIfSealed(false); err != nil {
 		return err
 	}
+	err := w.current().StoreLogs(logs)
+	if errors.Is(err, raftwal.ErrSealed) {
+		w.sealed.Store(true)
+		if err = w.reopenIfSealed(true); err == nil {
+			err = w.current().StoreLogs(logs)
+		}
+	}
+	if err != nil {
+		return w.fail(err)
+	}
+	w.recovered()
 	w.stored.Store(logs[len(logs)-1].Index)
 	w.poke()
 	return nil
@@ -155,7 +215,10 @@ func (w *walStore) StoreLogs(logs []*raft.Log) error {
 func (w *walStore) DeleteRange(min, max uint64) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
-	wal := w.wal
+	if err := w.reopenIfSealed(false); err != nil {
+		return err
+	}
+	wal := w.current()
 	if last, err := wal.LastIndex(); err == nil && min <= last && max >= last {
 		if err := w.lowerStored(min - 1); err != nil {
 			return err
@@ -168,7 +231,8 @@ func (w *walStore) DeleteRange(min, max uint64) error {
 func (w *walStore) IsMonotonic() bool { return true }
 
 // Set, Get, SetUint64 and GetUint64 implement raft.StableStore on
-// raft-wal's metadata database, as raft-wal does.
+// raft-wal's metadata database, as raft-wal does, but without going
+// through the WAL, which reopen may replace.
 func (w *walStore) Set(key, val []byte) error      { return w.meta.SetStable(key, val) }
 func (w *walStore) Get(key []byte) ([]byte, error) { return w.meta.GetStable(key) }
 
@@ -180,6 +244,75 @@ func (w *walStore) GetUint64(key []byte) (uint64, error) {
 	return w.meta.getUint64(key)
 }
 
+// reopenIfSealed reopens a log that raft-wal left sealed, at most once per
+// reopenInterval unless force; it returns the fault while the log stays
+// sealed. wmu must be held.
+func (w *walStore) reopenIfSealed(force bool) error {
+	if !w.sealed.Load() {
+		return nil
+	}
+	if !force && time.Since(w.lastReopen) < reopenInterval {
+		if f := w.LogError(); f != nil {
+			return f
+		}
+	}
+	w.lastReopen = time.Now()
+	old := w.current()
+	oldLast, _ := old.LastIndex()
+	wal, err := w.open()
+	if err != nil {
+		return w.fail(fmt.Errorf("starting a new log segment in %s: %w", w.cfg.dir, err))
+	}
+	if last, _ := wal.LastIndex(); last != oldLast {
+		_ = wal.Close()
+		return w.fail(fmt.Errorf("reopening %s: it holds entries up to %d, not %d", w.cfg.dir, last, oldLast))
+	}
+	w.mu.Lock()
+	w.wal = wal
+	w.mu.Unlock()
+	if err := old.Close(); err != nil {
+		w.cfg.log.Debug("closing the sealed log", "error", err)
+	}
+	w.sealed.Store(false)
+	w.cfg.log.Info("log reopened: its next segment is started")
+	return nil
+}
+
+// fail records err as the log's fault and returns it as an ErrStorage.
+func (w *walStore) fail(err error) error {
+	if !errors.Is(err, ErrStorage) {
+		err = fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	w.faultMu.Lock()
+	prev := w.fault
+	w.fault = err
+	w.faultMu.Unlock()
+	if prev == nil || prev.Error() != err.Error() {
+		w.cfg.log.Error("the log cannot be written: writes fail until it can", "error", err)
+	}
+	w.poke()
+	return err
+}
+
+// recovered clears the fault after a write succeeded.
+func (w *walStore) recovered() {
+	w.faultMu.Lock()
+	prev := w.fault
+	w.fault = nil
+	w.faultMu.Unlock()
+	if prev != nil {
+		w.cfg.log.Warn("the log is writable again", "after", prev)
+	}
+}
+
+// LogError returns the last append's failure (an ErrStorage), or nil once
+// an append succeeded since, or reopen started a new segment.
+func (w *walStore) LogError() error {
+	w.faultMu.Lock()
+	defer w.faultMu.Unlock()
+	return w.fault
+}
+
 func (w *walStore) poke() {
 	select {
 	case w.kick <- struct{}{}:
@@ -187,14 +320,24 @@ func (w *walStore) poke() {
 	}
 }
 
-// run writes storedKey after appends, at most once per storedInterval.
+// run writes storedKey after appends (at most once per storedInterval)
+// and retries reopening a sealed log every reopenInterval.
 func (w *walStore) run() {
 	defer close(w.done)
 	for {
+		var retry <-chan time.Time
+		var rt *time.Timer
+		if w.sealed.Load() {
+			rt = time.NewTimer(reopenInterval)
+			retry = rt.C
+		}
 		select {
 		case <-w.stop:
 			return
 		case <-w.kick:
+			if rt != nil {
+				rt.Stop()
+			}
 			w.persistStored()
 			t := time.NewTimer(storedInterval)
 			select {
@@ -203,6 +346,12 @@ func (w *walStore) run() {
 				return
 			case <-t.C:
 			}
+		case <-retry:
+			w.wmu.Lock()
+			if w.sealed.Load() && w.reopenIfSealed(false) == nil {
+				w.recovered()
+			}
+			w.wmu.Unlock()
 		}
 	}
 }
@@ -233,7 +382,7 @@ func (w *walStore) lowerStored(to uint64) error {
 		return nil
 	}
 	if err := w.meta.SetStable(storedKey, binary.LittleEndian.AppendUint64(nil, to)); err != nil {
-		return fmt.Errorf("consensus: recording the log's end before truncating it: %w", err)
+		return w.fail(fmt.Errorf("recording the log's end before truncating it: %w", err))
 	}
 	w.persisted = to
 	return nil
@@ -246,7 +395,7 @@ func (w *walStore) Close() error {
 		close(w.stop)
 		<-w.done
 		w.persistStored()
-		w.closeErr = errors.Join(w.wal.Close(), w.meta.BoltMetaDB.Close())
+		w.closeErr = errors.Join(w.current().Close(), w.meta.BoltMetaDB.Close())
 	})
 	return w.closeErr
 }
@@ -256,15 +405,20 @@ func (w *walStore) Close() error {
 // open when raft-wal closes: walStore closes it.
 type checkedMeta struct {
 	*metadb.BoltMetaDB
-	dir      string
-	snapshot uint64
-	log      *slog.Logger
+	dir         string
+	segmentSize int
+	snapshot    uint64
+	log         *slog.Logger
+	// checked holds the IDs of sealed segments already checked: they do
+	// not change, so a reopen checks only the tail again.
+	checked map[uint64]bool
 	// stored is storedKey as Load read it.
 	stored uint64
 }
 
 // Load loads raft-wal's metadata and checks the log (checkLog). It removes
-// a tail file whose creation was interrupted.
+// a tail file whose creation was interrupted, and finishes a rotation
+// interrupted after the tail was sealed, so that raft-wal can append.
 func (m *checkedMeta) Load(dir string) (types.PersistentState, error) {
 	state, err := m.BoltMetaDB.Load(dir)
 	if err != nil {
@@ -273,9 +427,21 @@ func (m *checkedMeta) Load(dir string) (types.PersistentState, error) {
 	if m.stored, err = m.getUint64(storedKey); err != nil {
 		return state, err
 	}
-	res, err := checkLog(state, logCheck{dir: dir, stored: m.stored, snapshot: m.snapshot})
+	check := state
+	check.Segments = slices.DeleteFunc(slices.Clone(state.Segments), func(s types.SegmentInfo) bool {
+		return m.checked[s.ID]
+	})
+	if len(check.Segments) == 0 && len(state.Segments) > 0 {
+		check.Segments = state.Segments[len(state.Segments)-1:]
+	}
+	res, err := checkLog(check, logCheck{dir: dir, stored: m.stored, snapshot: m.snapshot})
 	if err != nil {
 		return state, err
+	}
+	for _, s := range state.Segments {
+		if !s.SealTime.IsZero() {
+			m.checked[s.ID] = true
+		}
 	}
 	if res.removeTail != "" {
 		m.log.Info("removing a log segment whose creation was interrupted", "file", res.removeTail)
@@ -283,10 +449,39 @@ func (m *checkedMeta) Load(dir string) (types.PersistentState, error) {
 			return state, err
 		}
 	}
+	if res.sealTail != nil {
+		state = m.finishRotation(state, *res.sealTail)
+		if err := m.CommitState(state); err != nil {
+			return state, err
+		}
+	}
 	return state, nil
 }
 
-// Close leaves the database open: walStore closes it after raft-wal.
+// finishRotation does what raft-wal's rotation would have: mark the tail
+// sealed and start a new one after it.
+func (m *checkedMeta) finishRotation(state types.PersistentState, sealed types.SegmentInfo) types.PersistentState {
+	now := time.Now()
+	sealed.SealTime = now
+	next := types.SegmentInfo{
+		ID: state.NextSegmentID, BaseIndex: sealed.MaxIndex + 1, MinIndex: sealed.MaxIndex + 1,
+		SizeLimit: uint32(m.segmentSize), Codec: raftwal.CodecBinaryV1, CreateTime: now,
+	}
+	state.Segments = append(slices.Clone(state.Segments[:len(state.Segments)-1]), sealed, next)
+	state.NextSegmentID++
+	// A file of that name was never listed: a leftover of a failed
+	// creation. raft-wal creates the tail afresh.
+	path := filepath.Join(m.dir, segmentFileName(next))
+	if err := os.Remove(path); err == nil {
+		m.log.Info("removing a log segment whose creation was interrupted", "file", path)
+	}
+	m.log.Warn("finishing a log segment rotation that was interrupted", "sealed_through", sealed.MaxIndex)
+	m.checked[sealed.ID] = true
+	return state
+}
+
+// Close leaves the database open: raft-wal closes its store when it closes,
+// and walStore may open raft-wal again on it.
 func (m *checkedMeta) Close() error { return nil }
 
 func (m *checkedMeta) getUint64(key []byte) (uint64, error) {

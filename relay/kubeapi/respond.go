@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +89,9 @@ func storeError(err error, gr schema.GroupResource, name string) error {
 // a write whose outcome is unknown is a 504 Timeout, as kube-apiserver
 // answers when etcd times out (the client reads back; no Retry-After, so
 // client-go does not blindly repeat it); no leader is a 503 with
-// Retry-After (nothing was written: retrying is safe). Other errors are
+// Retry-After (nothing was written: retrying is safe); a log that cannot
+// be written is a 507 Insufficient Storage when the disk is full, a 500
+// otherwise, naming the cause (nothing was written). Other errors are
 // returned as they are.
 func consensusError(err error) error {
 	var st apierrors.APIStatus
@@ -101,6 +104,15 @@ func consensusError(err error) error {
 		e := apierrors.NewServiceUnavailable("no leader: the replicated root is electing one; retry")
 		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
 		return e
+	case errors.Is(err, consensus.ErrStorage):
+		code := http.StatusInternalServerError
+		if errors.Is(err, syscall.ENOSPC) {
+			code = http.StatusInsufficientStorage
+		}
+		return &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: int32(code), Reason: metav1.StatusReasonInternalError,
+			Message: "nothing was written: " + err.Error(),
+		}}
 	}
 	return err
 }

@@ -104,9 +104,13 @@ func contactSeconds(d time.Duration) float64 {
 var errNoLeader = errors.New("no known Raft leader: this replica is cut off from the others, or an election is under way")
 
 // replicaReady is /readyz's check: the authorizer has synced (checked by
-// the caller), a replica knows a leader (one cut off from the others does
-// not, and could serve only stale reads), and the CRDs are there.
+// the caller), the log can be written (not while the disk is full), a
+// replica knows a leader (one cut off from the others does not, and could
+// serve only stale reads), and the CRDs are there.
 func (r *Root) replicaReady() error {
+	if err := r.node.LogError(); err != nil {
+		return err
+	}
 	if r.cfg.HA.Enabled() {
 		if _, ok := r.node.Leader(); !ok {
 			return errNoLeader
