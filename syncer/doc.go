@@ -65,7 +65,8 @@
 //     (resource, namespace) of such objects, at most
 //     Config.MaxAssociated per object, then a TruncatedKind marker.
 //   - Upsync (upsync.go): objects of the cluster named by a placement's
-//     upsync clauses (discovery resolves wildcards) that Canopy does not
+//     upsync clauses (discovery resolves wildcards; names are path.Match
+//     patterns, matched on the informers' events) that Canopy does not
 //     manage, reported under reports.ForwardedName(destination, name),
 //     renamed so, with reports.DestinationAnnotation; deleted when they
 //     go or stop matching.

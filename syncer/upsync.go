@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -27,7 +28,9 @@ import (
 // with resources ["*"] and no apiGroup watches every listable resource of
 // the cluster); each (resource, namespace) of the result is one informer,
 // cluster-wide when a clause does not restrict namespaces. Names are
-// matched on the informer's events.
+// matched on the informer's events: each entry of a clause's names is a
+// shell pattern with path.Match's syntax ("up-*", "db-?", "[ab]-x", "*"
+// for any name); one without *, ? or [ is an exact name.
 
 // upsyncRule is one UpsyncClause, ready for matching.
 type upsyncRule struct {
@@ -35,7 +38,7 @@ type upsyncRule struct {
 	group      string
 	resources  []string // "*" matches any
 	namespaces []string // empty or "*": any
-	names      []string // empty or "*": any
+	names      []string // empty: any; else patterns (path.Match)
 }
 
 func newUpsyncRule(c v1alpha1.UpsyncClause) upsyncRule {
@@ -66,7 +69,25 @@ func (r *upsyncRule) allNamespaces() bool {
 
 // matches reports whether an object (ns empty: cluster-scoped) matches.
 func (r *upsyncRule) matches(group, resource, ns, name string) bool {
-	return r.matchesResource(group, resource) && (ns == "" || inList(r.namespaces, ns, true)) && inList(r.names, name, true)
+	return r.matchesResource(group, resource) && (ns == "" || inList(r.namespaces, ns, true)) && matchesName(r.names, name)
+}
+
+// matchesName reports whether name matches one of patterns (path.Match
+// syntax; a malformed one, which the root refuses, matches nothing); no
+// patterns match every name.
+func matchesName(patterns []string, name string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if p == name {
+			return true
+		}
+		if ok, err := path.Match(p, name); ok && err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *model) upsyncs(group, resource, ns, name string) bool {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"path"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -13,8 +15,10 @@ import (
 // validateEdgePlacement checks what the EdgePlacement schema cannot: every
 // label selector (spec.locationSelectors, and each downsync clause's
 // namespaceSelector and labelSelectors) is a valid one, as kube checks
-// label selectors, so that a bad selector is a 422 naming it rather than
-// a placement that silently selects nothing through it.
+// label selectors, and every upsync clause's names are patterns path.Match
+// can read (the edge matches names with it), so that a bad selector or
+// pattern is a 422 naming it rather than a placement that silently selects
+// nothing through it.
 func validateEdgePlacement(obj *unstructured.Unstructured) field.ErrorList {
 	var ep edgev1alpha1.EdgePlacement
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.UnstructuredContent(), &ep); err != nil {
@@ -31,6 +35,14 @@ func validateEdgePlacement(obj *unstructured.Unstructured) field.ErrorList {
 		errs = append(errs, validSelector(dc.NamespaceSelector, at.Child("namespaceSelector"))...)
 		for j := range dc.LabelSelectors {
 			errs = append(errs, validSelector(&dc.LabelSelectors[j], at.Child("labelSelectors").Index(j))...)
+		}
+	}
+	for i := range ep.Spec.Upsync {
+		for j, p := range ep.Spec.Upsync[i].Names {
+			if _, err := path.Match(p, ""); err != nil {
+				errs = append(errs, field.Invalid(spec.Child("upsync").Index(i).Child("names").Index(j), p,
+					"not a valid name pattern (*, ?, [...] and \\ as in path.Match): "+err.Error()))
+			}
 		}
 	}
 	return errs

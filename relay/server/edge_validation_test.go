@@ -67,6 +67,9 @@ func badEdgeObjects() []struct {
 		{ep, placement(map[string]any{"locationSelectors": []any{goodSelector}, "downsync": []any{
 			map[string]any{"resources": []any{"configmaps"}},
 			map[string]any{"resources": []any{"secrets"}, "labelSelectors": []any{goodSelector, expr("app", "Exists", "web")}}}}), "spec.downsync[1].labelSelectors[1].matchExpressions[0].values"},
+		{ep, placement(map[string]any{"locationSelectors": []any{goodSelector}, "upsync": []any{
+			map[string]any{"resources": []any{"configmaps"}, "names": []any{"up-*"}},
+			map[string]any{"resources": []any{"secrets"}, "names": []any{"ok", "up-[a"}}}}), "spec.upsync[1].names[1]"},
 		{loc, location(expr("zone", "Bogus", "a")), "spec.instanceSelector.matchExpressions[0].operator"},
 		{loc, location(expr("bad key!", "Exists")), "spec.instanceSelector.matchExpressions[0].key"},
 		{loc, location(expr("zone", "In")), "spec.instanceSelector.matchExpressions[0].values"},
@@ -129,7 +132,8 @@ func TestEdgeSelectorsAreValidated(t *testing.T) {
 			"metadata": map[string]any{"name": "bad"},
 			"spec": map[string]any{"locationSelectors": []any{goodSelector, expr("tier", "NotIn", "test")}, "downsync": []any{
 				map[string]any{"resources": []any{"configmaps"}, "namespaceSelector": expr("team", "Exists"),
-					"labelSelectors": []any{expr("app", "In", "web", "db")}}}}},
+					"labelSelectors": []any{expr("app", "In", "web", "db")}}},
+				"upsync": []any{map[string]any{"resources": []any{"configmaps"}, "names": []any{"up-*", "db-?", "[ab]-x", "exact", "*"}}}}},
 		edgev1alpha1.LocationsGVR: {"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
 			"metadata": map[string]any{"name": "bad"}, "spec": map[string]any{"instanceSelector": expr("zone", "DoesNotExist")}},
 		edgev1alpha1.CustomizersGVR: {"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",

@@ -297,7 +297,8 @@ func crdTouched(ev store.Event) bool {
 //
 //   - a StatusCollector's CEL expressions, compiled and type-checked;
 //   - the label selectors of an EdgePlacement and a Location's
-//     instanceSelector, as kube checks label selectors;
+//     instanceSelector, as kube checks label selectors, and an
+//     EdgePlacement's upsync name patterns;
 //   - a Customizer's replacements, as far as they do not depend on the
 //     destination (customize.Validate).
 func validateEdgeKinds(_ string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList {

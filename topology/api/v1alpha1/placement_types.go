@@ -206,7 +206,9 @@ type UpsyncClause struct {
 	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
 	Namespaces []string `json:"namespaces,omitempty"`
 
-	// Names of the object, or "*"; left out, every name.
+	// Names of the object, as shell patterns (path.Match: * matches any
+	// run of characters, ? one, [...] one of a class; "up-*", "*"); left
+	// out, every name. A malformed pattern is refused.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=1024
