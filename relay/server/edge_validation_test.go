@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -149,12 +150,18 @@ func TestEdgeSelectorsAreValidated(t *testing.T) {
 	for _, b := range badEdgeObjects() {
 		u := &unstructured.Unstructured{Object: b.obj}
 		ri := client(b.gvr, u.GetNamespace())
-		cur, err := ri.Get(ctx, "bad", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.SetResourceVersion(cur.GetResourceVersion())
-		if _, err := ri.Update(ctx, u, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), b.field) {
+		// (The root writes a placement's status meanwhile: read again on
+		// a conflict.)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := ri.Get(ctx, "bad", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			u.SetResourceVersion(cur.GetResourceVersion())
+			_, err = ri.Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), b.field) {
 			t.Errorf("update %s %v: %v, want 422 naming %s", b.gvr.Resource, b.obj, err, b.field)
 		}
 	}
