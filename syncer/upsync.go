@@ -2,7 +2,6 @@ package syncer
 
 import (
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
+	"github.com/canopy-dev/canopy/topology/selection"
 )
 
 // Upsync (DESIGN.md sections 4 and 5, step 6): the objects of the cluster
@@ -33,12 +33,14 @@ import (
 // for any name); one without *, ? or [ is an exact name.
 
 // upsyncRule is one UpsyncClause, ready for matching.
+// It holds no pointers: its printed form (fmt.Sprint) tells a change of
+// the clauses.
 type upsyncRule struct {
 	anyGroup   bool
 	group      string
 	resources  []string // "*" matches any
 	namespaces []string // empty or "*": any
-	names      []string // empty: any; else patterns (path.Match)
+	names      []string // empty: any; else patterns (selection.NameMatches)
 }
 
 func newUpsyncRule(c v1alpha1.UpsyncClause) upsyncRule {
@@ -67,27 +69,10 @@ func (r *upsyncRule) allNamespaces() bool {
 	return len(r.namespaces) == 0 || slices.Contains(r.namespaces, "*")
 }
 
-// matches reports whether an object (ns empty: cluster-scoped) matches.
+// matches reports whether an object (ns empty: cluster-scoped) matches,
+// as selection.UpsyncMatches decides for the clause.
 func (r *upsyncRule) matches(group, resource, ns, name string) bool {
-	return r.matchesResource(group, resource) && (ns == "" || inList(r.namespaces, ns, true)) && matchesName(r.names, name)
-}
-
-// matchesName reports whether name matches one of patterns (path.Match
-// syntax; a malformed one, which the root refuses, matches nothing); no
-// patterns match every name.
-func matchesName(patterns []string, name string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
-	for _, p := range patterns {
-		if p == name {
-			return true
-		}
-		if ok, err := path.Match(p, name); ok && err == nil {
-			return true
-		}
-	}
-	return false
+	return r.matchesResource(group, resource) && (ns == "" || inList(r.namespaces, ns, true)) && selection.NameMatches(r.names, name)
 }
 
 func (m *model) upsyncs(group, resource, ns, name string) bool {

@@ -119,6 +119,9 @@ type Controller struct {
 	// combined remembers, per CombinedStatus written, the result it was
 	// last found equal to (writeCombined).
 	combined map[store.Key]combinedMemo
+	// upsynced says, per placement with upsync clauses, what became of
+	// its upsync at the last report flush (writeUpsynced).
+	upsynced map[scheduler.PlacementRef]*upsyncReport
 	// pagers keep each placement's slices stable across recomputations.
 	pagers map[scheduler.PlacementRef]*scheduler.Pager
 	// wrote remembers, per downsync key (Space empty), what the last
@@ -141,10 +144,13 @@ type wds struct {
 	// can change what is selected.
 	selected      []store.Key
 	selectedStale bool
+	// upsynced holds the keys of the objects labelled UpsyncedLabel.
+	upsynced map[store.Key]bool
 }
 
 func newWDS(name string) *wds {
-	return &wds{name: name, placements: map[string]*placementState{}, objects: map[store.Key]*store.Object{}, selectedStale: true}
+	return &wds{name: name, placements: map[string]*placementState{}, objects: map[store.Key]*store.Object{}, selectedStale: true,
+		upsynced: map[store.Key]bool{}}
 }
 
 // nsLabels returns the labels of the space's Namespace ns (nil when there
@@ -522,8 +528,14 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 	}
 	if ev.Type == store.Deleted || deleting(o) {
 		delete(s.objects, key)
+		delete(s.upsynced, key)
 	} else {
 		s.objects[key] = o
+		if o.Labels[UpsyncedLabel] == "true" {
+			s.upsynced[key] = true
+		} else {
+			delete(s.upsynced, key)
+		}
 	}
 	if !s.track(key) {
 		return false

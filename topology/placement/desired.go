@@ -421,8 +421,9 @@ func (c *Controller) addPlacement(out *outcome, s *wds, ps *placementState, dest
 
 // placeable reports whether a selected object may be placed at all:
 // Customizers travel with the objects that use them, the system
-// namespaces exist at every destination, and the RBAC objects that govern
-// the space itself (and its default roles) stay in it.
+// namespaces exist at every destination, the RBAC objects that govern
+// the space itself (and its default roles) stay in it, and objects
+// upsynced from destinations are not sent back down.
 func placeable(k store.Key, o *store.Object) bool {
 	switch {
 	case k.Resource == customizersRes, k.Resource == collectorsRes:
@@ -431,6 +432,8 @@ func placeable(k store.Key, o *store.Object) bool {
 		return false
 	case o.Labels[auth.SpaceRBACLabel] == "true", o.Labels["kubernetes.io/bootstrapping"] == "rbac-defaults":
 		return false
+	case o.Labels[UpsyncedLabel] == "true":
+		return false // it came from a destination
 	}
 	return true
 }

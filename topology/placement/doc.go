@@ -25,8 +25,16 @@
 //     first by (space, name) wins and every placement involved lists the
 //     conflict in its status;
 //   - placement status: matched destinations, conflicts, observed
-//     generation.
+//     generation;
+//   - upsync into the workload description spaces: the objects
+//     destinations report as upsynced are written into the space of each
+//     placement whose upsync clause names them and that has the
+//     destination, labelled UpsyncedLabel (one destination's version, the
+//     first by name, when several report one; the placement's Upsynced
+//     condition says so), and deleted when no report wants them.
 //
 // It reads and writes the store directly (it is part of the root, like
-// the kube API's own controllers) and never writes a workload object.
+// the kube API's own controllers). Of the workload objects users write it
+// writes only the status of singletons; the upsynced objects it writes
+// are its own, and it never writes over an object it did not write.
 package placement

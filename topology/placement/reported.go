@@ -30,9 +30,10 @@ var combinedRes = store.Resource{Group: v1alpha1.GroupName, Resource: "combineds
 
 // reported merges what the root's children reported (their reports-<child>
 // spaces) into the reported state of the workload description spaces:
-// a CombinedStatus per (object, placement) with collectors, and the
+// a CombinedStatus per (object, placement) with collectors, the
 // singleton status of objects placed on one destination by a placement
-// that wants it, added to b. It returns the placement sync reports for the
+// that wants it, and the objects upsync clauses bring back (upsynced.go),
+// added to b. It returns the placement sync reports for the
 // statuses.
 func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[scheduler.PlacementRef]reports.PlacementSync, error) {
 	spaces, err := c.st.List(store.ListOptions{Resource: kubeapi.SpaceResource})
@@ -76,6 +77,9 @@ func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[
 		return nil, err
 	}
 	if err := c.writeSingletons(ctx, out, m, b); err != nil {
+		return nil, err
+	}
+	if err := c.writeUpsynced(ctx, out, m, b); err != nil {
 		return nil, err
 	}
 	return syncs, nil

@@ -462,6 +462,11 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[
 			st.Conditions = setCondition(st.Conditions, placementCondition(ps, len(out.matched[ref]), len(conf)))
 			st.Conditions = setCondition(st.Conditions, customizedCondition(ps, out.failures[ref], out.failed[ref]))
 			syncConditions(&st, ps.obj.Generation, len(out.matched[ref]), out.latest(ref), syncs[ref])
+			if len(ps.obj.Spec.Upsync) > 0 {
+				st.Conditions = setCondition(st.Conditions, upsyncedCondition(ps, c.upsynced[ref]))
+			} else {
+				st.Conditions = slices.DeleteFunc(slices.Clone(st.Conditions), func(c metav1.Condition) bool { return c.Type == ConditionUpsynced })
+			}
 			if equality.Semantic.DeepEqual(st, ps.obj.Status) {
 				continue
 			}

@@ -1,6 +1,7 @@
 // Package selection decides which workload objects of a workload
 // description space (WDS) an EdgePlacement's downsync clauses select
-// (DESIGN.md sections 4–5, step 3).
+// (DESIGN.md sections 4–5, step 3), and which objects of a destination
+// its upsync clauses select.
 //
 // # What it owns
 //
@@ -14,6 +15,10 @@
 //   - Telling the caller which Namespaces' label changes can change the
 //     result (MayMatchNamespace, NamespaceLabelsChangeMatter), so that it
 //     re-evaluates only the objects of those namespaces.
+//   - The matching rules of v1alpha1.UpsyncClause (UpsyncMatches) and of
+//     name patterns (NameMatches, path.Match syntax), shared by the edge,
+//     which reports what its cluster holds, and the root, which writes
+//     those reports into the placements' spaces.
 //
 // # What it must not do
 //

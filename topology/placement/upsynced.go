@@ -1,0 +1,274 @@
+package placement
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
+	"github.com/canopy-dev/canopy/topology/scheduler"
+	"github.com/canopy-dev/canopy/topology/selection"
+)
+
+// Upsync into the workload description spaces: an object a destination
+// reports as upsynced (reports.ForwardedName) is written into the space of
+// every placement that has the destination and an upsync clause matching
+// the object, under its own name, labelled UpsyncedLabel and annotated
+// reports.DestinationAnnotation with the destination. When several
+// destinations upsync the same object into one space, the first by name
+// is written and the placements involved say so in their Upsynced
+// condition. The controller owns the objects it labels: it updates them
+// from the reports, and deletes them when no report wants them any more.
+// It never writes over an object of the space it did not write, never
+// writes a CustomResourceDefinition (the root would serve it), strips the
+// labels that would make an RBAC object govern the space, and never
+// places an upsynced object (placeable).
+
+// UpsyncedLabel, set to "true", marks the objects of a workload
+// description space the controller wrote from upsync reports.
+const UpsyncedLabel = v1alpha1.GroupName + "/upsynced"
+
+// ConditionUpsynced is, on a placement with upsync clauses, True when
+// every object its clauses bring back is in its space; False with
+// ReasonConflict when some object came from several destinations (one is
+// kept), or ReasonNotUpsynced when some could not be written (an object
+// of the same name that is not upsynced, or no such namespace in the
+// space).
+const (
+	ConditionUpsynced = "Upsynced"
+	ReasonNotUpsynced = "NotUpsynced"
+)
+
+var crdsRes = store.Resource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+
+// maxUpsyncMessages bounds the issues an Upsynced condition lists.
+const maxUpsyncMessages = 3
+
+// upsyncReport is what became of one placement's upsync.
+type upsyncReport struct {
+	objects   int // written into its space
+	conflicts int // upsynced by several destinations
+	blocked   int // not written
+	msgs      []string
+}
+
+func (r *upsyncReport) note(msg string) {
+	if len(r.msgs) < maxUpsyncMessages {
+		r.msgs = append(r.msgs, msg)
+	}
+}
+
+// upsyncCandidate is one destination's version of an object to upsync
+// into a space, and the placements of that space that want it.
+type upsyncCandidate struct {
+	dest string
+	obj  *store.Object
+	refs []scheduler.PlacementRef
+}
+
+// writeUpsynced brings the upsynced objects of every workload description
+// space in line with the forwarded reports of m, adding the writes to b,
+// and records per placement what became of its upsync in c.upsynced.
+func (c *Controller) writeUpsynced(ctx context.Context, out *outcome, m reports.Merged, b *batch) error {
+	type upsyncing struct {
+		ref   scheduler.PlacementRef
+		spec  []v1alpha1.UpsyncClause
+		dests map[string]bool
+	}
+	var ups []upsyncing
+	c.upsynced = map[scheduler.PlacementRef]*upsyncReport{}
+	for _, sname := range sortedKeys(c.spaces) {
+		for _, pname := range sortedKeys(c.spaces[sname].placements) {
+			ps := c.spaces[sname].placements[pname]
+			if len(ps.obj.Spec.Upsync) == 0 || ps.obj.DeletionTimestamp != nil {
+				continue
+			}
+			ref := scheduler.PlacementRef{Space: sname, Name: pname}
+			c.upsynced[ref] = &upsyncReport{}
+			dests := map[string]bool{}
+			for _, d := range out.matched[ref] {
+				dests[d.SyncTargetName] = true
+			}
+			ups = append(ups, upsyncing{ref, ps.obj.Spec.Upsync, dests})
+		}
+	}
+	cands := map[store.Key][]*upsyncCandidate{} // by key in the space
+	for _, k := range reports.SortedKeys(m.Forwarded) {
+		o := m.Forwarded[k]
+		dest := reports.DestinationOf(o)
+		name, ok := strings.CutPrefix(k.Name, reports.ForwardedName(dest, ""))
+		if !ok || name == "" || out.entries[k] != nil || k.Resource.Group == v1alpha1.GroupName {
+			continue // the live state of a placed object, or not one to write
+		}
+		for _, u := range ups {
+			if !u.dests[dest] || !slices.ContainsFunc(u.spec, func(cl v1alpha1.UpsyncClause) bool {
+				return selection.UpsyncMatches(&cl, k.Resource.Group, k.Resource.Resource, k.Namespace, name)
+			}) {
+				continue
+			}
+			tk := store.Key{Space: u.ref.Space, Resource: k.Resource, Namespace: k.Namespace, Name: name}
+			cs := cands[tk]
+			if n := len(cs); n > 0 && cs[n-1].dest == dest {
+				cs[n-1].refs = append(cs[n-1].refs, u.ref)
+				continue
+			}
+			cands[tk] = append(cs, &upsyncCandidate{dest: dest, obj: o, refs: []scheduler.PlacementRef{u.ref}})
+		}
+	}
+	want := map[store.Key]map[string]any{}
+	for _, tk := range reports.SortedKeys(cands) {
+		cs := cands[tk]
+		slices.SortFunc(cs, func(a, b *upsyncCandidate) int { return cmp.Compare(a.dest, b.dest) })
+		what := tk.Resource.String() + " " + tk.Name
+		if tk.Namespace != "" {
+			what = tk.Resource.String() + " " + tk.Namespace + "/" + tk.Name
+		}
+		s := c.spaces[tk.Space]
+		local := tk
+		local.Space = ""
+		blocked := ""
+		if tk.Resource == crdsRes {
+			blocked = "CustomResourceDefinitions are not upsynced into a space (the root would serve them)"
+		} else if cur := s.objects[local]; cur != nil && cur.Labels[UpsyncedLabel] != "true" {
+			blocked = "an object of that name that is not upsynced is in the space"
+		} else if tk.Namespace != "" && s.objects[store.Key{Resource: namespacesRes, Name: tk.Namespace}] == nil {
+			blocked = "no namespace " + tk.Namespace + " in the space"
+		}
+		var dests []string
+		for _, cd := range cs {
+			dests = append(dests, cd.dest)
+		}
+		seen := map[scheduler.PlacementRef]bool{}
+		for _, cd := range cs {
+			for _, ref := range cd.refs {
+				if seen[ref] {
+					continue
+				}
+				seen[ref] = true
+				r := c.upsynced[ref]
+				switch {
+				case blocked != "":
+					r.blocked++
+					r.note(fmt.Sprintf("%s from %s not written: %s", what, strings.Join(dests, ", "), blocked))
+				case len(cs) > 1:
+					r.objects++
+					r.conflicts++
+					r.note(fmt.Sprintf("%s upsynced by %s; %s's is kept", what, strings.Join(dests, ", "), cs[0].dest))
+				default:
+					r.objects++
+				}
+			}
+		}
+		if blocked == "" {
+			want[tk] = upsyncedCopy(cs[0].obj, tk.Name, cs[0].dest)
+		}
+	}
+	for _, sname := range sortedKeys(c.spaces) {
+		s := c.spaces[sname]
+		for _, local := range reports.SortedKeys(s.upsynced) {
+			tk := local
+			tk.Space = sname
+			if _, ok := want[tk]; ok || b.holds(tk) {
+				continue
+			}
+			if cur := s.objects[local]; cur != nil {
+				if err := b.add(ctx, store.Op{Type: store.OpDelete, Key: tk, ExpectRevision: cur.Revision}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, tk := range reports.SortedKeys(want) {
+		if b.holds(tk) {
+			continue
+		}
+		next := want[tk]
+		local := tk
+		local.Space = ""
+		cur := c.spaces[tk.Space].objects[local]
+		md := next["metadata"].(map[string]any)
+		if cur == nil {
+			md["uid"], md["creationTimestamp"] = uuid.NewString(), now()
+			if err := b.add(ctx, store.Op{Type: store.OpCreate, Key: tk, Data: mustJSON(next)}); err != nil {
+				return err
+			}
+			continue
+		}
+		have := jsonMap(cur)
+		hmd, _ := have["metadata"].(map[string]any)
+		md["uid"], md["creationTimestamp"] = hmd["uid"], hmd["creationTimestamp"]
+		delete(hmd, "resourceVersion")
+		if equality.Semantic.DeepEqual(have, next) {
+			continue
+		}
+		if err := b.add(ctx, store.Op{Type: store.OpUpdate, Key: tk, Data: mustJSON(next), ExpectRevision: cur.Revision}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upsyncedCopy is a reported upsynced object as its space holds it: under
+// its own name, without the metadata its cluster assigned and without the
+// labels that would make an RBAC object govern the space, labelled
+// UpsyncedLabel and annotated with the destination it comes from.
+func upsyncedCopy(o *store.Object, name, dest string) map[string]any {
+	m := jsonMap(o)
+	md, _ := m["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		m["metadata"] = md
+	}
+	for _, f := range droppedMetadata {
+		delete(md, f)
+	}
+	md["name"] = name
+	labels, _ := md["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+	}
+	labels[UpsyncedLabel] = "true"
+	// What would make an RBAC object govern the space (auth.InertInWDS):
+	// an upsynced one is inert there, as placed ones are.
+	delete(labels, auth.SpaceRBACLabel)
+	delete(labels, "kubernetes.io/bootstrapping")
+	md["labels"] = labels
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	ann[reports.DestinationAnnotation] = dest
+	md["annotations"] = ann
+	return m
+}
+
+// upsyncedCondition is the Upsynced condition of a placement with upsync
+// clauses.
+func upsyncedCondition(ps *placementState, r *upsyncReport) metav1.Condition {
+	cond := metav1.Condition{Type: ConditionUpsynced, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAsExpected,
+		ObservedGeneration: ps.obj.Generation}
+	if r == nil {
+		r = &upsyncReport{}
+	}
+	cond.Message = fmt.Sprintf("%d object(s) upsynced into the space", r.objects)
+	switch {
+	case r.conflicts > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonConflict
+	case r.blocked > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNotUpsynced
+	}
+	if r.conflicts > 0 || r.blocked > 0 {
+		cond.Message = fmt.Sprintf("%d object(s) upsynced into the space, %d of them by several destinations; %d not written: %s",
+			r.objects, r.conflicts, r.blocked, strings.Join(r.msgs, "; "))
+	}
+	return cond
+}
