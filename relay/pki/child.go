@@ -1,12 +1,15 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -16,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -675,4 +679,86 @@ func PeerIdentity(cs tls.ConnectionState) (Identity, bool) {
 	}
 	id, err := IdentityFromCert(cs.PeerCertificates[0])
 	return id, err == nil
+}
+
+// KeyID identifies a public key: the SHA-256 of its PKIX (SubjectPublicKeyInfo)
+// encoding, lower-case hex. The root records it for every joined relay
+// (relay/registry), so that a certificate for a joined name with another
+// key is refused.
+func KeyID(pub any) (string, error) {
+	der, err := PublicKeyDER(pub)
+	if err != nil {
+		return "", err
+	}
+	return KeyIDOfDER(der), nil
+}
+
+// Link proofs. A relay that links to a parent signs, with its own key, the
+// path it links at and the time: the root accepts that a relay moved to
+// another parent (relay/registry) only with such a proof, newer than the
+// last it accepted, so that no parent on the way (however it got its
+// certificate) can move another relay's destination to itself.
+
+// linkProofDomain separates link proofs from anything else the key signs.
+const linkProofDomain = "canopy link proof v1\x00"
+
+// linkProofDigest is what a link proof signs.
+func linkProofDigest(path []string, unixNano int64) []byte {
+	h := sha256.New()
+	h.Write([]byte(linkProofDomain))
+	h.Write([]byte(strings.Join(path, "/")))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.FormatInt(unixNano, 10)))
+	return h.Sum(nil)
+}
+
+// SignLinkProof signs that the relay holding key links at path (from the
+// root's name to its own) at unixNano.
+func SignLinkProof(key crypto.Signer, path []string, unixNano int64) ([]byte, error) {
+	sig, err := key.Sign(rand.Reader, linkProofDigest(path, unixNano), crypto.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("pki: sign link proof: %w", err)
+	}
+	return sig, nil
+}
+
+// VerifyLinkProof checks a link proof against pubDER, a PKIX public key.
+func VerifyLinkProof(pubDER []byte, path []string, unixNano int64, sig []byte) error {
+	pub, err := x509.ParsePKIXPublicKey(pubDER)
+	if err != nil {
+		return fmt.Errorf("pki: link proof: public key: %w", err)
+	}
+	ec, ok := pub.(*ecdsa.PublicKey)
+	if !ok {
+		return errors.New("pki: link proof: not an ECDSA key")
+	}
+	if !ecdsa.VerifyASN1(ec, linkProofDigest(path, unixNano), sig) {
+		return errors.New("pki: link proof does not verify")
+	}
+	return nil
+}
+
+// PublicKeyDER returns pub in PKIX form, as [VerifyLinkProof] takes it.
+func PublicKeyDER(pub any) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("pki: public key: %w", err)
+	}
+	return der, nil
+}
+
+// CSRPublicKey returns the public key of a certificate request in PKIX
+// form, after checking the request's signature.
+func CSRPublicKey(csrPEM []byte) ([]byte, error) {
+	csr, _, err := parseCSR(csrPEM)
+	if err != nil {
+		return nil, err
+	}
+	return PublicKeyDER(csr.PublicKey)
+}
+
+// KeyIDOfDER is [KeyID] of a public key in PKIX form.
+func KeyIDOfDER(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
 }

@@ -8,10 +8,12 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,25 +62,52 @@ func invalidToken(format string, args ...any) error {
 
 // JoinClaims is what a join token says.
 type JoinClaims struct {
-	// ID is random (16 bytes, base64url) and identifies the token in logs
-	// and audit records; it is not a secret.
+	// ID is random (16 bytes, lower-case hex) and identifies the token in
+	// logs, in its record at the root and to "relay token revoke"; it is
+	// not a secret.
 	ID       string
 	IssuedAt time.Time
 	Expires  time.Time
 	// Role restricts the token to relays joining with that role; zero
 	// allows any role.
 	Role ChildRole
+	// Names, when set, are the only relay names the token may join.
+	Names []string
+	// MaxUses, when positive, is how many joins the token allows in all;
+	// the root counts them (relay/registry).
+	MaxUses int
+	// Rekey lets the token join names that are already joined, replacing
+	// their keys: an admin's way to give a relay that lost its key (or
+	// its data directory) its name back. It requires Names.
+	Rekey bool
+}
+
+// JoinLimits restricts what a token may do; the zero value restricts
+// nothing (any role, any name, any number of joins).
+type JoinLimits struct {
+	Role    ChildRole
+	Names   []string
+	MaxUses int
+	Rekey   bool
 }
 
 // Allows reports whether the token may be used to join with role.
 func (c JoinClaims) Allows(role ChildRole) bool { return c.Role == 0 || c.Role == role }
 
+// AllowsName reports whether the token may be used to join as name.
+func (c JoinClaims) AllowsName(name string) bool {
+	return len(c.Names) == 0 || slices.Contains(c.Names, name)
+}
+
 // joinPayload is the JSON encoding of JoinClaims inside a token.
 type joinPayload struct {
-	ID       string `json:"jti"`
-	IssuedAt int64  `json:"iat"`
-	Expires  int64  `json:"exp"`
-	Role     string `json:"role,omitempty"`
+	ID       string   `json:"jti"`
+	IssuedAt int64    `json:"iat"`
+	Expires  int64    `json:"exp"`
+	Role     string   `json:"role,omitempty"`
+	Names    []string `json:"names,omitempty"`
+	MaxUses  int      `json:"uses,omitempty"`
+	Rekey    bool     `json:"rekey,omitempty"`
 }
 
 // CheckJoinTokenTTL returns an error, "must be between 1m and 24h, not
@@ -99,48 +128,104 @@ func CheckJoinTokenTTL(ttl time.Duration) error {
 // where the signature, by the root CA key, covers SHA-256 of everything
 // before the last dot. Any relay holding the root CA certificate verifies it
 // with [VerifyJoinToken], so a token works at any tier. A token is a bearer
-// credential usable any number of times until it expires: keep it as
-// private as a password, and keep its TTL short.
+// credential usable until it expires, as often as its limits allow (see
+// [IssueLimitedJoinToken]): keep it as private as a password, and keep
+// its TTL short. The root accepts a token
+// only while its record exists (relay/registry: "relay token create"
+// writes it, "relay token revoke" deletes it).
 func IssueJoinToken(ca *CA, ttl time.Duration, now time.Time) (string, error) {
-	return IssueJoinTokenForRole(ca, 0, ttl, now)
+	token, _, err := IssueLimitedJoinToken(ca, JoinLimits{}, ttl, now)
+	return token, err
 }
 
 // IssueJoinTokenForRole is [IssueJoinToken] for a token that only a relay
 // joining with role may use (see [JoinClaims.Allows]); role 0 allows any.
 func IssueJoinTokenForRole(ca *CA, role ChildRole, ttl time.Duration, now time.Time) (string, error) {
-	if err := CheckJoinTokenTTL(ttl); err != nil {
-		return "", fmt.Errorf("pki: join token TTL %w", err)
+	token, _, err := IssueLimitedJoinToken(ca, JoinLimits{Role: role}, ttl, now)
+	return token, err
+}
+
+// CheckJoinLimits checks limits as [IssueLimitedJoinToken] does; its
+// errors name the limit (role, names, uses, rekey).
+func CheckJoinLimits(l JoinLimits) error {
+	if l.Role != 0 && !l.Role.valid() {
+		return fmt.Errorf("role: unknown relay role %d", int(l.Role))
 	}
-	if role != 0 && !role.valid() {
-		return "", fmt.Errorf("pki: join token for unknown role %d", int(role))
+	if err := checkPath(l.Names); err != nil {
+		return fmt.Errorf("names: %w", err)
+	}
+	if l.MaxUses < 0 {
+		return fmt.Errorf("uses: must not be negative, not %d", l.MaxUses)
+	}
+	if l.Rekey && len(l.Names) == 0 {
+		return errors.New("rekey: a token that re-keys relays must name them")
+	}
+	return nil
+}
+
+// IssueLimitedJoinToken is [IssueJoinToken] for a token restricted by
+// limits (see [JoinClaims]); it also returns the token's claims.
+func IssueLimitedJoinToken(ca *CA, limits JoinLimits, ttl time.Duration, now time.Time) (string, JoinClaims, error) {
+	if err := CheckJoinTokenTTL(ttl); err != nil {
+		return "", JoinClaims{}, fmt.Errorf("pki: join token TTL %w", err)
+	}
+	if err := CheckJoinLimits(limits); err != nil {
+		return "", JoinClaims{}, fmt.Errorf("pki: join token %w", err)
 	}
 	if !isRoot(ca.Cert) {
-		return "", errors.New("pki: join tokens are signed by the root CA; this CA is an intermediate")
+		return "", JoinClaims{}, errors.New("pki: join tokens are signed by the root CA; this CA is an intermediate")
 	}
 	if _, ok := ca.Cert.PublicKey.(*ecdsa.PublicKey); !ok {
-		return "", errors.New("pki: join tokens need an ECDSA root CA key")
+		return "", JoinClaims{}, errors.New("pki: join tokens need an ECDSA root CA key")
 	}
 	id := make([]byte, 16)
 	rand.Read(id) // never fails; see crypto/rand.Read
 	p := joinPayload{
-		ID:       base64.RawURLEncoding.EncodeToString(id),
+		ID:       hex.EncodeToString(id),
 		IssuedAt: now.Unix(),
 		Expires:  now.Add(ttl).Unix(),
+		Names:    slices.Clone(limits.Names),
+		MaxUses:  limits.MaxUses,
+		Rekey:    limits.Rekey,
 	}
-	if role != 0 {
-		p.Role = role.String()
+	if limits.Role != 0 {
+		p.Role = limits.Role.String()
 	}
 	claims, err := json.Marshal(p)
 	if err != nil {
-		return "", err
+		return "", JoinClaims{}, err
 	}
 	signed := JoinTokenPrefix + base64.RawURLEncoding.EncodeToString(claims)
 	digest := sha256.Sum256([]byte(signed))
 	sig, err := ca.Key.Sign(rand.Reader, digest[:], crypto.SHA256)
 	if err != nil {
-		return "", fmt.Errorf("pki: sign join token: %w", err)
+		return "", JoinClaims{}, fmt.Errorf("pki: sign join token: %w", err)
 	}
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	c := p.claims()
+	c.Role = limits.Role
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), c, nil
+}
+
+// claims returns what p says, with times in UTC.
+func (p joinPayload) claims() JoinClaims {
+	return JoinClaims{ID: p.ID, IssuedAt: time.Unix(p.IssuedAt, 0).UTC(), Expires: time.Unix(p.Expires, 0).UTC(),
+		Names: p.Names, MaxUses: p.MaxUses, Rekey: p.Rekey}
+}
+
+// TokenID returns the ID a join token claims, without verifying it (for
+// messages about a token that failed to verify); "" if it has none.
+func TokenID(token string) string {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(token), JoinTokenPrefix)
+	if !ok {
+		return ""
+	}
+	claimsB64, _, _ := strings.Cut(rest, ".")
+	b, err := base64.RawURLEncoding.Strict().DecodeString(claimsB64)
+	var p joinPayload
+	if err != nil || json.Unmarshal(b, &p) != nil {
+		return ""
+	}
+	return p.ID
 }
 
 // VerifyJoinToken checks that token was issued by the CA whose certificate
@@ -186,7 +271,10 @@ func VerifyJoinToken(root *x509.Certificate, token string, now time.Time) (JoinC
 	if err := dec.Decode(&p); err != nil || p.ID == "" || p.Expires <= p.IssuedAt {
 		return JoinClaims{}, invalidToken("malformed join token: bad claims")
 	}
-	c := JoinClaims{ID: p.ID, IssuedAt: time.Unix(p.IssuedAt, 0).UTC(), Expires: time.Unix(p.Expires, 0).UTC()}
+	c := p.claims()
+	if err := CheckJoinLimits(JoinLimits{Names: c.Names, MaxUses: c.MaxUses, Rekey: c.Rekey}); err != nil {
+		return JoinClaims{}, invalidToken("malformed join token: %v", err)
+	}
 	if p.Role != "" {
 		var err error
 		if c.Role, err = ParseChildRole(p.Role); err != nil {
