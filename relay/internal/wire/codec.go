@@ -121,6 +121,10 @@ func (d *decoder) fail(field, format string, args ...any) {
 	}
 }
 
+// more reports whether bytes remain: fields a later protocol version
+// appended to a payload, which an older sender leaves out.
+func (d *decoder) more() bool { return d.err == nil && len(d.b) > 0 }
+
 func (d *decoder) truncated(field string) {
 	if d.err == nil {
 		d.err = &codecError{sentinel: ErrMalformed, msg: fmt.Sprintf("%v.%s", d.typ, field), cause: io.ErrUnexpectedEOF}

@@ -21,7 +21,12 @@ const Version = 1
 //   - 2: adds Siblings and AnnounceAck (parent → child, control stream).
 //     A parent sends them only on a link whose Welcome.Version is at
 //     least 2.
-const ProtocolVersion uint32 = 2
+//   - 3: adds Register (child → parent) and Registered (parent → child),
+//     on the control stream: a region has the root register the relays
+//     that join or link below it. Destination.Since is then the
+//     generation the root gave the destination (relay/registry), not a
+//     child's clock.
+const ProtocolVersion uint32 = 3
 
 // MinProtocolVersion is the lowest protocol version this package still
 // speaks: a child or parent of that version interoperates with this one.

@@ -88,7 +88,8 @@ type Cursor struct {
 //
 // Payload: Name (string), Role (byte), Versions (count, uvarints),
 // Cursor.Revision (uvarint), Cursor.ReportSeq (uvarint), Cursor.Epoch
-// (string).
+// (string), then (protocol version 3; absent before) Proof.Time (varint)
+// and Proof.Signature (bytes).
 type Hello struct {
 	// Name is the child relay's name.
 	Name string
@@ -98,6 +99,19 @@ type Hello struct {
 	Versions []uint32
 	// Cursor is the resume point of the child's mailbox at this parent.
 	Cursor Cursor
+	// Proof is the child's link proof: its signature of the path it links
+	// at (its parent's and its name) and the time (relay/pki). The root
+	// moves a relay to another parent only with a proof newer than the
+	// last (relay/registry).
+	Proof LinkProof
+}
+
+// LinkProof is a relay's signature, by its own key, of the path it links
+// at and the time (pki.SignLinkProof).
+type LinkProof struct {
+	// Time is when it was signed, in unix nanoseconds by the relay's clock.
+	Time      int64
+	Signature []byte
 }
 
 func (*Hello) Type() Type { return TypeHello }
@@ -111,7 +125,9 @@ func (m *Hello) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 	}
 	b = appendUvarint(b, m.Cursor.Revision)
 	b = appendUvarint(b, m.Cursor.ReportSeq)
-	return appendString(b, m.Cursor.Epoch), nil
+	b = appendString(b, m.Cursor.Epoch)
+	b = appendVarint(b, m.Proof.Time)
+	return appendBytes(b, m.Proof.Signature), nil
 }
 
 func (m *Hello) decodePayload(d *decoder) {
@@ -126,6 +142,10 @@ func (m *Hello) decodePayload(d *decoder) {
 	m.Cursor.Revision = d.uvarint("cursor.revision")
 	m.Cursor.ReportSeq = d.uvarint("cursor.reportSeq")
 	m.Cursor.Epoch = d.string("cursor.epoch")
+	if d.more() {
+		m.Proof.Time = d.varint("proof.time")
+		m.Proof.Signature = d.bytes("proof.signature")
+	}
 }
 
 // Welcome is the parent's answer to Hello. After it the child opens the
@@ -241,11 +261,15 @@ type Destination struct {
 	// LastSeen is when the destination was last heard from, in unix
 	// nanoseconds; 0 if never.
 	LastSeen int64
-	// Since is when the destination's edge relay began to be served
-	// along this path, by its own clock in unix nanoseconds (0: unknown).
-	// An edge that re-homes announces a later Since, so that of two
-	// claims of one destination the newer is where it is: the older one
-	// is superseded (Moved), and no summary counts it twice.
+	// Since orders the claims of one destination: of two, the one with
+	// the greater Since is where the destination is, and the other is
+	// superseded (Moved), so that no summary counts it twice. On links of
+	// protocol version 3 it is the destination's generation, given by the
+	// root when the destination linked along this path (relay/registry),
+	// and each parent checks it against what it recorded; an edge's
+	// own value is replaced by its parent's. On older links it is when the
+	// edge began to be served along this path, by the edge's clock in
+	// unix nanoseconds (0: unknown).
 	Since int64
 }
 
@@ -444,6 +468,111 @@ func (m *AnnounceAck) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 func (m *AnnounceAck) decodePayload(d *decoder) {
 	m.Generation = d.uvarint("generation")
 	m.Revision = d.uvarint("revision")
+}
+
+// RegisterKind says what a Register asks.
+type RegisterKind uint8
+
+const (
+	// RegisterJoin: a relay asks to join under Name; its parent signs
+	// its certificate only once the root has recorded the name.
+	RegisterJoin RegisterKind = 1
+	// RegisterLink: a relay with a certificate linked to a parent; the
+	// root checks its key and records where it is (its home).
+	RegisterLink RegisterKind = 2
+)
+
+// Register asks the root, through every parent on the way, to record a
+// relay below the sender: a join or a link (Kind). Each parent checks that
+// Path runs through the child that sent it, forwards it to its own parent
+// and, once answered, records the relay's generation for that child before
+// it passes the answer (Registered) down, so that it can check what the
+// child announces. The root answers itself (relay/registry). Protocol
+// version 3.
+//
+// Payload: ID (uvarint), Kind (byte), Name (string), Role (byte), Path
+// (count, strings), PublicKey (bytes), Token (string), Proof.Time
+// (varint), Proof.Signature (bytes).
+type Register struct {
+	// ID matches the answer to the request on this link.
+	ID   uint64
+	Kind RegisterKind
+	// Name and Role are the relay's; Path is its path from the root's
+	// name to its own.
+	Name string
+	Role Role
+	Path []string
+	// PublicKey is the relay's public key (PKIX): of its certificate
+	// request for a join, of its certificate for a link.
+	PublicKey []byte
+	// Token is the join token (RegisterJoin only).
+	Token string
+	// Proof is the relay's link proof (RegisterLink: Hello.Proof).
+	Proof LinkProof
+}
+
+func (*Register) Type() Type { return TypeRegister }
+
+func (m *Register) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.ID)
+	b = append(b, byte(m.Kind))
+	b = appendString(b, m.Name)
+	b = append(b, byte(m.Role))
+	b = appendUvarint(b, uint64(len(m.Path)))
+	for _, p := range m.Path {
+		b = appendString(b, p)
+	}
+	b = appendBytes(b, m.PublicKey)
+	b = appendString(b, m.Token)
+	b = appendVarint(b, m.Proof.Time)
+	return appendBytes(b, m.Proof.Signature), nil
+}
+
+func (m *Register) decodePayload(d *decoder) {
+	m.ID = d.uvarint("id")
+	m.Kind = RegisterKind(d.byte("kind"))
+	m.Name = d.string("name")
+	m.Role = Role(d.byte("role"))
+	if n := d.count("path", 1); n > 0 {
+		m.Path = make([]string, 0, capHint(n))
+		for range n {
+			m.Path = append(m.Path, d.string("path"))
+		}
+	}
+	m.PublicKey = d.bytes("publicKey")
+	m.Token = d.string("token")
+	m.Proof.Time = d.varint("proof.time")
+	m.Proof.Signature = d.bytes("proof.signature")
+}
+
+// Registered answers the Register of the same ID: the relay's generation,
+// or why the root (or a parent on the way) refused. Protocol version 3.
+//
+// Payload: ID (uvarint), Generation (varint), Code (uvarint), Message
+// (string).
+type Registered struct {
+	ID         uint64
+	Generation int64
+	// Code is 0 when the relay was registered; otherwise the refusal's
+	// class, and Message says why, for the operator.
+	Code    ErrorCode
+	Message string
+}
+
+func (*Registered) Type() Type { return TypeRegistered }
+
+func (m *Registered) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.ID)
+	b = appendVarint(b, m.Generation)
+	b = appendUvarint(b, uint64(m.Code))
+	return appendString(b, m.Message), nil
+}
+
+func (m *Registered) decodePayload(d *decoder) {
+	m.ID = d.uvarint("id")
+	m.Generation = d.varint("generation")
+	m.Code = ErrorCode(d.uint32("code"))
+	m.Message = d.string("message")
 }
 
 // Error reports a failure to the peer on the control stream; the sender

@@ -22,6 +22,8 @@ const (
 	TypeMoved        Type = 0x0a
 	TypeSiblings     Type = 0x0b // protocol version 2
 	TypeAnnounceAck  Type = 0x0c // protocol version 2
+	TypeRegister     Type = 0x0d // protocol version 3
+	TypeRegistered   Type = 0x0e // protocol version 3
 	// 0x07 and 0x08 are reserved (round-trip probes of an earlier draft:
 	// the transport's keep-alive covers liveness).
 	TypeError Type = 0x09
@@ -48,6 +50,8 @@ var typeNames = map[Type]string{
 	TypeMoved:        "Moved",
 	TypeSiblings:     "Siblings",
 	TypeAnnounceAck:  "AnnounceAck",
+	TypeRegister:     "Register",
+	TypeRegistered:   "Registered",
 	TypeError:        "Error",
 	TypePut:          "Put",
 	TypeDelete:       "Delete",
@@ -91,6 +95,10 @@ func newMessage(t Type) Message {
 		return new(Siblings)
 	case TypeAnnounceAck:
 		return new(AnnounceAck)
+	case TypeRegister:
+		return new(Register)
+	case TypeRegistered:
+		return new(Registered)
 	case TypeError:
 		return new(Error)
 	case TypePut:
