@@ -43,6 +43,36 @@ var (
 	ErrProtocol = errors.New("join: protocol error")
 )
 
+// Registration is what a parent asks the root to record (relay/registry):
+// a relay that joins, before the parent signs its certificate, or a relay
+// with a certificate that linked to it.
+type Registration struct {
+	// Join: the relay asks to join with Token; otherwise it linked with
+	// its certificate.
+	Join bool
+	Name string
+	Role pki.ChildRole
+	// Path runs from the root's name to the relay's own.
+	Path []string
+	// PublicKey is the relay's public key, PKIX: of its certificate
+	// request (a join) or of its certificate (a link).
+	PublicKey []byte
+	// Token is the join token (a join).
+	Token string
+	// ProofTime and Proof are the relay's link proof (a link:
+	// pki.SignLinkProof of Path at ProofTime), which the root requires to
+	// record a new home.
+	ProofTime int64
+	Proof     []byte
+}
+
+// Registrar records registrations at the root: the root's registry, or a
+// region's link to its parent, which forwards them. Register returns the
+// relay's generation (relay/registry), or why it was refused.
+type Registrar interface {
+	Register(ctx context.Context, r Registration) (int64, error)
+}
+
 // Authority answers joining children on behalf of one relay: the root, or a
 // region holding an intermediate CA.
 type Authority struct {
@@ -53,6 +83,10 @@ type Authority struct {
 	Root *x509.Certificate
 	// Path is this relay's path from the root (["root"] at the root).
 	Path []string
+	// Registrar, when set, must record a joining child's name before the
+	// Authority signs its certificate: a name already joined is refused
+	// there. Nil signs without asking (tests of the exchange alone).
+	Registrar Registrar
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -70,7 +104,7 @@ func (a *Authority) now() time.Time {
 // certificate, or the reason for refusal. It returns the identity it
 // certified. The caller should then half-close the stream and leave the
 // link open until the child closes it, so that the answer is delivered.
-func (a *Authority) Serve(rw io.ReadWriter) (pki.Identity, error) {
+func (a *Authority) Serve(ctx context.Context, rw io.ReadWriter) (pki.Identity, error) {
 	r, w := wire.NewReader(rw, nil), wire.NewWriter(rw, nil)
 	hello, err := readAs[*wire.Hello](r)
 	if err != nil {
@@ -80,7 +114,7 @@ func (a *Authority) Serve(rw io.ReadWriter) (pki.Identity, error) {
 	if err != nil {
 		return pki.Identity{}, err
 	}
-	id, chain, err := a.certify(hello, req)
+	id, chain, err := a.certify(ctx, hello, req)
 	if err != nil {
 		// The refusal goes to the child verbatim: it is what its
 		// operator needs to read.
@@ -94,7 +128,7 @@ func (a *Authority) Serve(rw io.ReadWriter) (pki.Identity, error) {
 	return id, nil
 }
 
-func (a *Authority) certify(hello *wire.Hello, req *wire.JoinRequest) (pki.Identity, []byte, error) {
+func (a *Authority) certify(ctx context.Context, hello *wire.Hello, req *wire.JoinRequest) (pki.Identity, []byte, error) {
 	role, err := childRole(hello.Role)
 	if err != nil {
 		return pki.Identity{}, nil, err
@@ -113,12 +147,46 @@ func (a *Authority) certify(hello *wire.Hello, req *wire.JoinRequest) (pki.Ident
 	if name != hello.Name {
 		return pki.Identity{}, nil, fmt.Errorf("certificate request names %q but the relay says it is %q", name, hello.Name)
 	}
+	if !claims.AllowsName(name) {
+		return pki.Identity{}, nil, fmt.Errorf("join token %s does not allow the name %q", claims.ID, name)
+	}
+	path := append(append([]string(nil), a.Path...), name)
+	if a.Registrar != nil {
+		key, err := pki.CSRPublicKey(req.CSR)
+		if err != nil {
+			return pki.Identity{}, nil, err
+		}
+		if err := a.register(ctx, Registration{Join: true, Name: name, Role: role, Path: path, PublicKey: key, Token: req.Token}); err != nil {
+			return pki.Identity{}, nil, err
+		}
+	}
 	chain, err := a.CA.SignChild(req.CSR, role, a.Path, pki.ChildCertValidity)
 	if err != nil {
 		return pki.Identity{}, nil, err
 	}
-	path := append(append([]string(nil), a.Path...), name)
 	return pki.Identity{Name: name, Role: role, Path: path}, chain, nil
+}
+
+// registerRetry is how long the Authority waits before asking its
+// Registrar again after a transient failure (the root changing leader, a
+// region's link to its parent coming back).
+const registerRetry = 200 * time.Millisecond
+
+// register has the Registrar record r, again after transient failures,
+// until it is recorded, refused (an error matching ErrRefused) or ctx
+// ends.
+func (a *Authority) register(ctx context.Context, r Registration) error {
+	for {
+		_, err := a.Registrar.Register(ctx, r)
+		if err == nil || errors.Is(err, ErrRefused) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the root did not record the join in time: %w", err)
+		case <-time.After(registerRetry):
+		}
+	}
 }
 
 // Request is what a child asks for.

@@ -59,7 +59,7 @@ func (p *parent) handle(ctx context.Context, conn link.Conn) {
 		return
 	}
 	defer st.Close()
-	id, err := p.auth.Serve(st)
+	id, err := p.auth.Serve(context.Background(), st)
 	// Let the answer reach the child before the link goes: the child
 	// closes it once it has read the answer.
 	_ = st.CloseWrite()
