@@ -11,7 +11,9 @@
 //   - translation: every workload object selected by a placement's
 //     downsync clauses (topology/selection) is written once into the
 //     downsync space, annotated with the destinations it targets
-//     (server.DestinationsAnnotation); the relay tree routes it from there.
+//     (server.DestinationsAnnotation), with the time it was first placed
+//     as its creationTimestamp (kept by every later write, so that a
+//     rewrite never changes it); the relay tree routes it from there.
 //     The namespaces of selected objects, the Customizers they refer to and
 //     each destination's own SyncTarget and Locations (the parameters of
 //     customization, which happens at the edge) travel the same way. An

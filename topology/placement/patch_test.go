@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -187,15 +188,18 @@ func check(t *testing.T, c *Controller, when string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		have, rev := canonical(o)
+		have, rev, created := canonical(o)
 		if string(have) != string(data) {
 			t.Fatalf("%s: %v holds\n%s\nwant\n%s", when, k, have, data)
 		}
 		// What the controller remembers of it: the version stored, and
 		// the digest of its content, so that the next flush need not
 		// decode it again.
-		if w, ok := c.wrote[k]; !ok || w.stored != o.Revision || w.digest != sha256.Sum256(have) {
-			t.Fatalf("%s: %v: the controller remembers %+v, not revision %d", when, k, w, o.Revision)
+		if w, ok := c.wrote[k]; !ok || w.stored != o.Revision || w.digest != sha256.Sum256(have) || w.created != created {
+			t.Fatalf("%s: %v: the controller remembers %+v, not revision %d created %s", when, k, w, o.Revision, created)
+		}
+		if _, err := time.Parse(time.RFC3339, created); err != nil {
+			t.Fatalf("%s: %v: creation time %q: %v", when, k, created, err)
 		}
 		if r, _ := strconv.ParseInt(rev, 10, 64); r != got.sourceRev[k] || r > e.source.Revision {
 			t.Fatalf("%s: %v carries %s %q; the outcome says %d, its source is at %d", when, k, reports.SourceRevisionAnnotation, rev, got.sourceRev[k], e.source.Revision)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -90,7 +91,8 @@ func (b *batch) flush(ctx context.Context) error {
 }
 
 // metadata fields of a workload object that stay in its space: the
-// destination assigns its own.
+// destination assigns its own (the downsync version has its own creation
+// time, set by writeEntry).
 var droppedMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
 	"ownerReferences", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"}
 
@@ -169,32 +171,34 @@ func renderMap(k store.Key, e *entry) map[string]any {
 	return m
 }
 
-// canonical re-encodes a stored version without its resourceVersion and
-// source revision, as render produces it; it also returns the source
-// revision.
-func canonical(o *store.Object) ([]byte, string) {
+// canonical re-encodes a stored version without its resourceVersion,
+// creation time and source revision, as render produces it; it also
+// returns the source revision and the creation time ("" when none).
+func canonical(o *store.Object) (data []byte, rev, created string) {
 	m := jsonMap(o)
-	var rev string
 	if md, ok := m["metadata"].(map[string]any); ok {
 		delete(md, "resourceVersion")
+		created, _ = md["creationTimestamp"].(string)
+		delete(md, "creationTimestamp")
 		if ann, ok := md["annotations"].(map[string]any); ok {
 			rev, _ = ann[reports.SourceRevisionAnnotation].(string)
 			delete(ann, reports.SourceRevisionAnnotation)
 		}
 	}
 	b, _ := json.Marshal(m)
-	return b, rev
+	return b, rev, created
 }
 
 // written is what writeDownsync knows of a downsync key: the stored
 // revision it found equal to (or wrote from) the entry rendered from the
 // source revision source with signature sig, the digest of that
-// rendering, and the source revision annotated there.
+// rendering, and the source revision and creation time stored there.
 type written struct {
 	stored, source int64
 	sig            string
 	digest         [sha256.Size]byte
 	sourceRev      int64
+	created        string
 }
 
 // signature is everything render reads of an entry besides its source
@@ -294,19 +298,38 @@ func (c *Controller) writeEntry(ctx context.Context, b *batch, out *outcome, k s
 	// status writes to the source do not travel down the tree. A stored
 	// version known by its digest is not decoded again.
 	same := known && w.digest == digest
+	created, sourceRev := "", e.source.Revision
+	if known {
+		created = w.created
+	}
 	if !known && o != nil {
-		old, rev := canonical(o)
-		if same = bytes.Equal(old, data); same {
+		var old []byte
+		var rev string
+		old, rev, created = canonical(o)
+		if bytes.Equal(old, data) {
 			w.sourceRev, _ = strconv.ParseInt(rev, 10, 64)
+			// A version stored without a creation time is written
+			// once more to get one, with the source revision it has.
+			if same = created != ""; !same && w.sourceRev > 0 {
+				sourceRev = w.sourceRev
+			}
 		}
 	}
 	if same {
 		out.sourceRev[k] = w.sourceRev
-		c.wrote[k] = written{stored: o.Revision, source: e.source.Revision, sig: sig, digest: digest, sourceRev: w.sourceRev}
+		c.wrote[k] = written{stored: o.Revision, source: e.source.Revision, sig: sig, digest: digest, sourceRev: w.sourceRev, created: created}
 		return nil
 	}
 	delete(c.wrote, k) // known again once the write is committed
-	m["metadata"].(map[string]any)["annotations"].(map[string]any)[reports.SourceRevisionAnnotation] = strconv.FormatInt(e.source.Revision, 10)
+	// The downsync version is created when first placed, and keeps that
+	// time while placed (kubectl shows it as AGE, in the mailboxes too);
+	// it is not part of the content compared above.
+	if created == "" {
+		created = now().UTC().Format(time.RFC3339)
+	}
+	md := m["metadata"].(map[string]any)
+	md["creationTimestamp"] = created
+	md["annotations"].(map[string]any)[reports.SourceRevisionAnnotation] = strconv.FormatInt(sourceRev, 10)
 	if data, err = json.Marshal(m); err != nil {
 		return err
 	}
@@ -316,7 +339,7 @@ func (c *Controller) writeEntry(ctx context.Context, b *batch, out *outcome, k s
 	if o != nil {
 		op.Type, op.ExpectRevision = store.OpUpdate, o.Revision
 	}
-	next := written{source: e.source.Revision, sig: sig, digest: digest, sourceRev: e.source.Revision}
+	next := written{source: e.source.Revision, sig: sig, digest: digest, sourceRev: sourceRev, created: created}
 	committed := func(rev int64) {
 		next.stored = rev
 		c.wrote[k] = next
@@ -324,7 +347,7 @@ func (c *Controller) writeEntry(ctx context.Context, b *batch, out *outcome, k s
 	if err := b.addThen(ctx, op, committed); err != nil {
 		return err
 	}
-	out.sourceRev[k] = e.source.Revision
+	out.sourceRev[k] = sourceRev
 	return nil
 }
 
