@@ -360,7 +360,8 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	}
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: c.cfg.Name, Path: id.Path, Store: c.store, ReportStore: c.reports, Listener: ln, Logger: c.log,
-		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path},
+		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path, Registrar: c.uplink},
+		Registrar: c.uplink,
 		Space:     InboxSpace, Targets: c.store.Addresses, Trim: trimDestinations,
 		Reports:  func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
 		Siblings: siblings,

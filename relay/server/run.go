@@ -35,6 +35,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/kubeapi"
 	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/registry"
 	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
@@ -182,9 +183,11 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	}
 	authz := auth.NewAuthorizer(st)
 	var r *Root // the downlink's callbacks run once r is complete
+	reg := registry.New(registry.Config{Store: st, Root: ca.Cert, RootName: cfg.treeName(), Logger: log})
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, ReportStore: reports.local, Listener: links, Logger: log,
-		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}},
+		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}, Registrar: reg},
+		Registrar: reg,
 		Space:     DownsyncSpace, Targets: st.Addresses, Trim: trimDestinations,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {
 			_, err := r.childSpace(ctx, MailboxSpace(c.Name))

@@ -75,11 +75,7 @@ func serveInBackground(t testing.TB, name string, serve func(context.Context) er
 
 func joinToken(t testing.TB, r *Root) string {
 	t.Helper()
-	ca, err := pki.LoadCA(pki.Dir(r.cfg.DataDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := pki.IssueJoinToken(ca, time.Hour, time.Now())
+	tok, err := r.IssueJoinToken(t.Context(), pki.JoinLimits{}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,23 @@ const claimsSettle = 20 * time.Millisecond
 // (wire.Moved): those destinations are left out of this relay's
 // announcements and summaries, and the children still claiming them are
 // told in turn.
+//
+// What the parent said stays known after a later Moved leaves it out:
+// the parent leaves a destination out once this relay stopped claiming
+// it, and a claim older than the one that won stays stale (a destination
+// only wins back a path by linking along it again, with a newer Since).
+// Forgetting it would make this relay claim the destination, and count
+// its old reports, again, until told again. refreshClaims forgets what no
+// child claims any more.
 func (d *Downlink) SetMoved(m *wire.Moved) {
-	above := make(map[string]int64, len(m.Destinations))
-	for _, md := range m.Destinations {
-		above[md.Name] = md.Since
-	}
 	d.mu.Lock()
+	above := maps.Clone(d.above)
+	if above == nil {
+		above = map[string]int64{}
+	}
+	for _, md := range m.Destinations {
+		above[md.Name] = max(above[md.Name], md.Since)
+	}
 	d.above = above
 	d.mu.Unlock()
 	select {
@@ -108,12 +119,24 @@ func (d *Downlink) refreshClaims() error {
 	d.mu.Lock()
 	above := d.above
 	d.mu.Unlock()
-	sup, err := tree.Superseded(d.cfg.Store, d.cfg.Space, above)
+	routes, err := tree.Routes(d.cfg.Store, d.cfg.Space)
 	if err != nil {
 		return err
 	}
+	sup := routes.Superseded(above)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if len(d.above) > 0 {
+		claimed := map[string]bool{}
+		for _, dests := range routes {
+			for _, rd := range dests {
+				claimed[rd.Name] = true
+			}
+		}
+		kept := maps.Clone(d.above) // SetMoved and readers share the old map
+		maps.DeleteFunc(kept, func(name string, _ int64) bool { return !claimed[name] })
+		d.above = kept
+	}
 	if maps.EqualFunc(sup, d.superseded, maps.Equal) {
 		return nil
 	}

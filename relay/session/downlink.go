@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,6 +75,11 @@ type DownlinkConfig struct {
 	Listener Listener
 	// Authority certifies joining children.
 	Authority *join.Authority
+	// Registrar records, at the root, the relays that join or link below
+	// this relay (register.go): the root's registry, or a region's Uplink,
+	// which forwards to its parent. Nil registers nothing, and children's
+	// claims are checked for their shape only.
+	Registrar join.Registrar
 	// Mailbox, when set, is called when a child is first seen (the root
 	// makes the child's mailbox visible); Reports returns (creating it if
 	// needed) the space where the child's reports are kept.
@@ -100,8 +106,10 @@ type Downlink struct {
 
 	// routeLocks serializes the writes of each child's route record (a
 	// *sync.Mutex per child name); different children's go to the log
-	// together.
-	routeLocks sync.Map
+	// together. recordLocks serializes the recording of each child's
+	// announcements (record), checks and write together.
+	routeLocks  sync.Map
+	recordLocks sync.Map
 	// epoch identifies this parent's store (Welcome.Epoch); set by Start.
 	epoch string
 
@@ -127,6 +135,9 @@ type Downlink struct {
 	claimsChanged chan struct{}
 	// links gathers link records to write (saveLink).
 	links linkWrites
+	// registrationsRefused counts the joins and links the root refused
+	// and the registrations refused here (register.go).
+	registrationsRefused atomic.Uint64
 }
 
 // childState is what the parent keeps for one child across reconnects.
@@ -138,9 +149,19 @@ type childState struct {
 	connected time.Time
 	lastSeen  time.Time
 	links     uint64
-	// announced is the child's last announcement: the destinations below it.
+	// announced is the child's last announcement: the destinations below
+	// it, those it may claim (checkClaims); raw is that announcement as the
+	// child sent it.
 	announced    []wire.Destination
 	announcedGen uint64
+	raw          *wire.Announce
+	// version is the protocol version of the child's link; unverified is
+	// set while this relay cannot have the child's claims checked (its
+	// parent does not register relays); claimsRefused counts the claims
+	// refused (checkClaims).
+	version       uint32
+	unverified    bool
+	claimsRefused uint64
 	// moved is signalled when the child's superseded claims change, so
 	// that its link tells it (wire.Moved).
 	moved chan struct{}
@@ -162,7 +183,14 @@ type ChildStatus struct {
 	// reached elsewhere (it re-homed): the child's reports may still count
 	// it, so summaries leave the child out until it drops the claim.
 	Superseded bool
+	// ClaimsRefused counts the destinations it announced and may not
+	// claim (register.go).
+	ClaimsRefused uint64
 }
+
+// RegistrationsRefused counts the joins and links at or below this relay
+// that were refused (register.go).
+func (d *Downlink) RegistrationsRefused() uint64 { return d.registrationsRefused.Load() }
 
 // NewDownlink returns a Downlink for cfg.
 func NewDownlink(cfg DownlinkConfig) *Downlink {
@@ -213,7 +241,7 @@ func (d *Downlink) Children() []ChildStatus {
 	out := make([]ChildStatus, 0, len(d.children))
 	for _, c := range d.children {
 		st := ChildStatus{Identity: c.id, Connected: c.conn != nil, LastSeen: c.lastSeen, Links: c.links,
-			Down: c.sender.Stats(), Up: c.collector.Stats(), Superseded: len(d.superseded[c.id.Name]) > 0}
+			Down: c.sender.Stats(), Up: c.collector.Stats(), Superseded: len(d.superseded[c.id.Name]) > 0, ClaimsRefused: c.claimsRefused}
 		if c.conn != nil {
 			st.Transport = c.conn.Transport()
 		}
@@ -448,28 +476,67 @@ func (d *Downlink) notifyLocked() {
 func (d *Downlink) announced(ctx context.Context, c *childState, a *wire.Announce) (uint64, error) {
 	d.mu.Lock()
 	stale := a.Generation <= c.announcedGen && c.announcedGen != 0
+	if !stale {
+		c.raw = a
+	}
 	d.mu.Unlock()
 	if stale {
 		return 0, nil
 	}
-	// Paths start with the child's name (wire.Destination.Path).
-	for _, dest := range a.Destinations {
-		if len(dest.Path) == 0 || dest.Path[0] != c.id.Name {
-			d.log.Warn("ignoring an announcement with a path outside the child", "child", c.id.Name, "destination", dest.Name)
-			return 0, nil
-		}
+	return d.record(ctx, c, a)
+}
+
+// record records announcement a of child c, reduced to what the child may
+// claim (checkClaims).
+func (d *Downlink) record(ctx context.Context, c *childState, a *wire.Announce) (uint64, error) {
+	mu, _ := d.recordLocks.LoadOrStore(c.id.Name, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	dests, err := d.checkClaims(c, a.Destinations)
+	if err != nil {
+		return 0, err
 	}
-	rev, err := d.saveRoute(ctx, c.id.Name, a.Destinations)
+	rev, err := d.saveRoute(ctx, c.id.Name, dests)
 	if err != nil {
 		return 0, fmt.Errorf("session: saving the route of %s: %w", c.id.Name, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if a.Generation > c.announcedGen || c.announcedGen == 0 {
-		c.announced, c.announcedGen = a.Destinations, a.Generation
+	if a.Generation >= c.announcedGen || c.announcedGen == 0 {
+		c.announced, c.announcedGen = dests, a.Generation
 		d.notifyLocked()
 	}
 	return rev, nil
+}
+
+// markDisconnected records, in the route record of a child whose link is
+// down, its destinations as disconnected (last seen now), unless it linked
+// again meanwhile: its claims then lose to those of a child the
+// destinations are connected to (tree.Superseded).
+func (d *Downlink) markDisconnected(ctx context.Context, c *childState) error {
+	mu, _ := d.recordLocks.LoadOrStore(c.id.Name, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	d.mu.Lock()
+	linked := c.conn != nil
+	d.mu.Unlock()
+	if linked {
+		return nil
+	}
+	rt, _, err := tree.ReadRoute(d.cfg.Store, tree.RouteKey(d.cfg.Space, c.id.Name))
+	if err != nil || !slices.ContainsFunc(rt.Destinations, func(rd tree.RouteDestination) bool { return rd.Connected }) {
+		return err
+	}
+	now := time.Now().UnixNano()
+	dests := make([]wire.Destination, len(rt.Destinations))
+	for i, rd := range rt.Destinations {
+		dests[i] = wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path, Since: rd.Since, LastSeen: rd.LastSeen}
+		if rd.Connected {
+			dests[i].LastSeen = now
+		}
+	}
+	_, err = d.saveRoute(ctx, c.id.Name, dests)
+	return err
 }
 
 func (d *Downlink) serve(ctx context.Context, conn link.Conn) {
@@ -513,8 +580,9 @@ func (d *Downlink) serveJoin(ctx context.Context, conn link.Conn) {
 		return
 	}
 	defer st.Close()
-	id, err := d.cfg.Authority.Serve(st)
+	id, err := d.cfg.Authority.Serve(hctx, st)
 	if err != nil {
+		d.registrationsRefused.Add(1)
 		d.log.Warn("join refused", "remote", conn.RemoteAddr().String(), "error", err)
 	} else {
 		d.log.Info("child joined", "child", id.Name, "path", id.String(), "role", id.Role.String())
@@ -545,14 +613,16 @@ func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (
 	if existing := d.children[id.Name]; existing != nil {
 		c = existing
 	}
-	c.id = id // a child reloaded from its route learns its role here
+	if c.id.Role != id.Role || !slices.Equal(c.id.Path, id.Path) {
+		c.id = id // a child reloaded from its route learns its role here; c.id changes only then
+	}
 	d.children[id.Name] = c
 	if c.conn != nil {
 		_ = c.conn.Close("replaced by a newer link")
 	}
 	c.conn, c.connected, c.lastSeen = conn, time.Now(), time.Now()
 	c.links++
-	c.announcedGen = 0 // a new link starts its generations again
+	c.announcedGen, c.raw = 0, nil // a new link starts its generations again
 	d.notifyLocked()
 	return c, nil
 }
@@ -609,10 +679,43 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		defer linger(conn, control)
 		return sendError(w, wire.CodeUnsupportedVersion, fmt.Sprintf("this parent speaks protocol versions %d to %d", wire.MinProtocolVersion, wire.ProtocolVersion))
 	}
+	lc, err := d.prepareLink(conn, id, hello)
+	if err != nil {
+		_ = sendError(w, wire.CodeInternal, "checking the certificate: "+err.Error())
+		return err
+	}
+	var gen int64
+	var regErr error
+	if lc != nil && lc.wait {
+		// A relay linking here first, or with another key than it had:
+		// the root decides before it may replace a live link of the name.
+		if gen, regErr = d.register(ctx, lc.reg); errors.Is(regErr, join.ErrRefused) {
+			d.registrationsRefused.Add(1)
+			log.Warn("refusing a child the root does not recognize", "path", id.String(), "error", regErr)
+			defer linger(conn, control)
+			return sendError(w, wire.CodePermissionDenied, regErr.Error())
+		}
+	}
 	c, err := d.state(ctx, id, conn)
 	if err != nil {
 		_ = sendError(w, wire.CodeInternal, "preparing the mailbox: "+err.Error())
 		return err
+	}
+	d.mu.Lock()
+	c.version = version
+	d.mu.Unlock()
+	if lc != nil && lc.wait {
+		if err := d.linked(ctx, c, lc, gen, regErr, log); err != nil {
+			_ = sendError(w, wire.CodeInternal, "registering the child: "+err.Error())
+			return err
+		}
+	} else if lc != nil {
+		go func() {
+			gen, err := d.register(ctx, lc.reg)
+			if err := d.linked(ctx, c, lc, gen, err, log); err != nil && ctx.Err() == nil {
+				_ = conn.Close("refused: " + err.Error())
+			}
+		}()
 	}
 	defer func() {
 		// (A relay that stops records its links down when it starts
@@ -620,6 +723,9 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		if d.release(c, conn) && serverCtx.Err() == nil {
 			if err := d.saveLink(serverCtx, id.Name, false); err != nil && serverCtx.Err() == nil {
 				log.Warn("recording the link down", "error", err)
+			}
+			if err := d.markDisconnected(serverCtx, c); err != nil && serverCtx.Err() == nil {
+				log.Warn("recording the child's destinations disconnected", "error", err)
 			}
 		}
 	}()
@@ -715,7 +821,18 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	})
 	wg.Go(func() { ended("collecting reports", c.collector.Serve(ctx, up)) })
 	wg.Go(func() {
-		ended("control stream", serveControl(ctx, r, func(a *wire.Announce) error { return d.onAnnounce(ctx, c, a, version, send, routed) }, nil, nil))
+		ended("control stream", serveControl(ctx, r, func(m wire.Message) error {
+			switch m := m.(type) {
+			case *wire.Announce:
+				return d.onAnnounce(ctx, c, m, version, send, routed)
+			case *wire.Register:
+				if version < 3 {
+					return fmt.Errorf("%w: Register on a link of protocol version %d", errProtocol, version)
+				}
+				go d.onRegister(ctx, c, m, send)
+			}
+			return nil
+		}, nil, nil))
 	})
 	wg.Go(func() { ended("telling moves", d.tellMoved(ctx, c, send)) })
 	if version >= 2 {
@@ -750,12 +867,13 @@ func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link
 	return st, nil
 }
 
-// serveControl reads the control stream until it ends, handing
-// announcements to onAnnounce (nil: a child, which receives none), Moved
-// to onMoved (nil: a parent, which receives none; or an edge, which has no
-// claims to drop) and Siblings and AnnounceAck to onParent (nil:
-// ignored). Liveness is the transport's keep-alive.
-func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Announce) error, onMoved func(*wire.Moved),
+// serveControl reads the control stream until it ends, handing a child's
+// Announce and Register to fromChild (nil: this end is the child, which
+// receives none), Moved to onMoved (nil: a parent, which receives none; or
+// an edge, which has no claims to drop) and Siblings, AnnounceAck and
+// Registered to onParent (nil: ignored). Liveness is the transport's
+// keep-alive.
+func serveControl(ctx context.Context, r *wire.Reader, fromChild func(wire.Message) error, onMoved func(*wire.Moved),
 	onParent func(wire.Message) error) error {
 	for ctx.Err() == nil {
 		m, err := r.Read()
@@ -763,22 +881,22 @@ func serveControl(ctx context.Context, r *wire.Reader, onAnnounce func(*wire.Ann
 			return err
 		}
 		switch m := m.(type) {
-		case *wire.Announce:
-			if onAnnounce == nil {
-				return fmt.Errorf("%w: a parent sent an announcement", errProtocol)
+		case *wire.Announce, *wire.Register:
+			if fromChild == nil {
+				return fmt.Errorf("%w: a parent sent %s", errProtocol, m.Type())
 			}
-			if err := onAnnounce(m); err != nil {
+			if err := fromChild(m); err != nil {
 				return err
 			}
 		case *wire.Moved:
-			if onAnnounce != nil {
+			if fromChild != nil {
 				return fmt.Errorf("%w: a child sent Moved", errProtocol)
 			}
 			if onMoved != nil {
 				onMoved(m)
 			}
-		case *wire.Siblings, *wire.AnnounceAck:
-			if onAnnounce != nil {
+		case *wire.Siblings, *wire.AnnounceAck, *wire.Registered:
+			if fromChild != nil {
 				return fmt.Errorf("%w: a child sent %s", errProtocol, m.Type())
 			}
 			if onParent != nil {

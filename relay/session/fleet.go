@@ -201,7 +201,7 @@ func (d *Downlink) replica() string {
 }
 
 // clearLinks marks down the links this replica recorded as up before it
-// (re)started.
+// (re)started, and those children's destinations disconnected.
 func (d *Downlink) clearLinks(ctx context.Context) error {
 	lr, err := d.cfg.Store.List(store.ListOptions{Resource: LinkResource})
 	if err != nil {
@@ -213,8 +213,20 @@ func (d *Downlink) clearLinks(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		rec, _, err := readLink(d.cfg.Store, o.Key)
+		if err != nil {
+			return err
+		}
 		if err := d.saveLink(ctx, child, false); err != nil {
 			return err
+		}
+		d.mu.Lock()
+		c := d.children[child]
+		d.mu.Unlock()
+		if c != nil && rec.Replica == d.replica() {
+			if err := d.markDisconnected(ctx, c); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

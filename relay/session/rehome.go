@@ -134,13 +134,15 @@ func (r *routes) ack(m *wire.AnnounceAck) {
 	r.notifyLocked()
 }
 
-// fromParent handles the parent's Siblings and AnnounceAck.
+// fromParent handles the parent's Siblings, AnnounceAck and Registered.
 func (u *Uplink) fromParent(ctx context.Context, m wire.Message) error {
 	switch m := m.(type) {
 	case *wire.Siblings:
 		return u.learnSiblings(ctx, m)
 	case *wire.AnnounceAck:
 		u.routes.ack(m)
+	case *wire.Registered:
+		u.registrations.answer(m)
 	}
 	return nil
 }

@@ -247,7 +247,7 @@ func TestEdgeWithoutTokenOrIdentity(t *testing.T) {
 // edgeSubtree announces an edge's own destination, as the edge relay does.
 func edgeSubtree(name string) func() ([]wire.Destination, <-chan struct{}) {
 	return func() ([]wire.Destination, <-chan struct{}) {
-		return []wire.Destination{{Name: name, Path: []string{name}, Connected: true}}, nil
+		return []wire.Destination{{Name: name, Connected: true}}, nil
 	}
 }
 

@@ -72,6 +72,11 @@ type Uplink struct {
 	// of this relay's announcements (rehome.go).
 	homes  homes
 	routes routes
+	// registrations are the Registers sent to the parent for this relay's
+	// children (register.go).
+	registrations registrations
+	// cert is this relay's certificate and key, once Start loaded them.
+	cert *tls.Certificate
 }
 
 // NewUplink returns an Uplink for cfg.
@@ -118,6 +123,7 @@ func (u *Uplink) Start(ctx context.Context) error {
 	if err := u.loadSiblings(); err != nil {
 		return err
 	}
+	u.cert = &cert
 	d := u.dialer(pki.LinkClientTLS(&cert, root, join.ServerNameOf(u.cfg.Parents[0])))
 	defer d.Close()
 	redial := &link.Redialer{
@@ -216,8 +222,12 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	if u.cfg.Role == pki.RoleRegion {
 		role = wire.RoleRegion
 	}
+	proof, err := u.linkProof(conn)
+	if err != nil {
+		return err
+	}
 	if err := w.Send(&wire.Hello{Name: u.cfg.Name, Role: role, Versions: wire.SupportedVersions(),
-		Cursor: wire.Cursor{Revision: cursor, ReportSeq: u.reporter.Acked(), Epoch: epoch}}); err != nil {
+		Cursor: wire.Cursor{Revision: cursor, ReportSeq: u.reporter.Acked(), Epoch: epoch}, Proof: proof}); err != nil {
 		return err
 	}
 	welcome, err := readAs[*wire.Welcome](r)
@@ -251,13 +261,16 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	var streams sync.WaitGroup
 	streams.Go(func() { errc <- u.receiver.Serve(ctx, down) })
 	streams.Go(func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) })
+	send := lockedSend(w) // the announcing loop and the Registers share the control stream
+	u.registrations.start(welcome.Version, send)
+	defer u.registrations.stop()
 	go func() {
 		errc <- serveControl(ctx, r, nil, u.cfg.Moved, func(m wire.Message) error { return u.fromParent(ctx, m) })
 	}()
 	closeControl = false
 	go func() {
 		defer control.Close()
-		errc <- u.announce(ctx, w, since)
+		errc <- u.announce(ctx, send, since)
 	}()
 	go func() {
 		<-conn.Done()
@@ -271,9 +284,8 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 
 // announce sends the subtree on connect and again whenever it changes,
 // with since as the Since of the destinations that have none (this
-// relay's own). The control stream's writer belongs to this loop once
-// the session runs.
-func (u *Uplink) announce(ctx context.Context, w *wire.Writer, since int64) error {
+// relay's own; a parent of protocol version 3 replaces it).
+func (u *Uplink) announce(ctx context.Context, send func(wire.Message) error, since int64) error {
 	if u.cfg.Subtree == nil {
 		<-ctx.Done()
 		return ctx.Err()
@@ -290,7 +302,7 @@ func (u *Uplink) announce(ctx context.Context, w *wire.Writer, since int64) erro
 			out[i] = d
 		}
 		u.routes.announcing(gen, out) // before an ack can come
-		if err := w.Send(&wire.Announce{Generation: gen, Destinations: out}); err != nil {
+		if err := send(&wire.Announce{Generation: gen, Destinations: out}); err != nil {
 			return err
 		}
 		select {

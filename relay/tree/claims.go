@@ -1,7 +1,6 @@
 package tree
 
 import (
-	"maps"
 	"strings"
 
 	"github.com/canopy-dev/canopy/relay/store"
@@ -9,16 +8,26 @@ import (
 
 // Superseded returns, per child of space, the destinations that the child's
 // route record claims and that are now reached elsewhere: another child
-// claims them with a later Since, or above (what this relay's own parent
+// claims them with a better claim, or above (what this relay's own parent
 // said had moved away from it, wire.Moved) holds a later Since. Each is
-// mapped to the newest Since known for it.
+// mapped to the Since of the claim that won (or above's).
 //
 // A destination that re-homes is claimed twice for a while: by its new
 // parent at once, by its old one until the old one learns it has moved.
 // Summaries must count it once, so a child holding a superseded claim is
 // left out of its parent's summaries until it drops the claim; the parent
-// tells it (wire.Moved). Claims with equal Since (or none) supersede
-// nothing.
+// tells it (wire.Moved).
+//
+// Of two claims, one that says the destination is connected beats one
+// that does not (a parent marks a child's claims disconnected when the
+// child's link goes down): a stale claim of a relay that is gone never
+// takes a destination from the child it is connected to. Between claims
+// alike in that, the greater Since wins: the generation the root gave the
+// destination when it linked along that path (relay/registry). Equal
+// claims supersede nothing. What the parent says moved away supersedes
+// only claims of destinations not connected here: a destination linked to
+// a child cannot be linked elsewhere, so the parent's news is older than
+// the link, and the parent learns better from this relay's announcement.
 func Superseded(r store.Reader, space string, above map[string]int64) (map[string]map[string]int64, error) {
 	routes, err := Routes(r, space)
 	if err != nil {
@@ -125,27 +134,46 @@ func (c *RouteCache) Superseded(r store.Reader, space string, above map[string]i
 
 // Superseded is Superseded over claims already read.
 func (claims Claims) Superseded(above map[string]int64) map[string]map[string]int64 {
-	newest := maps.Clone(above)
-	if newest == nil {
-		newest = map[string]int64{}
-	}
+	best := map[string]claimRank{}
 	for _, dests := range claims {
 		for _, d := range dests {
-			if d.Since > newest[d.Name] {
-				newest[d.Name] = d.Since
+			r := rankOf(d)
+			if b, ok := best[d.Name]; !ok || b.less(r) {
+				best[d.Name] = r
 			}
 		}
 	}
 	out := map[string]map[string]int64{}
 	for child, dests := range claims {
 		for _, d := range dests {
-			if n := newest[d.Name]; d.Since < n {
-				if out[child] == nil {
-					out[child] = map[string]int64{}
-				}
-				out[child][d.Name] = n
+			winner := int64(0)
+			if b := best[d.Name]; rankOf(d).less(b) {
+				winner = b.since
+			} else if a, ok := above[d.Name]; ok && d.Since < a && !d.Connected {
+				winner = a
+			} else {
+				continue
 			}
+			if out[child] == nil {
+				out[child] = map[string]int64{}
+			}
+			out[child][d.Name] = winner
 		}
 	}
 	return out
+}
+
+// claimRank orders the claims of one destination (Superseded).
+type claimRank struct {
+	connected bool
+	since     int64
+}
+
+func rankOf(d RouteDestination) claimRank { return claimRank{d.Connected, d.Since} }
+
+func (a claimRank) less(b claimRank) bool {
+	if a.connected != b.connected {
+		return b.connected
+	}
+	return a.since < b.since
 }

@@ -129,3 +129,25 @@ func TestRouteCacheSuperseded(t *testing.T) {
 		t.Errorf("after r1 dropped e1: %v, want nothing superseded", after)
 	}
 }
+
+// A claim of a connected destination beats any claim of a disconnected
+// one, whatever their Since: a stale claim of a relay that is gone (or a
+// forged Since on it) never takes a destination from the child it is
+// connected to. What the parent says moved away leaves a connected
+// claim alone.
+func TestSupersededPrefersConnected(t *testing.T) {
+	claims := Claims{
+		"gone":  {{Name: "e3", Since: 1 << 60}, {Name: "e4", Since: 9}},
+		"live":  {{Name: "e3", Since: 5, Connected: true}, {Name: "e4", Since: 3}},
+		"other": {{Name: "e5", Since: 4, Connected: true}, {Name: "e6", Since: 4}},
+	}
+	got := claims.Superseded(map[string]int64{"e5": 7, "e6": 7})
+	want := map[string]map[string]int64{
+		"gone":  {"e3": 5},
+		"live":  {"e4": 9},
+		"other": {"e6": 7},
+	}
+	if !maps.EqualFunc(got, want, maps.Equal) {
+		t.Fatalf("Superseded = %v, want %v", got, want)
+	}
+}

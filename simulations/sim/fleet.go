@@ -176,10 +176,7 @@ func newFleet(ctx context.Context, o Options, shape fleetShape, dir string, rela
 		return nil, fmt.Errorf("sim: root: %w", err)
 	}
 	f.rootAddr = f.root.LinkAddr()
-	ca, err := pki.LoadCA(pki.Dir(f.rootDataDir(rootCfg)))
-	if err == nil {
-		f.token, err = pki.IssueJoinToken(ca, 6*time.Hour, time.Now())
-	}
+	f.token, err = f.root.IssueJoinToken(ctx, pki.JoinLimits{}, 6*time.Hour)
 	if err != nil {
 		f.close()
 		return nil, fmt.Errorf("sim: join token: %w", err)
