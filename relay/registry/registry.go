@@ -98,9 +98,32 @@ type Config struct {
 	// relay may take.
 	Root     *x509.Certificate
 	RootName string
-	Logger   *slog.Logger
+	// ReadIndex, when set (a replica of a cluster of roots), makes what
+	// Register reads current: it waits until the store has applied
+	// everything committed when the registration arrived, so that a token
+	// recorded through another replica, or a move recorded there, is seen.
+	ReadIndex ReadIndexer
+	Logger    *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+}
+
+// ReadIndexer confirms with the leader of a cluster which log index a
+// linearizable read must wait for (consensus.Node implements it).
+type ReadIndexer interface {
+	ReadIndex(ctx context.Context) (uint64, error)
+}
+
+// current waits until the store holds everything committed now.
+func (g *Registry) current(ctx context.Context) error {
+	if g.cfg.ReadIndex == nil {
+		return nil
+	}
+	idx, err := g.cfg.ReadIndex.ReadIndex(ctx)
+	if err != nil {
+		return err
+	}
+	return g.cfg.Store.WaitForRevision(ctx, int64(idx))
 }
 
 // Registry records the relays of a tree at its root. It implements
@@ -137,6 +160,9 @@ const maxJoinBatch = 256
 // relay's generation.
 func (g *Registry) Register(ctx context.Context, r join.Registration) (int64, error) {
 	if err := g.check(r); err != nil {
+		return 0, err
+	}
+	if err := g.current(ctx); err != nil {
 		return 0, err
 	}
 	if r.Join {

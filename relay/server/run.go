@@ -183,7 +183,11 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	}
 	authz := auth.NewAuthorizer(st)
 	var r *Root // the downlink's callbacks run once r is complete
-	reg := registry.New(registry.Config{Store: st, Root: ca.Cert, RootName: cfg.treeName(), Logger: log})
+	rcfg := registry.Config{Store: st, Root: ca.Cert, RootName: cfg.treeName(), Logger: log}
+	if cfg.HA.Enabled() {
+		rcfg.ReadIndex = node // a token or a move recorded through another replica is seen
+	}
+	reg := registry.New(rcfg)
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, ReportStore: reports.local, Listener: links, Logger: log,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}, Registrar: reg},
