@@ -21,10 +21,16 @@ import (
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
-// relay render shows, for each destination, the object as its edge will
-// apply it: customized with that destination's parameters and Customizer,
-// and a missing parameter as the edge would report it.
-func TestRender(t *testing.T) {
+// renderRoot is a root in this process, for relay render's tests: its
+// data directory, and clients of its inventory and default spaces.
+type renderRoot struct {
+	t        *testing.T
+	dir      string
+	inv, wds dynamic.Interface
+}
+
+func startRenderRoot(t *testing.T) *renderRoot {
+	t.Helper()
 	dir := t.TempDir()
 	root, err := server.Open(server.Config{Name: "root", DataDir: dir, APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -46,22 +52,33 @@ func TestRender(t *testing.T) {
 		}
 		return dynamic.NewForConfigOrDie(rc)
 	}
-	inv, wds := client(kubeapi.InventorySpace), client(kubeapi.DefaultSpace)
-	create := func(c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) {
-		t.Helper()
-		u := &unstructured.Unstructured{Object: obj}
-		var err error
-		deadline := time.Now().Add(20 * time.Second)
-		for { // the CRDs are installed as the root starts
-			if _, err = c.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{}); err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
+	return &renderRoot{t: t, dir: dir, inv: client(kubeapi.InventorySpace), wds: client(kubeapi.DefaultSpace)}
+}
+
+// create creates obj through c, waiting for its CRD to be served.
+func (r *renderRoot) create(c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) {
+	r.t.Helper()
+	u := &unstructured.Unstructured{Object: obj}
+	var err error
+	deadline := time.Now().Add(20 * time.Second)
+	for { // the CRDs are installed as the root starts
+		if _, err = c.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{}); err == nil || time.Now().After(deadline) {
+			break
 		}
-		if err != nil {
-			t.Fatalf("create %s: %v", u.GetName(), err)
-		}
+		time.Sleep(50 * time.Millisecond)
 	}
+	if err != nil {
+		r.t.Fatalf("create %s: %v", u.GetName(), err)
+	}
+}
+
+// relay render shows, for each destination, the object as its edge will
+// apply it: customized with that destination's parameters and Customizer,
+// and a missing parameter as the edge would report it.
+func TestRender(t *testing.T) {
+	rr := startRenderRoot(t)
+	inv, wds, create := rr.inv, rr.wds, rr.create
+	kubeconfig := filepath.Join(rr.dir, pki.AdminKubeconfigFile)
 	for name, replicas := range map[string]string{"store-1": "1", "store-2": "3", "bare": ""} {
 		labels := map[string]any{"env": "prod"}
 		if replicas != "" {
@@ -87,6 +104,7 @@ func TestRender(t *testing.T) {
 			"downsync": []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"shop"}}}}})
 
 	var out []byte
+	var err error
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if out, err = render(context.Background(), kubeconfig, "default", "store-2", "configmaps", "shop", "web"); err == nil || time.Now().After(deadline) {

@@ -125,14 +125,10 @@ is limited to, how often it was used (and its limit), when it expires, and
 whether it re-keys relays. An expired token is listed until it is revoked.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dataDir == "" {
-				return usageError{flagErrorf("data-dir", "must not be empty")}
-			}
-			cs, err := inventoryClient(dataDir)
+			ctx, cs, cancel, err := tokenClient(cmd, dataDir)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), tokenTimeout)
 			defer cancel()
 			tokens, err := listTokens(ctx, cs)
 			if err != nil {
@@ -161,14 +157,10 @@ joined with them keep their certificates.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			if dataDir == "" {
-				return usageError{flagErrorf("data-dir", "must not be empty")}
-			}
-			cs, err := inventoryClient(dataDir)
+			ctx, cs, cancel, err := tokenClient(cmd, dataDir)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), tokenTimeout)
 			defer cancel()
 			secrets := cs.CoreV1().Secrets(registry.TokenNamespace)
 			for _, id := range ids {
@@ -186,6 +178,20 @@ joined with them keep their certificates.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(defaultName), "data directory of the root relay")
 	return cmd
+}
+
+// tokenClient checks --data-dir and returns a client of the root's
+// inventory space, with a context bounded by tokenTimeout.
+func tokenClient(cmd *cobra.Command, dataDir string) (context.Context, kubernetes.Interface, context.CancelFunc, error) {
+	if dataDir == "" {
+		return nil, nil, nil, usageError{flagErrorf("data-dir", "must not be empty")}
+	}
+	cs, err := inventoryClient(dataDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), tokenTimeout)
+	return ctx, cs, cancel, nil
 }
 
 // inventoryClient is a client of the inventory space of the root whose
