@@ -13,6 +13,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/join"
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/tree"
 )
@@ -118,4 +119,103 @@ func forgeIdentity(t *testing.T, r *Child, dir, name string) {
 	if err := pki.SaveChildIdentity(dir, keyPEM, chain, rootCA); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A stale claim never empties a connected edge. The root's route record
+// of region-b, which is gone, claims e3 with a far later Since, as an
+// impostor's claim left from before the registry did. After the root
+// restarts, region-a, to which e3 is connected, keeps e3: e3 never
+// deletes what it applied, and region-a is never superseded.
+func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
+	cfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
+	root, err := Open(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRoot := serveInBackground(t, "root", root.Serve)
+	<-root.Ready()
+	token := joinToken(t, root)
+	region := func(name string) (*Child, func()) {
+		cfg := ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+			JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true}
+		c, err := OpenChild(cfg, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := serveInBackground(t, name, c.Serve)
+		waitFor(t, name+" serving", func() bool { return c.LinkAddr() != "" && c.Uplink().Connected() })
+		return c, stop
+	}
+	a, _ := region("region-a")
+	_, stopB := region("region-b")
+	e3 := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e3", DataDir: t.TempDir(), Parents: []string{a.LinkAddr()},
+		JoinToken: token, InMemory: true})
+	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "kept"}
+	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"default","annotations":{%q:"e3"}}}`, DestinationsAnnotation)
+	if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
+		t.Fatal(err)
+	}
+	kept := "configmaps/default/kept"
+	waitFor(t, "e3 holding its ConfigMap", func() bool { return slices.Contains(inbox(e3), kept) })
+	deleted := make(chan struct{}, 1)
+	w, err := e3.Store().Watch(t.Context(), store.WatchOptions{Space: InboxSpace, Since: e3.Store().Revision()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.Events() {
+			if ev.Type == store.Deleted && ev.Prev != nil && ev.Prev.Key.Name == "kept" {
+				deleted <- struct{}{}
+			}
+		}
+	}()
+
+	stopB()
+	waitFor(t, "region-b gone", func() bool { return !childStatusOf(root, "region-b").Connected })
+	stale, err := tree.EncodeRoute(tree.RouteKey(DownsyncSpace, "region-b").Name, []tree.RouteDestination{
+		{Name: "e3", Path: []string{"region-b", "e3"}, Since: 1 << 62, Connected: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Store().Update(context.Background(), tree.RouteKey(DownsyncSpace, "region-b"), stale, 0); err != nil {
+		t.Fatal(err)
+	}
+	stopRoot()
+	cfg.APIAddr, cfg.LinkAddr = root.Addr(), root.LinkAddr()
+	if root, err = Open(cfg, quiet); err != nil {
+		t.Fatal(err)
+	}
+	serveInBackground(t, "root again", root.Serve)
+	<-root.Ready()
+	waitFor(t, "region-a linked again", func() bool { return childStatusOf(root, "region-a").Connected })
+
+	// Something new for e3 goes through: the tree has moved on since the
+	// restart, and the old ConfigMap was never deleted meanwhile.
+	k.Name = "later"
+	if _, err := root.Store().Create(context.Background(), k, []byte(strings.ReplaceAll(data, "kept", "later"))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "e3 receiving a new ConfigMap", func() bool { return slices.Contains(inbox(e3), "configmaps/default/later") })
+	select {
+	case <-deleted:
+		t.Fatal("e3 deleted what it applied because of a stale claim")
+	default:
+	}
+	if c := childStatusOf(root, "region-a"); c.Superseded {
+		t.Error("region-a is superseded by region-b's stale claim")
+	}
+	dests, _ := root.down.Subtree()
+	if len(dests) != 1 || !slices.Equal(dests[0].Path, []string{"region-a", "e3"}) || !dests[0].Connected {
+		t.Errorf("the root's subtree %+v, want e3 connected through region-a", dests)
+	}
+}
+
+func childStatusOf(r *Root, name string) session.ChildStatus {
+	for _, c := range r.Children() {
+		if c.Identity.Name == name {
+			return c
+		}
+	}
+	return session.ChildStatus{}
 }
