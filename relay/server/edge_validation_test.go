@@ -49,7 +49,7 @@ func badEdgeObjects() []struct {
 	}
 	customizer := func(value string) map[string]any {
 		return map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",
-			"metadata": map[string]any{"name": "bad", "namespace": "default"},
+			"metadata":     map[string]any{"name": "bad", "namespace": "default"},
 			"replacements": []any{map[string]any{"path": "/data/x", "value": value}}}
 	}
 	ep, loc, cust := edgev1alpha1.EdgePlacementsGVR, edgev1alpha1.LocationsGVR, edgev1alpha1.CustomizersGVR
@@ -138,7 +138,7 @@ func TestEdgeSelectorsAreValidated(t *testing.T) {
 		edgev1alpha1.LocationsGVR: {"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
 			"metadata": map[string]any{"name": "bad"}, "spec": map[string]any{"instanceSelector": expr("zone", "DoesNotExist")}},
 		edgev1alpha1.CustomizersGVR: {"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Customizer",
-			"metadata": map[string]any{"name": "bad", "namespace": "default"},
+			"metadata":     map[string]any{"name": "bad", "namespace": "default"},
 			"replacements": []any{map[string]any{"path": "/data/x", "value": `"eu-%(zone)"`}}},
 	}
 	for gvr, obj := range good {
