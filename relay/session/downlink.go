@@ -5,6 +5,11 @@
 // stream, then the downsync and upsync streams, each served by relay/tree,
 // and reconnection.
 //
+// It also has the root register every relay that joins or links below
+// this one, and checks each child's announcement against what the root
+// granted it (register.go): who a relay is and which destinations it may
+// claim are decided at the root (relay/registry), never by a child.
+//
 // It must not decide what goes into a mailbox (placement, routing) nor
 // what a child reports (the syncer): it moves whatever the mailbox and
 // outbox spaces hold.
