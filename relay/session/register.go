@@ -251,8 +251,11 @@ func (d *Downlink) grant(child, dest string) (grantRecord, bool, error) {
 	return g, true, nil
 }
 
-// saveGrant records what dest was granted through child.
+// saveGrant records what dest was granted through child. Grants are bulk
+// writes (store.Bulk): ten thousand edges linking at once make a few log
+// entries at the root, not one each.
 func (d *Downlink) saveGrant(ctx context.Context, child, dest string, g grantRecord) error {
+	ctx = store.Bulk(ctx)
 	k := grantKey(d.cfg.Space, child, dest)
 	g.Metadata.Name = k.Name
 	data, err := json.Marshal(g)
