@@ -127,13 +127,7 @@ func forgeIdentity(t *testing.T, r *Child, dir, name string) {
 // restarts, region-a, to which e3 is connected, keeps e3: e3 never
 // deletes what it applied, and region-a is never superseded.
 func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
-	cfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
-	root, err := Open(cfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRoot := serveInBackground(t, "root", root.Serve)
-	<-root.Ready()
+	root, cfg, stopRoot := startStoppableRoot(t)
 	token := joinToken(t, root)
 	region := func(name string) (*Child, func()) {
 		cfg := ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
@@ -181,13 +175,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 	if _, err := root.Store().Update(context.Background(), tree.RouteKey(DownsyncSpace, "region-b"), stale, 0); err != nil {
 		t.Fatal(err)
 	}
-	stopRoot()
-	cfg.APIAddr, cfg.LinkAddr = root.Addr(), root.LinkAddr()
-	if root, err = Open(cfg, quiet); err != nil {
-		t.Fatal(err)
-	}
-	serveInBackground(t, "root again", root.Serve)
-	<-root.Ready()
+	root = reopenRoot(t, cfg, root, stopRoot)
 	waitFor(t, "region-a linked again", func() bool { return childStatusOf(root, "region-a").Connected })
 
 	// Something new for e3 goes through: the tree has moved on since the

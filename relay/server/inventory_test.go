@@ -30,13 +30,7 @@ func syncTargetShows(st *unstructured.Unstructured) (path string, connected, has
 // keeps it across a restart of the root; a SyncTarget that an admin made,
 // with no edge, shows PATH <none> and CONNECTED False.
 func TestSyncTargetStatus(t *testing.T) {
-	cfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
-	root, err := Open(cfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRoot := serveInBackground(t, "root", root.Serve)
-	<-root.Ready()
+	root, cfg, stopRoot := startStoppableRoot(t)
 	token := joinToken(t, root)
 	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
 		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
@@ -105,13 +99,7 @@ func TestSyncTargetStatus(t *testing.T) {
 
 	// The root restarts: e1's LAST-SEEN stays, and so does the admin's
 	// SyncTarget. e2, which joins after, shows the first pass is done.
-	stopRoot()
-	cfg.APIAddr, cfg.LinkAddr = root.Addr(), root.LinkAddr()
-	if root, err = Open(cfg, quiet); err != nil {
-		t.Fatal(err)
-	}
-	serveInBackground(t, "root again", root.Serve)
-	<-root.Ready()
+	root = reopenRoot(t, cfg, root, stopRoot)
 	edge("e2")
 	waitFor(t, "e2's SyncTarget, connected", func() bool {
 		st := get("e2")

@@ -44,6 +44,35 @@ func startTestRootOn(t testing.TB, net *Network) *Root {
 	return r
 }
 
+// startStoppableRoot starts a root, as startTestRoot does, and returns
+// what reopenRoot needs to start it again: its configuration and a stop.
+func startStoppableRoot(t testing.TB) (*Root, Config, func()) {
+	t.Helper()
+	cfg := Config{Name: "root", DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}
+	r, err := Open(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveInBackground(t, "root", r.Serve)
+	<-r.Ready()
+	return r, cfg, stop
+}
+
+// reopenRoot stops root and opens it again, serving, on its data
+// directory and addresses.
+func reopenRoot(t testing.TB, cfg Config, root *Root, stop func()) *Root {
+	t.Helper()
+	stop()
+	cfg.APIAddr, cfg.LinkAddr = root.Addr(), root.LinkAddr()
+	r, err := Open(cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveInBackground(t, "root again", r.Serve)
+	<-r.Ready()
+	return r
+}
+
 func startTestChild(t testing.TB, cfg ChildConfig) *Child {
 	t.Helper()
 	c, err := OpenChild(cfg, quiet)
