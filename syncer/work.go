@@ -583,7 +583,7 @@ func drifted(r *record, live *unstructured.Unstructured) bool {
 	return !jsonEqual(project(r.Applied, live.Object), r.Applied)
 }
 
-// cursorKey is where relay/tree's Receiver keeps the inbox cursor (the
+// cursorKey is where relay/transport/tree's Receiver keeps the inbox cursor (the
 // last parent revision applied): system space, resource
 // cursors.tree.canopy.dev, named "downsync.<inbox>".
 func (s *Syncer) cursorKey() store.Key {

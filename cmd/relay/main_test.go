@@ -22,7 +22,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
-	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 )
 
 const (

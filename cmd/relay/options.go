@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/relay/transport/link"
 )
 
 // Roles.

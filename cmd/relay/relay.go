@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 )
 
 const relayLong = `relay runs one node of a Canopy tree. --role chooses which parts run:

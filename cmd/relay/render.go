@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/relay/store"

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/registry"
+	"github.com/canopy-dev/canopy/relay/transport/registry"
 )
 
 func newTokenCommand() *cobra.Command {
@@ -211,7 +211,7 @@ func inventoryClient(dataDir string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(rc)
 }
 
-// recordToken writes a token's record (relay/registry) into the root's
+// recordToken writes a token's record (relay/transport/registry) into the root's
 // inventory space, creating its namespace on first use.
 func recordToken(ctx context.Context, cs kubernetes.Interface, claims pki.JoinClaims) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: registry.TokenNamespace}}

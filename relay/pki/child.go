@@ -683,7 +683,7 @@ func PeerIdentity(cs tls.ConnectionState) (Identity, bool) {
 
 // KeyID identifies a public key: the SHA-256 of its PKIX (SubjectPublicKeyInfo)
 // encoding, lower-case hex. The root records it for every joined relay
-// (relay/registry), so that a certificate for a joined name with another
+// (relay/transport/registry), so that a certificate for a joined name with another
 // key is refused.
 func KeyID(pub any) (string, error) {
 	der, err := PublicKeyDER(pub)
@@ -695,7 +695,7 @@ func KeyID(pub any) (string, error) {
 
 // Link proofs. A relay that links to a parent signs, with its own key, the
 // path it links at and the time: the root accepts that a relay moved to
-// another parent (relay/registry) only with such a proof, newer than the
+// another parent (relay/transport/registry) only with such a proof, newer than the
 // last it accepted, so that no parent on the way (however it got its
 // certificate) can move another relay's destination to itself.
 

@@ -74,7 +74,7 @@ type JoinClaims struct {
 	// Names, when set, are the only relay names the token may join.
 	Names []string
 	// MaxUses, when positive, is how many joins the token allows in all;
-	// the root counts them (relay/registry).
+	// the root counts them (relay/transport/registry).
 	MaxUses int
 	// Rekey lets the token join names that are already joined, replacing
 	// their keys: an admin's way to give a relay that lost its key (or
@@ -131,7 +131,7 @@ func CheckJoinTokenTTL(ttl time.Duration) error {
 // credential usable until it expires, as often as its limits allow (see
 // [IssueLimitedJoinToken]): keep it as private as a password, and keep
 // its TTL short. The root accepts a token
-// only while its record exists (relay/registry: "relay token create"
+// only while its record exists (relay/transport/registry: "relay token create"
 // writes it, "relay token revoke" deletes it).
 func IssueJoinToken(ca *CA, ttl time.Duration, now time.Time) (string, error) {
 	token, _, err := IssueLimitedJoinToken(ca, JoinLimits{}, ttl, now)

@@ -20,12 +20,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/internal/wire"
-	"github.com/canopy-dev/canopy/relay/join"
-	"github.com/canopy-dev/canopy/relay/link"
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/join"
+	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/simulations/vcluster"
 	"github.com/canopy-dev/canopy/syncer"
 )
@@ -78,7 +77,7 @@ type ChildConfig struct {
 	StatusAddr string
 	// Network, when set, carries this relay's links instead of the host's
 	// UDP and TCP: simulations and tests run whole trees over an in-memory
-	// packet network (relay/link/memnet), QUIC only.
+	// packet network (relay/transport/link/memnet), QUIC only.
 	Network *Network
 	// InMemory keeps the store in memory (no log on disk): for simulations
 	// and benchmarks running hundreds of relays in one process. The inbox
@@ -150,8 +149,8 @@ type Child struct {
 	mu       sync.Mutex // guards ln, downlink and siblings, set once the region has its identity
 	ln       *link.Listener
 	downlink *session.Downlink
-	// moved is the parent's last wire.Moved, for a downlink started after it.
-	moved   *wire.Moved
+	// moved is the parent's last session.Moved, for a downlink started after it.
+	moved   *session.Moved
 	serving chan struct{} // closed once a region serves its children
 	cluster *vcluster.Cluster
 	// clusterStarted: Start owns the cluster's cleanup once called.
@@ -387,7 +386,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 
 // setMoved passes what the parent says has moved away from this relay to
 // its downlink (a region's; an edge has no claims to drop).
-func (c *Child) setMoved(m *wire.Moved) {
+func (c *Child) setMoved(m *session.Moved) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.moved = m
@@ -399,10 +398,10 @@ func (c *Child) setMoved(m *wire.Moved) {
 // subtree is what this relay announces to its parent: an edge is one
 // destination (its cluster); a region announces what its children
 // announced, once it serves them.
-func (c *Child) subtree() ([]wire.Destination, <-chan struct{}) {
+func (c *Child) subtree() ([]session.Destination, <-chan struct{}) {
 	if c.cfg.Role == pki.RoleEdge {
-		self := wire.Destination{Name: c.cfg.Name, Labels: c.cfg.Labels, Connected: true, LastSeen: time.Now().UnixNano()}
-		return []wire.Destination{self}, nil // never changes while running
+		self := session.Destination{Name: c.cfg.Name, Labels: c.cfg.Labels, Connected: true, LastSeen: time.Now().UnixNano()}
+		return []session.Destination{self}, nil // never changes while running
 	}
 	if d := c.Downlink(); d != nil {
 		return d.Subtree()

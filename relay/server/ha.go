@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"

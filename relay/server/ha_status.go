@@ -12,7 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 )
 
 // MembersPath is where a root serves its replicas as it sees them

@@ -15,7 +15,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // replica is one root of a test cluster.

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/join"
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/join"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // A tree of root, region-a with edge e3, and region-b, and a Secret

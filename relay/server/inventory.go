@@ -17,11 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/canopy-dev/canopy/relay/internal/wire"
-	"github.com/canopy-dev/canopy/relay/kubeapi"
-	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -253,7 +252,7 @@ const unserved = "\x00unserved"
 
 // sync brings the SyncTargets in line with dests; it reports whether
 // every write succeeded.
-func (inv *inventory) sync(ctx context.Context, dests []wire.Destination) bool {
+func (inv *inventory) sync(ctx context.Context, dests []session.Destination) bool {
 	ok := true
 	announced := make(map[string]bool, len(dests))
 	for _, d := range dests {
@@ -295,7 +294,7 @@ func (inv *inventory) sync(ctx context.Context, dests []wire.Destination) bool {
 
 // fingerprint is what a SyncTarget shows of a destination: its path,
 // connectivity and labels.
-func fingerprint(d wire.Destination) string {
+func fingerprint(d session.Destination) string {
 	keys := make([]string, 0, len(d.Labels))
 	for k := range d.Labels {
 		keys = append(keys, k)
@@ -359,7 +358,7 @@ func (inv *inventory) lastSeen(name string, cur shown, announced int64) time.Tim
 // upsert writes one destination's SyncTarget, if it differs: labels from
 // the announcement, status from its path and link state. A missing one is
 // created only for a connected destination.
-func (inv *inventory) upsert(ctx context.Context, d wire.Destination) error {
+func (inv *inventory) upsert(ctx context.Context, d session.Destination) error {
 	labels := map[string]string{}
 	for k, v := range d.Labels {
 		labels[k] = v

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/link"
-	"github.com/canopy-dev/canopy/relay/link/memnet"
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/link/memnet"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // testTree is a whole tree built by makeTree.

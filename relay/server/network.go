@@ -7,8 +7,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/canopy-dev/canopy/relay/link"
-	"github.com/canopy-dev/canopy/relay/link/memnet"
+	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/link/memnet"
 )
 
 // Network places relays on an in-memory packet network instead of the

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
-	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/kubeapi"
-	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // reportSet holds a root's children's reports in memory, out of the log

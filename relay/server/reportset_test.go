@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
-	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // A follower's reports reach the leader's mirror in batches of at most

@@ -2,7 +2,7 @@
 // authentication and authorization, the kube API and its controllers.
 //
 // It owns start-up and shutdown order and the data directory layout; it
-// must not contain API semantics (relay/kubeapi) or storage logic
+// must not contain API semantics (relay/apiserver/kubeapi) or storage logic
 // (relay/store, consensus).
 package server
 
@@ -30,15 +30,15 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/auth"
-	"github.com/canopy-dev/canopy/relay/join"
-	"github.com/canopy-dev/canopy/relay/kubeapi"
-	"github.com/canopy-dev/canopy/relay/link"
+	"github.com/canopy-dev/canopy/relay/apiserver/auth"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/registry"
-	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/join"
+	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/registry"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // Root is a running root relay.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // Gossip admits only siblings: relays of the same tree under the same

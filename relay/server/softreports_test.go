@@ -14,7 +14,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 

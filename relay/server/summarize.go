@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 

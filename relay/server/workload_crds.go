@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
-	"github.com/canopy-dev/canopy/relay/crd"
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/crd"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/customize"

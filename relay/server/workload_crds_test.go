@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // rootReplicas is how many replicas the root-failover scenario starts: the

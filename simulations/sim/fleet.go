@@ -16,13 +16,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/canopy-dev/canopy/relay/link"
-	"github.com/canopy-dev/canopy/relay/link/memnet"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
-	"github.com/canopy-dev/canopy/relay/session"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/link/memnet"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // tierLabel is the pprof label every relay's goroutines carry, so that a

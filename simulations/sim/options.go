@@ -38,7 +38,7 @@ var Scenarios = []string{ScenarioRollout, ScenarioChurn, ScenarioRegionFailure, 
 // Networks, as named by --network.
 const (
 	// NetworkMemnet carries every link over one in-memory packet network
-	// (relay/link/memnet): latency, loss and partitions, no sockets.
+	// (relay/transport/link/memnet): latency, loss and partitions, no sockets.
 	NetworkMemnet = "memnet"
 	// NetworkUDP gives every relay its own loopback UDP socket: real
 	// kernel sockets, no faults, and a socket (a file) per relay.

@@ -9,8 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/canopy-dev/canopy/relay/link/memnet"
-	"github.com/canopy-dev/canopy/relay/session"
+	"github.com/canopy-dev/canopy/relay/transport/link/memnet"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 )
 
 // A scenario acts on the fleet for e.o.Duration, through the root's kube

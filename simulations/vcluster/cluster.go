@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -101,7 +101,7 @@ func (o Options) Validate() []error {
 }
 
 // Cluster is an in-memory Kubernetes cluster: Canopy's kube API server
-// (package relay/kubeapi) over an in-memory store, reached through an
+// (package relay/apiserver/kubeapi) over an in-memory store, reached through an
 // in-process transport, with a simulated control plane and kubelet.
 //
 // All methods are safe for concurrent use. Start runs at most once.

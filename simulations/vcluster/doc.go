@@ -4,7 +4,7 @@
 //
 // # What it owns
 //
-// A Cluster is Canopy's own kube API server (package relay/kubeapi) over a
+// A Cluster is Canopy's own kube API server (package relay/apiserver/kubeapi) over a
 // private in-memory store (package relay/store), served without sockets by
 // InprocTransport: RESTConfig returns a rest.Config whose Transport calls
 // the server's handler in-process, so client-go (typed clients, dynamic
@@ -34,7 +34,7 @@
 //
 // # What it must not do
 //
-// It must not change relay/kubeapi or relay/store to suit itself: it is a
+// It must not change relay/apiserver/kubeapi or relay/store to suit itself: it is a
 // client of them, as the root relay is. It does not simulate networking,
 // volumes, probes, node heartbeats or leases, ControllerRevisions, events,
 // CronJobs, rollout progress deadlines, minReadySeconds or Job retry

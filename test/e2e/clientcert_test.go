@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/pki"
 )
 

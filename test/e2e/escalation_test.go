@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 )
 
 // TestRBACEscalation: a ServiceAccount allowed only to write RoleBindings

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 )
 

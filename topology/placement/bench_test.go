@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"

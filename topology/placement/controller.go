@@ -14,9 +14,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/canopy-dev/canopy/relay/kubeapi"
+	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/tree"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"

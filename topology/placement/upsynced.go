@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/canopy-dev/canopy/relay/auth"
+	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
-	"github.com/canopy-dev/canopy/relay/crd"
-	"github.com/canopy-dev/canopy/relay/resources"
+	"github.com/canopy-dev/canopy/relay/apiserver/crd"
+	"github.com/canopy-dev/canopy/relay/apiserver/resources"
 )
 
 // decodeCRDs decodes manifests strictly: a field the CRD type does not

@@ -187,7 +187,7 @@ func main() {
 		}
 		do(&step{name: "micro", title: "Go micro-benchmarks",
 			args: []string{*goBin, "test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime=" + bt, "-timeout=20m",
-				"./relay/store/", "./relay/internal/wire/", "./relay/tree/", "./consensus/", "./topology/status/", "./topology/scheduler/",
+				"./relay/store/", "./relay/transport/internal/wire/", "./relay/transport/tree/", "./consensus/", "./topology/status/", "./topology/scheduler/",
 				"./topology/placement/"},
 			out: raw("micro.txt"), tee: true})
 	}

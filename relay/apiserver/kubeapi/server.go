@@ -1,0 +1,439 @@
+package kubeapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/canopy-dev/canopy/relay/apiserver/auth"
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Authenticator finds who sent a request. It returns an error wrapping
+// ErrUnauthenticated-like conditions; the server answers 401 for any error.
+type Authenticator interface {
+	Authenticate(r *http.Request, space string) (user.Info, error)
+}
+
+// Authorizer decides what a user may do in a space, and resolves
+// impersonation headers.
+type Authorizer interface {
+	Authorize(ctx context.Context, space string, attrs authorizer.Attributes) (authorizer.Decision, string, error)
+	Impersonate(ctx context.Context, space string, requester user.Info, h http.Header) (user.Info, error)
+	RulesFor(space string, u user.Info, namespace string) ([]authorizationv1.ResourceRule, []authorizationv1.NonResourceRule, bool)
+}
+
+// TokenIssuer signs ServiceAccount tokens for the TokenRequest subresource.
+type TokenIssuer interface {
+	IssueServiceAccountToken(space, namespace, name, uid string, audiences []string, ttl time.Duration) (string, time.Time, error)
+}
+
+// Config is everything a Server needs.
+type Config struct {
+	Store         *store.Store
+	Authenticator Authenticator
+	Authorizer    Authorizer
+	Tokens        TokenIssuer
+	Logger        *slog.Logger
+	// Version is served at /version.
+	Version version.Info
+	// MaxBodyBytes bounds request bodies (default 3 MiB, as kube-apiserver).
+	MaxBodyBytes int64
+	// MinWatchTimeout is the shortest server-chosen watch duration (default
+	// 30 min; each watch gets a random length between it and twice it).
+	MinWatchTimeout time.Duration
+	// Ready reports readiness for /readyz (nil: always ready).
+	Ready func() error
+	// Validate, when set, checks objects of kinds the server knows only as
+	// CRDs but whose content needs more than a schema (the CEL of a
+	// StatusCollector) before every create and update; errors are a 422
+	// with their field paths, and nothing is stored.
+	Validate func(space string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList
+	// BeforeDelete, when set, is asked before objects are deleted through
+	// the API: with the object of a delete, or with every object a
+	// deletecollection selects, before any of them is deleted (dry runs
+	// included). An error refuses the whole request (a *StatusError is
+	// answered as it is) and nothing is deleted. Deletions by the
+	// server's own controllers (namespaces, garbage collection, custom
+	// resource cleanup) do not ask it. The root uses it to keep what it
+	// installs and what its relay tree owns.
+	BeforeDelete func(ctx context.Context, space string, gr schema.GroupResource, objs []*unstructured.Unstructured) error
+	// MailboxView, when set, makes mailbox spaces read-only views: reads
+	// of space are served from the objects of source for which match is
+	// true (as of the request), and every write is refused. A space for
+	// which it returns source "" is served as itself. The
+	// relay tree keeps a child's mailbox as such an index over one shared
+	// space (DESIGN.md section 3).
+	MailboxView func(space string) (source string, match func(*store.Object) bool, err error)
+	// SoftStore, when set, gives the store that holds a space which is not
+	// kept in Store, or nil. The root keeps its children's reports in
+	// memory, out of its log (DESIGN.md section 2). Such a space is served
+	// for get, list and watch, from that store and with its revisions, and
+	// refuses every write.
+	SoftStore func(space string) *store.Store
+	// ProcessMetrics adds the Go runtime and process collectors to
+	// /metrics. A relay's own API sets it; servers embedded by the
+	// thousand (virtual clusters) leave it off.
+	ProcessMetrics bool
+	// Collectors are more metrics served at /metrics (the relay's links).
+	Collectors []prometheus.Collector
+	// ReadIndex, when set (a replica of a cluster of roots), makes a get or
+	// list without resourceVersion linearizable: it is served once the
+	// store has reached the index ReadIndex returns. Nil on a single node,
+	// whose store is always current.
+	ReadIndex ReadIndexer
+	// ProtobufCacheBytes bounds the protobuf encodings of stored objects
+	// kept for clients that ask for protobuf (protobuf.go): 0 is
+	// DefaultProtobufCacheBytes (64 MiB), negative keeps none.
+	ProtobufCacheBytes int64
+}
+
+// ReadIndexer confirms with the leader of a cluster which log index a
+// linearizable read must wait for (consensus.Node implements it).
+type ReadIndexer interface {
+	ReadIndex(ctx context.Context) (uint64, error)
+}
+
+// Server is the kube API of a root relay. It is an http.Handler and is safe
+// for concurrent use.
+type Server struct {
+	cfg      Config
+	store    *store.Store
+	log      *slog.Logger
+	catalog  *catalog
+	metrics  *metrics
+	infoFact *genericrequest.RequestInfoFactory
+	// protoCache holds protobuf encodings of stored versions (protobuf.go).
+	protoCache *protoCache
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 3 << 20
+	}
+	if cfg.MinWatchTimeout == 0 {
+		cfg.MinWatchTimeout = 30 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg:        cfg,
+		store:      cfg.Store,
+		log:        cfg.Logger,
+		catalog:    newCatalog(cfg.Store),
+		metrics:    newMetrics(cfg.Store, cfg.ProcessMetrics, cfg.Collectors...),
+		protoCache: newProtoCache(cfg.ProtobufCacheBytes),
+		infoFact: &genericrequest.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		},
+	}
+	return s
+}
+
+// Handler returns the HTTP handler with metrics instrumentation.
+func (s *Server) Handler() http.Handler { return s }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	rq := &request{w: rw, r: r, srv: s, st: s.store}
+	s.serve(rq)
+	s.metrics.observe(rq, rw.code, time.Since(start))
+}
+
+// request carries one API call through the pipeline.
+type request struct {
+	w     http.ResponseWriter
+	r     *http.Request
+	srv   *Server
+	space string
+	// data is the space whose objects are read: space, or for a mailbox
+	// view its source, with match selecting the view's objects.
+	data  string
+	match func(*store.Object) bool
+	// st is the store that holds data: the server's, or a soft one
+	// (Config.SoftStore).
+	st   *store.Store
+	user user.Info
+	info *genericrequest.RequestInfo
+	// yamlBody is the body as sent when it was YAML (readBody converts
+	// it to JSON), for strict decoding.
+	yamlBody []byte
+	// strictErrs are the strict decoding errors of the request's body or
+	// patch (duplicate fields), reported with the object's unknown fields.
+	strictErrs []error
+	// patch is the JSON, merge or strategic merge patch being applied.
+	patch *patchRequest
+	// verb label for metrics (WATCH, LIST, GET, ...)
+	metricVerb     string
+	metricResource string
+	// stored is the version the request wrote (or, for an update that
+	// changed nothing, left), if any: a protobuf answer of it goes through
+	// the encoding cache, where the lists and watch events that send it
+	// next find it.
+	stored *store.Object
+}
+
+func (s *Server) serve(rq *request) {
+	r := rq.r
+	path := r.URL.Path
+	// Probes answer without credentials so that process supervisors can
+	// use them; everything else needs an authenticated user.
+	switch path {
+	case "/healthz", "/livez":
+		writeText(rq.w, http.StatusOK, "ok")
+		return
+	case "/readyz":
+		if s.cfg.Ready != nil {
+			if err := s.cfg.Ready(); err != nil {
+				writeText(rq.w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+				return
+			}
+		}
+		writeText(rq.w, http.StatusOK, "ok")
+		return
+	}
+
+	// Credentials are checked before the space is looked up, so that a
+	// caller without them learns nothing, not even which spaces exist.
+	space, rest := splitSpace(path)
+	u, err := s.cfg.Authenticator.Authenticate(r, space)
+	if err != nil {
+		rq.writeError(apierrors.NewUnauthorized("Unauthorized"))
+		return
+	}
+	kind, err := s.lookupSpace(space)
+	if err != nil {
+		rq.writeError(err)
+		return
+	}
+	rq.space, rq.data = space, space
+	if u, err = s.cfg.Authorizer.Impersonate(r.Context(), space, u, r.Header); err != nil {
+		rq.writeError(asForbidden(err))
+		return
+	}
+	rq.user = u
+
+	// RequestInfoFactory parses the path relative to the space.
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = rest
+	info, err := s.infoFact.NewRequestInfo(r2)
+	if err != nil {
+		rq.writeError(apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	rq.info = info
+	rq.metricVerb = strings.ToUpper(info.Verb)
+	rq.metricResource = info.Resource
+
+	attrs := attributesFor(u, info)
+	dec, reason, err := s.cfg.Authorizer.Authorize(r.Context(), space, attrs)
+	if err != nil && dec != authorizer.DecisionAllow {
+		s.log.Warn("authorization error", "space", space, "error", err)
+	}
+	if dec != authorizer.DecisionAllow {
+		rq.writeError(auth.NewForbidden(u, attrs, reason))
+		return
+	}
+
+	if !info.IsResourceRequest {
+		s.serveNonResource(rq, rest)
+		return
+	}
+	view := false
+	if kind == SpaceKindMailbox && s.cfg.MailboxView != nil {
+		var source string
+		var match func(*store.Object) bool
+		if source, match, err = s.cfg.MailboxView(space); err != nil {
+			rq.writeError(err)
+			return
+		}
+		if view = source != ""; view {
+			rq.data, rq.match = source, match
+		}
+	}
+	if err := mailboxReadOnly(space, kind, view, u, info); err != nil {
+		rq.writeError(err)
+		return
+	}
+	if s.cfg.SoftStore != nil {
+		if st := s.cfg.SoftStore(rq.data); st != nil {
+			if err := softReadOnly(space, info); err != nil {
+				rq.writeError(err)
+				return
+			}
+			rq.st = st
+		}
+	}
+	s.serveResource(rq)
+}
+
+// softReadOnly refuses every write to a space kept in a soft store
+// (Config.SoftStore): only the relay link writes it.
+func softReadOnly(space string, info *genericrequest.RequestInfo) error {
+	switch info.Verb {
+	case "get", "list", "watch":
+		return nil
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+		Message: fmt.Sprintf("space %q holds what a child reports, kept in memory: it is read-only", space),
+	}}
+}
+
+// notReady is the answer of a server that is not ready to say whether a
+// space exists: 503 with a Retry-After of a second, which client-go
+// retries by itself.
+func notReady(err error) *apierrors.StatusError {
+	st := apierrors.NewServiceUnavailable("not ready: " + err.Error())
+	st.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return st
+}
+
+// splitSpace strips the /spaces/<name> prefix. Paths without it belong to
+// the default space.
+func splitSpace(path string) (space, rest string) {
+	p, ok := strings.CutPrefix(path, "/spaces/")
+	if !ok {
+		return DefaultSpace, path
+	}
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, "/"
+}
+
+// lookupSpace returns the kind of space, which must exist.
+func (s *Server) lookupSpace(space string) (kind string, err error) {
+	kind, ok := s.catalog.spaceKind(space)
+	if !ok {
+		// A server that is not ready (a replica catching up after a
+		// restart) may simply not have the space yet: the client should
+		// try again, not conclude it does not exist.
+		if s.cfg.Ready != nil {
+			if err := s.cfg.Ready(); err != nil {
+				return "", notReady(err)
+			}
+		}
+		return "", apierrors.NewNotFound(spacesGR, space)
+	}
+	return kind, nil
+}
+
+func (s *Server) serveNonResource(rq *request, rest string) {
+	switch {
+	case rest == "/version" || rest == "/version/":
+		writeJSON(rq, http.StatusOK, s.cfg.Version)
+	case rest == "/metrics":
+		s.metrics.serve(rq.w, rq.r)
+	case rest == "/api" || rest == "/api/":
+		s.serveDiscoveryRoot(rq, true)
+	case rest == "/apis" || rest == "/apis/":
+		s.serveDiscoveryRoot(rq, false)
+	case strings.HasPrefix(rest, "/openapi/"):
+		s.serveOpenAPI(rq, rest)
+	case rest == "/healthz" || rest == "/livez" || rest == "/readyz":
+		writeText(rq.w, http.StatusOK, "ok")
+	case strings.HasPrefix(rest, "/api/") || strings.HasPrefix(rest, "/apis/"):
+		if !s.serveDiscoveryPath(rq, rest) {
+			rq.writeError(errNoResource())
+		}
+	default:
+		rq.writeError(errNoResource())
+	}
+}
+
+func attributesFor(u user.Info, info *genericrequest.RequestInfo) authorizer.AttributesRecord {
+	return authorizer.AttributesRecord{
+		User:            u,
+		Verb:            info.Verb,
+		Namespace:       info.Namespace,
+		APIGroup:        info.APIGroup,
+		APIVersion:      info.APIVersion,
+		Resource:        info.Resource,
+		Subresource:     info.Subresource,
+		Name:            info.Name,
+		ResourceRequest: info.IsResourceRequest,
+		Path:            info.Path,
+	}
+}
+
+// statusRecorder remembers the status code for metrics and passes Flush
+// through for watches.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// mailboxReadOnly refuses writes to the spaces Canopy maintains: mailbox
+// views to everyone, mailbox and downsync spaces to all but the admin
+// (system:masters), who may write there to drive the tree by hand. Users
+// may read them to see what a child receives.
+func mailboxReadOnly(space, kind string, view bool, u user.Info, info *genericrequest.RequestInfo) error {
+	switch info.Verb {
+	case "get", "list", "watch":
+		return nil
+	}
+	if kind != SpaceKindMailbox && kind != SpaceKindDownsync {
+		return nil
+	}
+	what := "a mailbox maintained by Canopy"
+	if view {
+		what = "a mailbox: a view of what the child receives"
+	} else {
+		if kind == SpaceKindDownsync {
+			what = "the downsync space maintained by Canopy"
+		}
+		for _, g := range u.GetGroups() {
+			if g == user.SystemPrivilegedGroup {
+				return nil
+			}
+		}
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+		Message: fmt.Sprintf("space %q is %s: it is read-only", space, what),
+	}}
+}
