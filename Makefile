@@ -17,7 +17,11 @@ all: build
 
 build: $(BIN)/relay
 
-$(BIN)/relay: $(shell find cmd relay topology consensus \( -name '*.go' -o -name '*.yaml' \) -not -name '*_test.go') go.mod go.sum
+# Every file of this module that goes into the binary (go list -deps): an
+# edit in any package linked into relay rebuilds it.
+RELAY_SRCS = $(shell $(GO) list -deps -f '{{with .Module}}{{if eq .Path "github.com/canopy-dev/canopy"}}{{range $$.GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range $$.EmbedFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}{{end}}' ./cmd/relay)
+
+$(BIN)/relay: $(RELAY_SRCS) go.mod go.sum
 	@mkdir -p $(BIN)
 	$(GO) build -o $@ ./cmd/relay
 
