@@ -25,6 +25,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
 	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/relay/transport/siblings"
 	"github.com/canopy-dev/canopy/simulations/vcluster"
 	"github.com/canopy-dev/canopy/syncer"
 )
@@ -162,7 +163,7 @@ type Child struct {
 	dialTransport *quic.Transport
 	// siblings finds a region's siblings (nil without PeerAddr, or until
 	// the region serves).
-	siblings *Siblings
+	siblings *siblings.Gossip
 }
 
 // OpenChild prepares a child relay: its data directory, its store on a
@@ -253,7 +254,7 @@ func (c *Child) LinkAddr() string {
 
 // Siblings is a region's sibling discovery (nil without PeerAddr, or
 // until it serves).
-func (c *Child) Siblings() *Siblings {
+func (c *Child) Siblings() *siblings.Gossip {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.siblings
@@ -340,10 +341,10 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		return fmt.Errorf("server: --link-addr: %w", err)
 	}
 	defer ln.Close()
-	var siblings func() ([]string, <-chan struct{})
+	var siblingAddrs func() ([]string, <-chan struct{})
 	if c.cfg.PeerAddr != "" {
-		sib, err := OpenSiblings(SiblingsConfig{Name: c.cfg.Name, PeerAddr: c.cfg.PeerAddr, Join: c.cfg.Join,
-			LinkAddr: ln.Addr().String(), Tree: TreeID(root), Parent: strings.Join(id.Path[:len(id.Path)-1], "/"), Logger: c.log})
+		sib, err := siblings.Open(siblings.Config{Name: c.cfg.Name, PeerAddr: c.cfg.PeerAddr, Join: c.cfg.Join,
+			LinkAddr: ln.Addr().String(), Tree: siblings.TreeID(root), Parent: strings.Join(id.Path[:len(id.Path)-1], "/"), Logger: c.log})
 		if err != nil {
 			return err
 		}
@@ -351,7 +352,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() { defer close(done); _ = sib.Start(sctx) }()
 		defer func() { stop(); <-done }() // its ports are free when Serve returns
-		siblings = sib.Addrs
+		siblingAddrs = sib.Addrs
 		c.mu.Lock()
 		c.siblings = sib
 		c.mu.Unlock()
@@ -363,7 +364,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		Registrar: c.uplink,
 		Space:     InboxSpace, Targets: c.store.Addresses, Trim: trimDestinations,
 		Reports:  func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
-		Siblings: siblings,
+		Siblings: siblingAddrs,
 		// A child that re-homed here is resynced once this region has
 		// fetched its mailbox from above.
 		Ready: c.uplink.WaitRouted,

@@ -1,4 +1,4 @@
-package server
+package siblings
 
 import (
 	"context"
@@ -19,21 +19,11 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// Sibling regions (docs/ha.md, "Sibling regions"): regions of one tree
-// under one parent find each other with memberlist. Each gossips its link
-// address; a region's downlink tells its children the others'
-// (wire.Siblings), so that a child whose parent dies dials a sibling,
-// which then fetches the child's mailbox from above.
-//
-// Gossip only discovers: nothing it carries is trusted beyond being an
-// address to try. A child dialing a sibling still verifies it (a region
-// certificate of the same root CA) and the sibling verifies the child.
+// ErrJoin: none of the --join addresses answered.
+var ErrJoin = errors.New("siblings: no sibling answered --join")
 
-// ErrSiblingsJoin: none of the --join addresses answered.
-var ErrSiblingsJoin = errors.New("server: no sibling answered --join")
-
-// SiblingsConfig configures a region's sibling discovery.
-type SiblingsConfig struct {
+// Config configures a region's sibling discovery.
+type Config struct {
 	// Name is the region's name, its gossip node name.
 	Name string
 	// PeerAddr is where it gossips (UDP and TCP), host:port; port 0 picks
@@ -56,8 +46,9 @@ type SiblingsConfig struct {
 	Parent string
 	Logger *slog.Logger
 
-	// tune adjusts memberlist's configuration (tests: faster timers).
-	tune func(*memberlist.Config)
+	// Tune, when set, adjusts memberlist's configuration (tests: faster
+	// timers).
+	Tune func(*memberlist.Config)
 }
 
 // TreeID names the tree whose root CA certificate is root.
@@ -74,10 +65,10 @@ type siblingMeta struct {
 	Link   string `json:"l"`
 }
 
-// Siblings finds a region's siblings. Its methods are safe for concurrent
+// Gossip finds a region's siblings. Its methods are safe for concurrent
 // use; memberlist calls its delegates from its own goroutines.
-type Siblings struct {
-	cfg  SiblingsConfig
+type Gossip struct {
+	cfg  Config
 	log  *slog.Logger
 	ml   *memberlist.Memberlist
 	meta []byte
@@ -88,8 +79,8 @@ type Siblings struct {
 	changed chan struct{}     // closed (and replaced) when links change
 }
 
-// OpenSiblings starts gossiping on cfg.PeerAddr; Start joins the others.
-func OpenSiblings(cfg SiblingsConfig) (*Siblings, error) {
+// Open starts gossiping on cfg.PeerAddr; Start joins the others.
+func Open(cfg Config) (*Gossip, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -100,7 +91,7 @@ func OpenSiblings(cfg SiblingsConfig) (*Siblings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: --peer-addr: %w", err)
 	}
-	s := &Siblings{cfg: cfg, log: cfg.Logger.With("gossip", "siblings"), links: map[string]string{},
+	s := &Gossip{cfg: cfg, log: cfg.Logger.With("gossip", "siblings"), links: map[string]string{},
 		refused: map[string]bool{}, changed: make(chan struct{})}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
@@ -112,8 +103,8 @@ func OpenSiblings(cfg SiblingsConfig) (*Siblings, error) {
 	mc.Delegate, mc.Events, mc.Alive, mc.Merge = siblingDelegate{s}, siblingDelegate{s}, siblingDelegate{s}, siblingDelegate{s}
 	mc.LogOutput = memberlistLog{s.log}
 	mc.DeadNodeReclaimTime = 10 * time.Second // a region back on another address
-	if cfg.tune != nil {
-		cfg.tune(mc)
+	if cfg.Tune != nil {
+		cfg.Tune(mc)
 	}
 	// The link address's host is known once memberlist has bound.
 	s.meta = []byte("{}")
@@ -142,7 +133,7 @@ func OpenSiblings(cfg SiblingsConfig) (*Siblings, error) {
 }
 
 // PeerAddr is the address this region gossips at.
-func (s *Siblings) PeerAddr() string {
+func (s *Gossip) PeerAddr() string {
 	n := s.ml.LocalNode()
 	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 }
@@ -150,7 +141,7 @@ func (s *Siblings) PeerAddr() string {
 // Addrs returns the link addresses of the alive siblings (this region's
 // own excluded), sorted, and a channel closed when they change: what
 // DownlinkConfig.Siblings wants.
-func (s *Siblings) Addrs() ([]string, <-chan struct{}) {
+func (s *Gossip) Addrs() ([]string, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.links))
@@ -165,7 +156,7 @@ func (s *Siblings) Addrs() ([]string, <-chan struct{}) {
 
 // Start joins the siblings named by Join (retrying until one answers),
 // then gossips until ctx is done, and leaves.
-func (s *Siblings) Start(ctx context.Context) error {
+func (s *Gossip) Start(ctx context.Context) error {
 	defer func() {
 		_ = s.ml.Leave(time.Second)
 		_ = s.ml.Shutdown()
@@ -182,7 +173,7 @@ func (s *Siblings) Start(ctx context.Context) error {
 				joined = true
 			} else if !joined {
 				s.log.Info("no sibling answered yet, retrying", "join", s.cfg.Join, "wait", s.cfg.JoinRetry,
-					"error", fmt.Errorf("%w: %v", ErrSiblingsJoin, err))
+					"error", fmt.Errorf("%w: %v", ErrJoin, err))
 			}
 		}
 		select {
@@ -195,7 +186,7 @@ func (s *Siblings) Start(ctx context.Context) error {
 
 // check refuses a node of another parent (the label keeps other trees
 // out), logging it once.
-func (s *Siblings) check(n *memberlist.Node) error {
+func (s *Gossip) check(n *memberlist.Node) error {
 	if n.Name == s.cfg.Name {
 		return nil
 	}
@@ -222,7 +213,7 @@ func (s *Siblings) check(n *memberlist.Node) error {
 }
 
 // update records a node's link address (alive) or forgets it.
-func (s *Siblings) update(n *memberlist.Node, alive bool) {
+func (s *Gossip) update(n *memberlist.Node, alive bool) {
 	if n.Name == s.cfg.Name {
 		return
 	}
@@ -247,13 +238,13 @@ func (s *Siblings) update(n *memberlist.Node, alive bool) {
 
 // siblingDelegate implements memberlist's Delegate, EventDelegate,
 // AliveDelegate and MergeDelegate. Its methods never call memberlist.
-type siblingDelegate struct{ s *Siblings }
+type siblingDelegate struct{ s *Gossip }
 
 func (d siblingDelegate) NodeMeta(limit int) []byte {
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	if len(d.s.meta) > limit {
-		return nil // checked by OpenSiblings
+		return nil // checked by Open
 	}
 	return d.s.meta
 }
