@@ -79,4 +79,3 @@ func TestSiblingGossipRefusesStrangers(t *testing.T) {
 		t.Errorf("r1 lists a stranger: %v", got)
 	}
 }
-
