@@ -1,0 +1,116 @@
+package layout
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/canopy-dev/canopy/relay/store"
+)
+
+// Spaces of the root that users see.
+const (
+	// DefaultSpace is a workload description space every root has, served
+	// at / as well as at /spaces/default/.
+	DefaultSpace = "default"
+	// InventorySpace holds SyncTargets and Locations (and the root's join
+	// tokens).
+	InventorySpace = "inventory"
+)
+
+// DownsyncSpace is the root's space of placed objects, each once with the
+// destinations it targets (v1alpha1.DestinationsAnnotation); the root's
+// mailboxes, like a region's (over its inbox), are indexes over it.
+const DownsyncSpace = "downsync"
+
+// Spaces of a child relay's own store.
+const (
+	// InboxSpace holds what the parent sent: this relay's share of the
+	// desired state, persisted so an edge keeps enforcing it offline.
+	InboxSpace = "inbox"
+	// OutboxSpace holds what this relay reports upward.
+	OutboxSpace = "outbox"
+)
+
+const (
+	mailboxPrefix = "mailbox-"
+	reportsPrefix = "reports-"
+)
+
+// MailboxSpace names a child's mailbox: a read-only view of the downsync
+// space (at the root) or of the inbox (at a region), what the child must
+// receive.
+func MailboxSpace(child string) string { return mailboxPrefix + child }
+
+// MailboxChild returns the child whose mailbox space is named space, and
+// false when space names no mailbox.
+func MailboxChild(space string) (string, bool) { return strings.CutPrefix(space, mailboxPrefix) }
+
+// ReportsSpace names the space a parent keeps per child for what the child
+// reported.
+func ReportsSpace(child string) string { return reportsPrefix + child }
+
+// ReportsChild returns the child whose reports space is named space, and
+// false when space names no reports space.
+func ReportsChild(space string) (string, bool) { return strings.CutPrefix(space, reportsPrefix) }
+
+// SystemNamespaces are created in every new space, as a kube cluster has
+// them; every destination has them too, so they are never placed.
+var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// Space kinds (DESIGN.md section 3).
+const (
+	SpaceKindWDS       = "wds"
+	SpaceKindInventory = "inventory"
+	SpaceKindMailbox   = "mailbox"
+	// SpaceKindDownsync is the root's space of placed objects, each
+	// annotated with its destinations, over which mailboxes are views.
+	SpaceKindDownsync = "downsync"
+)
+
+// SpaceResource is where space records live, in the system space "": one
+// per space, named after it, its kind in spec.kind.
+var SpaceResource = store.Resource{Group: "canopy.dev", Resource: "spaces"}
+
+// SpaceKindOf reads the kind from a space record (an object of
+// SpaceResource); "" if it has none.
+func SpaceKindOf(record *store.Object) string {
+	var rec struct {
+		Spec struct {
+			Kind string `json:"kind"`
+		} `json:"spec"`
+	}
+	_ = json.Unmarshal(record.Data, &rec)
+	return rec.Spec.Kind
+}
+
+// RouteResource is the resource of route records, in the system space "":
+// per mailbox space and child, the destinations the child announced below
+// it (relay/transport/tree owns their names and encoding).
+var RouteResource = store.Resource{Group: "tree.canopy.dev", Resource: "routes"}
+
+// CursorResource holds, in the system space "", the cursors of the tree's
+// receiving sides: one object per inbox or report space (Cursor), written
+// in the same Txn as the objects it covers.
+var CursorResource = store.Resource{Group: "tree.canopy.dev", Resource: "cursors"}
+
+// DownsyncCursor is the key of the cursor of what the parent sent into
+// inbox: the last parent revision applied there.
+func DownsyncCursor(inbox string) store.Key {
+	return store.Key{Resource: CursorResource, Name: "downsync." + inbox}
+}
+
+// UpsyncCursor is the key of the cursor of what a child reported into
+// space: the last report sequence made durable there.
+func UpsyncCursor(space string) store.Key {
+	return store.Key{Resource: CursorResource, Name: "upsync." + space}
+}
+
+// Cursor is the stored form of a cursor.
+type Cursor struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Metadata   map[string]any `json:"metadata"`
+	Revision   uint64         `json:"revision"`
+	// Epoch is the parent epoch Revision belongs to (downsync only).
+	Epoch string `json:"epoch,omitempty"`
+}
