@@ -11,19 +11,17 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/customize"
-	"github.com/canopy-dev/canopy/topology/placement"
-	"github.com/canopy-dev/canopy/topology/reports"
 )
 
 // instructionAnnotations are what the root writes on placed objects for
 // the tree and for this syncer; none of them reaches the cluster.
 var instructionAnnotations = [...]string{
-	placement.DestinationsAnnotation,
-	placement.SourceAnnotation,
-	placement.CustomizerOverridesAnnotation,
-	placement.LocationAnnotation,
-	placement.LocationOverridesAnnotation,
-	reports.SourceRevisionAnnotation,
+	v1alpha1.DestinationsAnnotation,
+	v1alpha1.SourceAnnotation,
+	v1alpha1.CustomizerOverridesAnnotation,
+	v1alpha1.LocationAnnotation,
+	v1alpha1.LocationOverridesAnnotation,
+	v1alpha1.SourceRevisionAnnotation,
 }
 
 // serverMetadata are metadata fields the cluster assigns (or that refer to
@@ -67,10 +65,10 @@ func KeyString(k store.Key) string {
 //
 // The parameters are customize.ParamsFor(self's SyncTarget, a Location),
 // both found in the inbox: the Location the object's
-// placement.LocationOverridesAnnotation names for self
+// v1alpha1.LocationOverridesAnnotation names for self
 // ("dest=location,..."), else the one self's SyncTarget's
-// placement.LocationAnnotation names. The Customizer of an object is the one placement.CustomizerOverridesAnnotation
-// names for self ("dest=namespace/name,...", an empty name meaning none),
+// v1alpha1.LocationAnnotation names. The Customizer of an object is the
+// one v1alpha1.CustomizerOverridesAnnotation names for self ("dest=namespace/name,...", an empty name meaning none),
 // else the one its v1alpha1.CustomizerAnnotation names. The result carries
 // none of the instruction annotations (placement's and customize's), no
 // server-set metadata and no status.
@@ -78,7 +76,7 @@ func KeyString(k store.Key) string {
 // An object that cannot be expanded (an unknown parameter, a missing or
 // malformed Customizer reference, a failing replacement, not an object)
 // is left out and reported in errs, never half-expanded. An object whose
-// placement.DestinationsAnnotation does not name self is left out silently
+// v1alpha1.DestinationsAnnotation does not name self is left out silently
 // (it is not for this destination). Objects keep the inbox's order.
 //
 // Desired is pure: it reads inbox (which it never changes) and nothing
@@ -129,7 +127,7 @@ func newExpansion(inbox []*store.Object, self string) *expansion {
 	}
 	var own string
 	if target != nil {
-		own = target.Annotations[placement.LocationAnnotation]
+		own = target.Annotations[v1alpha1.LocationAnnotation]
 		target.Annotations = withoutInstructions(target.Annotations)
 	}
 	e.target = target
@@ -187,11 +185,11 @@ func desiredOne(o *store.Object, self string, e *expansion) (*unstructured.Unstr
 		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidObject)
 	}
 	ann := stringMap(m, "metadata", "annotations")
-	if d, ok := ann[placement.DestinationsAnnotation]; ok && !listed(d, self) {
+	if d, ok := ann[v1alpha1.DestinationsAnnotation]; ok && !listed(d, self) {
 		return nil, nil
 	}
 	var cust *v1alpha1.Customizer
-	ref, overridden := override(ann[placement.CustomizerOverridesAnnotation], self)
+	ref, overridden := override(ann[v1alpha1.CustomizerOverridesAnnotation], self)
 	if !overridden {
 		ref = ann[v1alpha1.CustomizerAnnotation]
 	}
@@ -207,7 +205,7 @@ func desiredOne(o *store.Object, self string, e *expansion) (*unstructured.Unstr
 		cust = c
 	}
 	params := e.params
-	if loc, ok := override(ann[placement.LocationOverridesAnnotation], self); ok {
+	if loc, ok := override(ann[v1alpha1.LocationOverridesAnnotation], self); ok {
 		params = e.paramsAt(loc)
 	}
 	exp, err := customize.Expand(m, params, cust)

@@ -11,7 +11,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/customize"
-	"github.com/canopy-dev/canopy/topology/placement"
 )
 
 // inboxObject builds an inbox object from a JSON-able map.
@@ -37,7 +36,7 @@ var (
 func syncTargetObj(name, location string, labels map[string]any) map[string]any {
 	return map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "SyncTarget",
 		"metadata": map[string]any{"name": name, "labels": labels, "annotations": map[string]any{
-			placement.LocationAnnotation: location, placement.DestinationsAnnotation: name, placement.SourceAnnotation: "inventory"}},
+			v1alpha1.LocationAnnotation: location, v1alpha1.DestinationsAnnotation: name, v1alpha1.SourceAnnotation: "inventory"}},
 		"status": map[string]any{"path": "root/r1/" + name}}
 }
 
@@ -61,8 +60,8 @@ func mviDeployment(dests string, extraAnn map[string]any) map[string]any {
 	ann := map[string]any{
 		v1alpha1.ExpandParametersAnnotation: "true",
 		v1alpha1.CustomizerAnnotation:       "per-store",
-		placement.DestinationsAnnotation:    dests,
-		placement.SourceAnnotation:          "default",
+		v1alpha1.DestinationsAnnotation:     dests,
+		v1alpha1.SourceAnnotation:           "default",
 		"keep":                              "me",
 	}
 	for k, v := range extraAnn {
@@ -164,8 +163,8 @@ func TestDesiredPerDestination(t *testing.T) {
 // annotation; an empty choice means none.
 func TestDesiredOverrides(t *testing.T) {
 	dep := mviDeployment("store-1,store-2,store-3", map[string]any{
-		placement.CustomizerOverridesAnnotation: "store-2=shop/canary, store-3=",
-		v1alpha1.ExpandParametersAnnotation:     "true",
+		v1alpha1.CustomizerOverridesAnnotation: "store-2=shop/canary, store-3=",
+		v1alpha1.ExpandParametersAnnotation:    "true",
 	})
 	inbox := storesInbox(t, inboxObject(t, resDeployments, dep))
 	image := func(u *unstructured.Unstructured) string {
@@ -182,7 +181,7 @@ func TestDesiredOverrides(t *testing.T) {
 	if r, _, _ := unstructured.NestedInt64(u3.Object, "spec", "replicas"); r != 1 || image(u3) != "shop:1.2" || strings.Contains(envValues(t, u3), "STORE=") {
 		t.Errorf("store-3 should use no customizer: replicas %d image %s env %s", r, image(u3), envValues(t, u3))
 	}
-	if _, ok := u3.GetAnnotations()[placement.CustomizerOverridesAnnotation]; ok {
+	if _, ok := u3.GetAnnotations()[v1alpha1.CustomizerOverridesAnnotation]; ok {
 		t.Error("the overrides annotation reached the cluster")
 	}
 }
@@ -205,7 +204,7 @@ func TestDesiredFailures(t *testing.T) {
 		inboxObject(t, resConfigMaps, cm("no-param", "%(zone)-%(floor)", nil)),
 		inboxObject(t, resConfigMaps, cm("no-customizer", "x", map[string]any{v1alpha1.CustomizerAnnotation: "missing"})),
 		inboxObject(t, resConfigMaps, cm("bad-ref", "x", map[string]any{v1alpha1.CustomizerAnnotation: "other/cust"})),
-		inboxObject(t, resConfigMaps, cm("elsewhere", "x", map[string]any{placement.DestinationsAnnotation: "store-2,store-3"})),
+		inboxObject(t, resConfigMaps, cm("elsewhere", "x", map[string]any{v1alpha1.DestinationsAnnotation: "store-2,store-3"})),
 	)
 	out, errs := Desired(inbox, "store-1")
 	var names []string

@@ -31,14 +31,14 @@
 //     from the cluster's answer to the apply), is applied again and
 //     counted (Stats, canopy_syncer_drift_corrections_total).
 //   - Reports: the outbox space holds, per managed object, its live state
-//     (without managedFields, annotated reports.DestinationAnnotation =
+//     (without managedFields, annotated v1alpha1.DestinationAnnotation =
 //     the destination) under its inbox key, and one DestinationStatus
 //     named after the destination (reachable, last error, applied count,
 //     failed objects, drift corrections, observed inbox revision). The
 //     relay's uplink reports the outbox upward; the syncer owns the
 //     outbox and deletes what it did not write.
 //   - Placements at the edge (model.go): the inbox's EdgePlacements
-//     (reports.PlacedName, placement.SourceAnnotation = their space) are
+//     (reports.PlacedName, v1alpha1.SourceAnnotation = their space) are
 //     compiled with topology/selection and matched against the inbox's
 //     objects of their space (Namespace labels from the inbox's
 //     Namespaces), so the syncer knows which placements hold each object;
@@ -68,7 +68,7 @@
 //     upsync clauses (discovery resolves wildcards; names are path.Match
 //     patterns, matched on the informers' events) that Canopy does not
 //     manage, reported under reports.ForwardedName(destination, name),
-//     renamed so, with reports.DestinationAnnotation; deleted when they
+//     renamed so, with v1alpha1.DestinationAnnotation; deleted when they
 //     go or stop matching.
 //   - Autonomy: it runs from the inbox on local disk whether or not the
 //     parent is connected. When the cluster's API does not answer, work

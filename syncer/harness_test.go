@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/topology/placement"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -160,8 +160,8 @@ func (h *harness) put(objs ...map[string]any) {
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[placement.DestinationsAnnotation] = h.self
-		ann[placement.SourceAnnotation] = "default"
+		ann[v1alpha1.DestinationsAnnotation] = h.self
+		ann[v1alpha1.SourceAnnotation] = "default"
 		u.SetAnnotations(ann)
 		data, err := json.Marshal(obj)
 		if err != nil {

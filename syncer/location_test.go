@@ -6,16 +6,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
-	"github.com/canopy-dev/canopy/topology/placement"
 )
 
 // An object customized through another Location than the SyncTarget's
-// own (placement.LocationOverridesAnnotation) takes that Location's
+// own (v1alpha1.LocationOverridesAnnotation) takes that Location's
 // parameters; the others, and destinations it does not name, take the
 // SyncTarget's Location. The annotation does not reach the cluster.
 func TestDesiredLocationOverride(t *testing.T) {
 	cm := func(name string, ann map[string]any) map[string]any {
-		a := map[string]any{v1alpha1.ExpandParametersAnnotation: "true", placement.DestinationsAnnotation: "store-1,store-2"}
+		a := map[string]any{v1alpha1.ExpandParametersAnnotation: "true", v1alpha1.DestinationsAnnotation: "store-1,store-2"}
 		for k, v := range ann {
 			a[k] = v
 		}
@@ -26,7 +25,7 @@ func TestDesiredLocationOverride(t *testing.T) {
 	inbox := storesInbox(t,
 		inboxObject(t, resLocations, locationObj("region-1", map[string]any{"region": "one"})),
 		inboxObject(t, resConfigMaps, cm("own", nil)),
-		inboxObject(t, resConfigMaps, cm("other", map[string]any{placement.LocationOverridesAnnotation: "store-2=region-1"})),
+		inboxObject(t, resConfigMaps, cm("other", map[string]any{v1alpha1.LocationOverridesAnnotation: "store-2=region-1"})),
 	)
 	want := map[string]map[string]string{
 		"store-1": {"own": "stores/eu", "other": "stores/eu"},
@@ -42,7 +41,7 @@ func TestDesiredLocationOverride(t *testing.T) {
 			if got := data["location"] + "/" + data["region"]; got != w[d.Object.GetName()] {
 				t.Errorf("%s: %s customized with %s, want %s", self, d.Object.GetName(), got, w[d.Object.GetName()])
 			}
-			if _, ok := d.Object.GetAnnotations()[placement.LocationOverridesAnnotation]; ok {
+			if _, ok := d.Object.GetAnnotations()[v1alpha1.LocationOverridesAnnotation]; ok {
 				t.Errorf("%s: the location overrides annotation reached the cluster", self)
 			}
 		}

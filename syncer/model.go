@@ -9,7 +9,6 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
-	"github.com/canopy-dev/canopy/topology/placement"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/selection"
 	"github.com/canopy-dev/canopy/topology/status"
@@ -76,7 +75,7 @@ type collector struct {
 type placedObject struct {
 	key        store.Key // Space empty
 	rev        int64     // inbox revision
-	srcRev     int64     // reports.SourceRevisionAnnotation (0 when absent)
+	srcRev     int64     // v1alpha1.SourceRevisionAnnotation (0 when absent)
 	placements []reports.PlacementRef
 }
 
@@ -90,10 +89,10 @@ type objectMeta struct {
 
 // buildModel reads the model from a list of the inbox. prev, when not
 // nil, lends the metadata, compiled placements and collectors whose inbox
-// revision did not change. Objects of a space are matched only against placements
-// of that space (placement.SourceAnnotation); Namespace labels are those
+// revision did not change. Objects of a space are matched only against
+// placements of that space (v1alpha1.SourceAnnotation); Namespace labels are those
 // of the Namespace objects of the inbox. A placement or an object whose
-// placement.DestinationsAnnotation does not name self is not for this
+// v1alpha1.DestinationsAnnotation does not name self is not for this
 // destination and is left out.
 func buildModel(prev *model, inbox []*store.Object, self string) *model {
 	m := &model{
@@ -127,12 +126,12 @@ func buildModel(prev *model, inbox []*store.Object, self string) *model {
 		m.metas[o.Key] = ma
 		om := ma.om
 		ann := om.Metadata.Annotations
-		if d, ok := ann[placement.DestinationsAnnotation]; ok && !listed(d, self) {
+		if d, ok := ann[v1alpha1.DestinationsAnnotation]; ok && !listed(d, self) {
 			continue
 		}
 		k := o.Key
 		k.Space = ""
-		space := ann[placement.SourceAnnotation]
+		space := ann[v1alpha1.SourceAnnotation]
 		if k.Resource.Group == v1alpha1.GroupName {
 			switch k.Resource {
 			case targetsResource:
@@ -172,7 +171,7 @@ func buildModel(prev *model, inbox []*store.Object, self string) *model {
 			}
 			nsOf[space][k.Name] = om.Metadata.Labels
 		}
-		srcRev, _ := strconv.ParseInt(ann[reports.SourceRevisionAnnotation], 10, 64)
+		srcRev, _ := strconv.ParseInt(ann[v1alpha1.SourceRevisionAnnotation], 10, 64)
 		objs = append(objs, candidate{key: k, rev: o.Revision, space: space, labels: om.Metadata.Labels, srcRev: srcRev})
 	}
 	for ref := range m.placements {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
-	"github.com/canopy-dev/canopy/topology/reports"
 )
 
 // DestinationStatus is the destination's own report, in the outbox under
@@ -226,7 +225,7 @@ func (s *Syncer) statusLocked() *DestinationStatus {
 
 // liveState is a live object as reported: without managedFields, without
 // the cluster's resourceVersion (the outbox writes its own), annotated
-// with the destination it comes from (reports.DestinationAnnotation), and
+// with the destination it comes from (v1alpha1.DestinationAnnotation), and
 // renamed when rename is set (upsynced objects).
 func liveState(u *unstructured.Unstructured, dest, rename string) ([]byte, error) {
 	top := maps.Clone(u.Object)
@@ -242,7 +241,7 @@ func liveState(u *unstructured.Unstructured, dest, rename string) ([]byte, error
 	if ann == nil {
 		ann = map[string]any{}
 	}
-	ann[reports.DestinationAnnotation] = dest
+	ann[v1alpha1.DestinationAnnotation] = dest
 	md["annotations"] = ann
 	if rename != "" {
 		md["name"] = rename

@@ -125,7 +125,7 @@ func withSourceRevision(obj map[string]any, rev int) map[string]any {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[reports.SourceRevisionAnnotation] = fmt.Sprint(rev)
+	ann[v1alpha1.SourceRevisionAnnotation] = fmt.Sprint(rev)
 	u.SetAnnotations(ann)
 	return obj
 }
@@ -315,7 +315,7 @@ func testReports(t *testing.T, c *testCluster) {
 	if err := live.UnmarshalJSON(o.Data); err != nil {
 		t.Fatal(err)
 	}
-	if live.GetAnnotations()[reports.DestinationAnnotation] != "edge-s" || live.GetManagedFields() != nil || live.GetName() != "web" {
+	if live.GetAnnotations()[v1alpha1.DestinationAnnotation] != "edge-s" || live.GetManagedFields() != nil || live.GetName() != "web" {
 		t.Errorf("live state of web: annotations %v, managedFields %v", live.GetAnnotations(), live.GetManagedFields())
 	}
 
@@ -368,7 +368,7 @@ func testReports(t *testing.T, c *testCluster) {
 			return err
 		}
 		if d, _, _ := unstructured.NestedString(u.Object, "data", "k"); d != "found" || u.GetName() != "edge-s.found" ||
-			u.GetAnnotations()[reports.DestinationAnnotation] != "edge-s" || u.GetManagedFields() != nil {
+			u.GetAnnotations()[v1alpha1.DestinationAnnotation] != "edge-s" || u.GetManagedFields() != nil {
 			return fmt.Errorf("upsynced %s", o.Data)
 		}
 		return nil

@@ -19,7 +19,7 @@ import (
 // that an upsync clause of a placement here names, and that Canopy does
 // not manage (no ManagedLabel=true), are reported under
 // {their resource, namespace, reports.ForwardedName(self, name)}, with
-// reports.DestinationAnnotation naming this destination, and the outbox
+// v1alpha1.DestinationAnnotation naming this destination, and the outbox
 // copy renamed to that name (so that a tier or a view holding the reports
 // of many destinations sees distinct names). A report goes when its
 // object does, loses the managed label's absence, or stops matching.

@@ -28,7 +28,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/syncer"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
-	"github.com/canopy-dev/canopy/topology/placement"
 )
 
 func newRenderCommand() *cobra.Command {
@@ -117,9 +116,9 @@ func render(ctx context.Context, kubeconfig, space, dest, resource, namespace, n
 	if err != nil {
 		return nil, fmt.Errorf("relay render: %s/%s is not placed anywhere: %w", resource, name, err)
 	}
-	if !slices.Contains(strings.Split(obj.GetAnnotations()[placement.DestinationsAnnotation], ","), dest) {
+	if !slices.Contains(strings.Split(obj.GetAnnotations()[v1alpha1.DestinationsAnnotation], ","), dest) {
 		return nil, fmt.Errorf("relay render: %s/%s is not placed on %s (its destinations: %s)", resource, name, dest,
-			obj.GetAnnotations()[placement.DestinationsAnnotation])
+			obj.GetAnnotations()[v1alpha1.DestinationsAnnotation])
 	}
 	if err := add(store.Resource{Group: gvr.Group, Resource: gvr.Resource}, obj); err != nil {
 		return nil, err
@@ -146,7 +145,7 @@ func render(ctx context.Context, kubeconfig, space, dest, resource, namespace, n
 	}
 	// The SyncTarget names the first Location by name that holds it, as
 	// the root's does; the object may name another for dest
-	// (placement.LocationOverridesAnnotation): all of them are at hand.
+	// (v1alpha1.LocationOverridesAnnotation): all of them are at hand.
 	slices.SortFunc(locs.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 	found := false
 	for i := range locs.Items {
@@ -165,7 +164,7 @@ func render(ctx context.Context, kubeconfig, space, dest, resource, namespace, n
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[placement.LocationAnnotation] = l.Name
+		ann[v1alpha1.LocationAnnotation] = l.Name
 		st.SetAnnotations(ann)
 		found = true
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // BenchmarkFanout measures one change delivered to 100 edges, through
@@ -66,7 +67,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "bench"}
 	write := func(i int) {
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench","namespace":"default","annotations":{%q:%q}},"data":{"v":"%d","payload":%q}}`,
-			DestinationsAnnotation, strings.Join(dests, ","), i, strings.Repeat("x", 512))
+			edgev1alpha1.DestinationsAnnotation, strings.Join(dests, ","), i, strings.Repeat("x", 512))
 		if cur, err := root.Store().Get(k); err == nil {
 			if _, err := root.Store().Update(context.Background(), k, []byte(data), cur.Revision); err != nil {
 				b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // replica is one root of a test cluster.
@@ -175,7 +176,7 @@ func TestRootReplicasFailover(t *testing.T) {
 		Parents: parents, JoinToken: token, VirtualCluster: true})
 	waitFor(t, "edge connected", func() bool { return edge.Uplink().Connected() })
 	put := func(via *replica, name string) {
-		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:"edge-1"}}}`, name, DestinationsAnnotation)
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:"edge-1"}}}`, name, edgev1alpha1.DestinationsAnnotation)
 		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 		if _, err := via.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatalf("downsync %s via %s: %v", name, via.cfg.Name, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // A tree of root, region-a with edge e3, and region-b, and a Secret
@@ -38,7 +39,7 @@ func TestImpostorCannotTakeOverADestination(t *testing.T) {
 	e3 := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e3", DataDir: t.TempDir(), Parents: []string{a.LinkAddr()},
 		JoinToken: token, InMemory: true})
 	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"only-e3","namespace":"default","annotations":{%q:"e3"}},"data":{"k":"c2VjcmV0"}}`,
-		DestinationsAnnotation)
+		edgev1alpha1.DestinationsAnnotation)
 	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "secrets"}, Namespace: "default", Name: "only-e3"}
 	if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 	e3 := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e3", DataDir: t.TempDir(), Parents: []string{a.LinkAddr()},
 		JoinToken: token, InMemory: true})
 	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "kept"}
-	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"default","annotations":{%q:"e3"}}}`, DestinationsAnnotation)
+	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"default","annotations":{%q:"e3"}}}`, edgev1alpha1.DestinationsAnnotation)
 	if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/link/memnet"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // testTree is a whole tree built by makeTree.
@@ -125,7 +126,7 @@ func TestTreeOverLossyNetwork(t *testing.T) {
 		for i := range 10 {
 			name := fmt.Sprintf("cm-%s-%d", top, i)
 			data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"i":"%d"}}`,
-				name, DestinationsAnnotation, strings.Join(edges, ","), i)
+				name, edgev1alpha1.DestinationsAnnotation, strings.Join(edges, ","), i)
 			k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 			if _, err := tt.root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 				t.Fatal(err)
@@ -161,7 +162,7 @@ func TestPartitionedRegionCatchesUpWithState(t *testing.T) {
 			payload += fmt.Sprintf("%x", sha256.Sum256([]byte(payload)))
 		}
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"k%d","namespace":"default","annotations":{%q:%q}},"data":{"v":%q}}`,
-			i, DestinationsAnnotation, edge.cfg.Name, payload[:size])
+			i, edgev1alpha1.DestinationsAnnotation, edge.cfg.Name, payload[:size])
 		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("k%d", i)}
 		if cur, err := tt.root.Store().Get(k); err == nil {
 			_, err = tt.root.Store().Update(context.Background(), k, []byte(data), cur.Revision)

@@ -561,7 +561,7 @@ func putDownsync(t testing.TB, root *Root, name, value string, dests ...string) 
 	t.Helper()
 	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 	data := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"v":%q}}`,
-		name, DestinationsAnnotation, strings.Join(dests, ","), value)
+		name, edgev1alpha1.DestinationsAnnotation, strings.Join(dests, ","), value)
 	ctx := context.Background()
 	cur, err := root.Store().Get(k)
 	if err != nil {

@@ -8,21 +8,18 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/topology/placement"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
-// DestinationsAnnotation on an object lists (comma-separated) the
-// destinations the object targets. At the root the placement translator
+// destinationsField is the store field holding an object's
+// edgev1alpha1.DestinationsAnnotation, the destinations it targets
+// (comma-separated), parsed once per stored version, not once per child
+// and look-up. A tier routes by it: at the root the placement translator
 // writes objects with it into the downsync space; a region receives them
 // in its inbox. Either way the children's mailboxes are indexes over that
 // one space (tree.Routing): an object goes to every child under which one
 // of its destinations was announced, and nothing is copied per child.
-const DestinationsAnnotation = placement.DestinationsAnnotation
-
-// destinationsField is the store field holding DestinationsAnnotation, so
-// that the annotation is parsed once per stored version, not once per
-// child and look-up.
-const destinationsField = "metadata.annotations." + DestinationsAnnotation
+const destinationsField = "metadata.annotations." + edgev1alpha1.DestinationsAnnotation
 
 // withDestinations extends a store's Options.Fields with destinationsField.
 func withDestinations(base func(store.Resource, *store.FieldSource) fields.Set) func(store.Resource, *store.FieldSource) fields.Set {
@@ -31,7 +28,7 @@ func withDestinations(base func(store.Resource, *store.FieldSource) fields.Set) 
 		if base != nil {
 			set = base(r, v)
 		}
-		if d := v.Annotation(DestinationsAnnotation); d != "" {
+		if d := v.Annotation(edgev1alpha1.DestinationsAnnotation); d != "" {
 			if set == nil {
 				set = fields.Set{}
 			}
@@ -90,10 +87,10 @@ func setDestinations(data []byte, list string) []byte {
 	}
 	md, _ := m["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
-	if _, ok := ann[DestinationsAnnotation].(string); !ok {
+	if _, ok := ann[edgev1alpha1.DestinationsAnnotation].(string); !ok {
 		return data
 	}
-	ann[DestinationsAnnotation] = list
+	ann[edgev1alpha1.DestinationsAnnotation] = list
 	out, err := json.Marshal(m)
 	if err != nil {
 		return data

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // A child's copy made from the version's template is the object with its
@@ -22,7 +23,7 @@ func TestTrimDestinations(t *testing.T) {
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
 			"name": "cm", "namespace": "default", "resourceVersion": "7",
-			"annotations": map[string]any{DestinationsAnnotation: strings.Join(all, ","), "note": "<a & b>"},
+			"annotations": map[string]any{edgev1alpha1.DestinationsAnnotation: strings.Join(all, ","), "note": "<a & b>"},
 		},
 		"data": map[string]any{"k": "v\x00", "mark": trimMark[1:]},
 	}
@@ -39,7 +40,7 @@ func TestTrimDestinations(t *testing.T) {
 			t.Fatalf("keep %v: %v", keep, err)
 		}
 		ann := back["metadata"].(map[string]any)["annotations"].(map[string]any)
-		if ann[DestinationsAnnotation] != strings.Join(keep, ",") || ann["note"] != "<a & b>" {
+		if ann[edgev1alpha1.DestinationsAnnotation] != strings.Join(keep, ",") || ann["note"] != "<a & b>" {
 			t.Fatalf("keep %v: annotations %v", keep, ann)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // Two sibling regions found by gossip, four edges configured with the
@@ -49,7 +50,7 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 	put := func(name, dest string) {
 		t.Helper()
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"k":"v"}}`,
-			name, DestinationsAnnotation, dest)
+			name, edgev1alpha1.DestinationsAnnotation, dest)
 		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)

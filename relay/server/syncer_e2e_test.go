@@ -186,7 +186,7 @@ func TestEdgeEnforcesInboxWhileParentIsDown(t *testing.T) {
 	stop := serveInBackground(t, "edge-1", c.Serve)
 	for i := range 5 {
 		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
-		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}},"data":{"i":"%d"}}`, i, DestinationsAnnotation, i)
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}},"data":{"i":"%d"}}`, i, edgev1alpha1.DestinationsAnnotation, i)
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)
 		}

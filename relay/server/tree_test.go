@@ -21,6 +21,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
@@ -167,7 +168,7 @@ func TestTreeDepthTwo(t *testing.T) {
 			dest = "nowhere"
 		}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i),
-			Annotations: map[string]string{DestinationsAnnotation: dest}}, Data: map[string]string{"i": fmt.Sprint(i)}}
+			Annotations: map[string]string{edgev1alpha1.DestinationsAnnotation: dest}}, Data: map[string]string{"i": fmt.Sprint(i)}}
 		if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func TestTreeDepthTwo(t *testing.T) {
 	targets := map[string]string{"to-1": "edge-1", "to-2": "edge-2", "to-both": "edge-1,edge-2", "to-none": "edge-9"}
 	for name, dests := range targets {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Annotations: map[string]string{DestinationsAnnotation: dests}}}
+			Annotations: map[string]string{edgev1alpha1.DestinationsAnnotation: dests}}}
 		if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +256,7 @@ func TestTreeDepthTwo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.Annotations[DestinationsAnnotation] = "edge-2"
+	cm.Annotations[edgev1alpha1.DestinationsAnnotation] = "edge-2"
 	if _, err := cs.CoreV1().ConfigMaps("default").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestTreeDepthFour(t *testing.T) {
 		return len(dests) == 1 && strings.Join(dests[0].Path, "/") == "r1/r2/r3/deep-edge" && dests[0].Connected
 	})
 	obj := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep","namespace":"default","annotations":{"` +
-		DestinationsAnnotation + `":"deep-edge"}},"data":{"k":"v"}}`
+		edgev1alpha1.DestinationsAnnotation + `":"deep-edge"}},"data":{"k":"v"}}`
 	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "deep"}
 	if _, err := root.Store().Create(context.Background(), k, []byte(obj)); err != nil {
 		t.Fatal(err)
@@ -346,7 +347,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 	waitFor(t, "edge connected", func() bool { return c.Uplink().Connected() })
 	for i := range 5 {
 		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
-		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}}}`, i, DestinationsAnnotation)
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}}}`, i, edgev1alpha1.DestinationsAnnotation)
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +412,7 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 	waitFor(t, "mover under r1", func() bool { p, c := pathOf("mover"); return p == "root/r1/mover" && c })
 
 	put := func(name, dest string) {
-		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}}}`, name, DestinationsAnnotation, dest)
+		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}}}`, name, edgev1alpha1.DestinationsAnnotation, dest)
 		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)

@@ -62,7 +62,7 @@ func TestUpsyncReachesTheWorkloadSpace(t *testing.T) {
 			}
 			v, _, _ := unstructured.NestedString(cm.Object, "data", "k")
 			got := v + "@" + cm.GetAnnotations()["edge.canopy.dev/destination"]
-			return got == want && cm.GetLabels()[placement.UpsyncedLabel] == "true", got
+			return got == want && cm.GetLabels()[edgev1alpha1.UpsyncedLabel] == "true", got
 		}, &last)
 	}
 	create("e2", "up-1", "from e2")

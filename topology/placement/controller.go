@@ -23,33 +23,6 @@ import (
 	"github.com/canopy-dev/canopy/topology/selection"
 )
 
-// Annotations the controller writes on the objects of the downsync space.
-const (
-	// DestinationsAnnotation lists the destinations an object targets
-	// (the relay tree routes by it: server.DestinationsAnnotation).
-	DestinationsAnnotation = reports.DestinationsAnnotation
-	// SourceAnnotation names the workload description space an object was
-	// placed from; the controller owns (and deletes) only the objects of
-	// the downsync space that carry it.
-	SourceAnnotation = v1alpha1.GroupName + "/placed-from"
-	// CustomizerOverridesAnnotation lists, for destinations where the
-	// winning placement chose another Customizer than the object's
-	// CustomizerAnnotation, "destination=namespace/name" pairs
-	// (comma-separated; an empty name means none).
-	CustomizerOverridesAnnotation = v1alpha1.GroupName + "/customizer-overrides"
-	// LocationAnnotation, on a SyncTarget sent to its destination, names
-	// the Location whose labels and annotations customize the objects
-	// there, but for those that LocationOverridesAnnotation sends
-	// elsewhere.
-	LocationAnnotation = v1alpha1.GroupName + "/location"
-	// LocationOverridesAnnotation lists, on a workload object, for
-	// destinations where the placement that wins it reached them through
-	// another Location than their SyncTarget's LocationAnnotation names,
-	// "destination=location" pairs (comma-separated): the Location that
-	// customizes it there.
-	LocationOverridesAnnotation = v1alpha1.GroupName + "/location-overrides"
-)
-
 // Config configures a Controller.
 type Config struct {
 	Store *store.Store
@@ -144,7 +117,7 @@ type wds struct {
 	// can change what is selected.
 	selected      []store.Key
 	selectedStale bool
-	// upsynced holds the keys of the objects labelled UpsyncedLabel.
+	// upsynced holds the keys of the objects labelled v1alpha1.UpsyncedLabel.
 	upsynced map[store.Key]bool
 }
 
@@ -531,7 +504,7 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 		delete(s.upsynced, key)
 	} else {
 		s.objects[key] = o
-		if o.Labels[UpsyncedLabel] == "true" {
+		if o.Labels[v1alpha1.UpsyncedLabel] == "true" {
 			s.upsynced[key] = true
 		} else {
 			delete(s.upsynced, key)

@@ -172,13 +172,13 @@ func (f *fixture) placed(control bool) []string {
 	for _, o := range lr.Items {
 		md, _ := jsonMap(o)["metadata"].(map[string]any)
 		ann, _ := md["annotations"].(map[string]any)
-		if _, ok := ann[SourceAnnotation]; !ok {
+		if _, ok := ann[v1alpha1.SourceAnnotation]; !ok {
 			continue
 		}
 		if r := o.Key.Resource; (r == placementsRes || r == collectorsRes) != control {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s/%s/%s→%s", o.Key.Resource.Resource, o.Key.Namespace, o.Key.Name, ann[DestinationsAnnotation]))
+		out = append(out, fmt.Sprintf("%s/%s/%s→%s", o.Key.Resource.Resource, o.Key.Namespace, o.Key.Name, ann[v1alpha1.DestinationsAnnotation]))
 	}
 	slices.Sort(out)
 	return out
@@ -287,7 +287,7 @@ func TestPlacementEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	src, _ := f.st.Get(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
-	if got := jsonMap(cm)["metadata"].(map[string]any)["annotations"].(map[string]any)[reports.SourceRevisionAnnotation]; got != fmt.Sprint(src.Revision) {
+	if got := jsonMap(cm)["metadata"].(map[string]any)["annotations"].(map[string]any)[v1alpha1.SourceRevisionAnnotation]; got != fmt.Sprint(src.Revision) {
 		t.Fatalf("source revision %v, want %d", got, src.Revision)
 	}
 	f.waitStatus(ws, "p1", "2 matched", func(s v1alpha1.EdgePlacementStatus) bool {
@@ -353,7 +353,7 @@ func TestPlacementConflict(t *testing.T) {
 	}
 	md := jsonMap(o)["metadata"].(map[string]any)
 	ann := md["annotations"].(map[string]any)
-	if ann[v1alpha1.CustomizerAnnotation] != "base" || ann[CustomizerOverridesAnnotation] != "s2=app/special" {
+	if ann[v1alpha1.CustomizerAnnotation] != "base" || ann[v1alpha1.CustomizerOverridesAnnotation] != "s2=app/special" {
 		t.Fatalf("customizer annotations = %v, want base with s2 overridden to app/special", ann)
 	}
 	for _, p := range []string{"p-a", "p-b"} {
@@ -389,7 +389,7 @@ func TestPlacementBoundaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src := jsonMap(o)["metadata"].(map[string]any)["annotations"].(map[string]any)[SourceAnnotation]; src != ws {
+	if src := jsonMap(o)["metadata"].(map[string]any)["annotations"].(map[string]any)[v1alpha1.SourceAnnotation]; src != ws {
 		t.Fatalf("the object placed from two spaces came from %v, want %s", src, ws)
 	}
 	f.waitStatus("other", "all", "a cross-space conflict", func(s v1alpha1.EdgePlacementStatus) bool { return s.ConflictCount > 0 })
@@ -646,7 +646,7 @@ func testReportedState(t *testing.T, f *fixture) {
 	f.waitDownsync("configmaps/app/a→s2", "namespaces//app→s2", "synctargets//s2→s2", "locations//prod→s2")
 	f.put(store.Key{Space: "reports-r1", Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}, map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "status": map[string]any{"seen": "at s2"},
-		"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s2"}}})
+		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.DestinationAnnotation: "s2"}}})
 	f.waitSeen("at s2", "the singleton status never reached the object")
 
 	// A second placement places the same object on the same destination,
@@ -660,7 +660,7 @@ func testReportedState(t *testing.T, f *fixture) {
 	f.waitStatus(ws, "p2", "p2 scheduled", func(s v1alpha1.EdgePlacementStatus) bool { return s.MatchedDestinations == 1 })
 	f.put(store.Key{Space: "reports-r1", Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}, map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "status": map[string]any{"seen": "at s2, again"},
-		"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s2"}}})
+		"metadata": map[string]any{"annotations": map[string]any{v1alpha1.DestinationAnnotation: "s2"}}})
 	f.waitSeen("at s2, again", "with two placements, the singleton status never reached the object")
 }
 

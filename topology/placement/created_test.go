@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/topology/reports"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // Every object placed in the downsync space has a creation time (kubectl
@@ -107,7 +107,7 @@ func TestDownsyncCreationTime(t *testing.T) {
 
 	// Stored without a creation time: written once to get one, with the
 	// source revision it carries.
-	rev := md["annotations"].(map[string]any)[reports.SourceRevisionAnnotation]
+	rev := md["annotations"].(map[string]any)[v1alpha1.SourceRevisionAnnotation]
 	setCreated(nil)
 	d = newDriver(f, true)
 	d.settle()
@@ -115,7 +115,7 @@ func TestDownsyncCreationTime(t *testing.T) {
 	if ts, err := time.Parse(time.RFC3339, fmtString(md["creationTimestamp"])); err != nil || ts.Before(before) {
 		t.Fatalf("creationTimestamp %v (%v), want one given now", md["creationTimestamp"], err)
 	}
-	if got := md["annotations"].(map[string]any)[reports.SourceRevisionAnnotation]; got != rev {
+	if got := md["annotations"].(map[string]any)[v1alpha1.SourceRevisionAnnotation]; got != rev {
 		t.Fatalf("source revision %v, want %v kept: only the creation time was added", got, rev)
 	}
 	d = newDriver(f, true)

@@ -31,7 +31,7 @@ type entry struct {
 	dests map[string]choice
 	// location, for a SyncTarget sent to its own destination, is the
 	// Location whose labels and annotations customize the objects there
-	// that name no other (LocationOverridesAnnotation).
+	// that name no other (v1alpha1.LocationOverridesAnnotation).
 	location string
 	// locOver, for a workload object, lists "destination=location" for
 	// the destinations where the placement that wins there reached them
@@ -105,7 +105,7 @@ type outcome struct {
 	// places (for its sync status: the newest source revision among them).
 	placed map[scheduler.PlacementRef][]store.Key
 	// sourceRev is, per entry, the source revision the downsync space
-	// holds for it (reports.SourceRevisionAnnotation); set by
+	// holds for it (v1alpha1.SourceRevisionAnnotation); set by
 	// writeDownsync.
 	sourceRev map[store.Key]int64
 }
@@ -432,7 +432,7 @@ func placeable(k store.Key, o *store.Object) bool {
 		return false
 	case o.Labels[auth.SpaceRBACLabel] == "true", o.Labels["kubernetes.io/bootstrapping"] == "rbac-defaults":
 		return false
-	case o.Labels[UpsyncedLabel] == "true":
+	case o.Labels[v1alpha1.UpsyncedLabel] == "true":
 		return false // it came from a destination
 	}
 	return true

@@ -11,7 +11,7 @@
 //   - translation: every workload object selected by a placement's
 //     downsync clauses (topology/selection) is written once into the
 //     downsync space, annotated with the destinations it targets
-//     (server.DestinationsAnnotation), with the time it was first placed
+//     (v1alpha1.DestinationsAnnotation), with the time it was first placed
 //     as its creationTimestamp (kept by every later write, so that a
 //     rewrite never changes it); the relay tree routes it from there.
 //     The namespaces of selected objects, the Customizers they refer to and
@@ -20,7 +20,7 @@
 //     object is customized at a destination with the Location its
 //     placement selected the destination through: the SyncTarget names
 //     the first Location by name that holds it, and an object placed
-//     through another lists it (LocationOverridesAnnotation);
+//     through another lists it (v1alpha1.LocationOverridesAnnotation);
 //   - conflicts: when placements choose different Customizers for one
 //     object at one destination, or reach the destination through
 //     different Locations for an object that is customized, the placement
@@ -31,9 +31,9 @@
 //   - upsync into the workload description spaces: the objects
 //     destinations report as upsynced are written into the space of each
 //     placement whose upsync clause names them and that has the
-//     destination, labelled UpsyncedLabel (one destination's version, the
-//     first by name, when several report one; the placement's Upsynced
-//     condition says so), and deleted when no report wants them.
+//     destination, labelled v1alpha1.UpsyncedLabel (one destination's
+//     version, the first by name, when several report one; the
+//     placement's Upsynced condition says so), and deleted when no report wants them.
 //
 // It reads and writes the store directly (it is part of the root, like
 // the kube API's own controllers). Of the workload objects users write it

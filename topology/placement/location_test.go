@@ -48,10 +48,10 @@ func TestCustomizationUsesTheSelectedLocation(t *testing.T) {
 		var out []string
 		for _, n := range []string{"via-region", "via-red", "plain", "both"} {
 			ann := f.annotationsAt(store.Key{Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: n})
-			out = append(out, fmt.Sprintf("%s:%v", n, ann[LocationOverridesAnnotation]))
+			out = append(out, fmt.Sprintf("%s:%v", n, ann[v1alpha1.LocationOverridesAnnotation]))
 		}
 		for _, d := range []string{"s1", "s2"} {
-			out = append(out, fmt.Sprintf("%s:%v", d, f.annotationsAt(store.Key{Resource: syncTargetsRes, Name: d})[LocationAnnotation]))
+			out = append(out, fmt.Sprintf("%s:%v", d, f.annotationsAt(store.Key{Resource: syncTargetsRes, Name: d})[v1alpha1.LocationAnnotation]))
 		}
 		return strings.Join(out, " ")
 	}

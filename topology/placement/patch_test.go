@@ -13,7 +13,6 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
-	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
 )
 
@@ -202,7 +201,7 @@ func check(t *testing.T, c *Controller, when string) {
 			t.Fatalf("%s: %v: creation time %q: %v", when, k, created, err)
 		}
 		if r, _ := strconv.ParseInt(rev, 10, 64); r != got.sourceRev[k] || r > e.source.Revision {
-			t.Fatalf("%s: %v carries %s %q; the outcome says %d, its source is at %d", when, k, reports.SourceRevisionAnnotation, rev, got.sourceRev[k], e.source.Revision)
+			t.Fatalf("%s: %v carries %s %q; the outcome says %d, its source is at %d", when, k, v1alpha1.SourceRevisionAnnotation, rev, got.sourceRev[k], e.source.Revision)
 		}
 	}
 	if n != len(got.entries) {

@@ -22,8 +22,8 @@ import (
 // Upsync into the workload description spaces: an object a destination
 // reports as upsynced (reports.ForwardedName) is written into the space of
 // every placement that has the destination and an upsync clause matching
-// the object, under its own name, labelled UpsyncedLabel and annotated
-// reports.DestinationAnnotation with the destination. When several
+// the object, under its own name, labelled v1alpha1.UpsyncedLabel and annotated
+// v1alpha1.DestinationAnnotation with the destination. When several
 // destinations upsync the same object into one space, the first by name
 // is written and the placements involved say so in their Upsynced
 // condition. The controller owns the objects it labels: it updates them
@@ -32,10 +32,6 @@ import (
 // writes a CustomResourceDefinition (the root would serve it), strips the
 // labels that would make an RBAC object govern the space, and never
 // places an upsynced object (placeable).
-
-// UpsyncedLabel, set to "true", marks the objects of a workload
-// description space the controller wrote from upsync reports.
-const UpsyncedLabel = v1alpha1.GroupName + "/upsynced"
 
 // ConditionUpsynced is, on a placement with upsync clauses, True when
 // every object its clauses bring back is in its space; False with
@@ -138,7 +134,7 @@ func (c *Controller) writeUpsynced(ctx context.Context, out *outcome, m reports.
 		blocked := ""
 		if tk.Resource == crdsRes {
 			blocked = "CustomResourceDefinitions are not upsynced into a space (the root would serve them)"
-		} else if cur := s.objects[local]; cur != nil && cur.Labels[UpsyncedLabel] != "true" {
+		} else if cur := s.objects[local]; cur != nil && cur.Labels[v1alpha1.UpsyncedLabel] != "true" {
 			blocked = "an object of that name that is not upsynced is in the space"
 		} else if tk.Namespace != "" && s.objects[store.Key{Resource: namespacesRes, Name: tk.Namespace}] == nil {
 			blocked = "no namespace " + tk.Namespace + " in the space"
@@ -220,7 +216,7 @@ func (c *Controller) writeUpsynced(ctx context.Context, out *outcome, m reports.
 // upsyncedCopy is a reported upsynced object as its space holds it: under
 // its own name, without the metadata its cluster assigned and without the
 // labels that would make an RBAC object govern the space, labelled
-// UpsyncedLabel and annotated with the destination it comes from.
+// v1alpha1.UpsyncedLabel and annotated with the destination it comes from.
 func upsyncedCopy(o *store.Object, name, dest string) map[string]any {
 	m := jsonMap(o)
 	md, _ := m["metadata"].(map[string]any)
@@ -236,7 +232,7 @@ func upsyncedCopy(o *store.Object, name, dest string) map[string]any {
 	if labels == nil {
 		labels = map[string]any{}
 	}
-	labels[UpsyncedLabel] = "true"
+	labels[v1alpha1.UpsyncedLabel] = "true"
 	// What would make an RBAC object govern the space (auth.InertInWDS):
 	// an upsynced one is inert there, as placed ones are.
 	delete(labels, auth.SpaceRBACLabel)
@@ -246,7 +242,7 @@ func upsyncedCopy(o *store.Object, name, dest string) map[string]any {
 	if ann == nil {
 		ann = map[string]any{}
 	}
-	ann[reports.DestinationAnnotation] = dest
+	ann[v1alpha1.DestinationAnnotation] = dest
 	md["annotations"] = ann
 	return m
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // upsyncedHere returns "name=data.k@destination" for every ConfigMap of
-// namespace app of the workload space labelled UpsyncedLabel, sorted.
+// namespace app of the workload space labelled v1alpha1.UpsyncedLabel, sorted.
 func (f *fixture) upsyncedHere() []string {
 	lr, err := f.st.List(store.ListOptions{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app"})
 	if err != nil {
@@ -24,14 +24,14 @@ func (f *fixture) upsyncedHere() []string {
 	}
 	var out []string
 	for _, o := range lr.Items {
-		if o.Labels[UpsyncedLabel] != "true" {
+		if o.Labels[v1alpha1.UpsyncedLabel] != "true" {
 			continue
 		}
 		m := jsonMap(o)
 		md := m["metadata"].(map[string]any)
 		ann, _ := md["annotations"].(map[string]any)
 		data, _ := m["data"].(map[string]any)
-		out = append(out, fmt.Sprintf("%s=%v@%v", o.Key.Name, data["k"], ann[reports.DestinationAnnotation]))
+		out = append(out, fmt.Sprintf("%s=%v@%v", o.Key.Name, data["k"], ann[v1alpha1.DestinationAnnotation]))
 		if md["uid"] == "edge-uid" || md["ownerReferences"] != nil {
 			f.t.Errorf("%s keeps its cluster's metadata: %v", o.Key.Name, md)
 		}
@@ -45,7 +45,7 @@ func (f *fixture) upsyncedHere() []string {
 func (f *fixture) upsyncReport(dest, name, value string) {
 	f.put(store.Key{Space: "reports-r1", Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: reports.ForwardedName(dest, name)},
 		map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"k": value},
-			"metadata": map[string]any{"uid": "edge-uid", "annotations": map[string]any{reports.DestinationAnnotation: dest},
+			"metadata": map[string]any{"uid": "edge-uid", "annotations": map[string]any{v1alpha1.DestinationAnnotation: dest},
 				"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "x", "uid": "u"}}}})
 }
 
@@ -145,19 +145,19 @@ func TestUpsyncIntoTheWorkloadSpace(t *testing.T) {
 	rb := store.Resource{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}
 	f.put(store.Key{Space: "reports-r1", Resource: rb, Namespace: "app", Name: reports.ForwardedName("s1", "admin")},
 		map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-			"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s1"},
+			"metadata": map[string]any{"annotations": map[string]any{v1alpha1.DestinationAnnotation: "s1"},
 				"labels": map[string]any{"edge.canopy.dev/space-rbac": "true", "kubernetes.io/bootstrapping": "rbac-defaults"}},
 			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
 			"subjects": []any{map[string]any{"kind": "Group", "name": "system:authenticated"}}})
 	f.put(store.Key{Space: "reports-r1", Resource: crdsRes, Name: reports.ForwardedName("s1", "gadgets.example.com")},
 		map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-			"metadata": map[string]any{"annotations": map[string]any{reports.DestinationAnnotation: "s1"}}})
+			"metadata": map[string]any{"annotations": map[string]any{v1alpha1.DestinationAnnotation: "s1"}}})
 	cond("the CRD not written", metav1.ConditionFalse, ReasonNotUpsynced, "CustomResourceDefinitions are not upsynced")
 	o, err := f.st.Get(store.Key{Space: ws, Resource: rb, Namespace: "app", Name: "admin"})
 	if err != nil {
 		t.Fatalf("the RoleBinding was not upsynced: %v", err)
 	}
-	if o.Labels[UpsyncedLabel] != "true" || o.Labels["edge.canopy.dev/space-rbac"] != "" || o.Labels["kubernetes.io/bootstrapping"] != "" {
+	if o.Labels[v1alpha1.UpsyncedLabel] != "true" || o.Labels["edge.canopy.dev/space-rbac"] != "" || o.Labels["kubernetes.io/bootstrapping"] != "" {
 		t.Fatalf("the upsynced RoleBinding's labels: %v", o.Labels)
 	}
 	if _, err := f.st.Get(store.Key{Space: ws, Resource: crdsRes, Name: "gadgets.example.com"}); err == nil {

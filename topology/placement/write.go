@@ -124,13 +124,13 @@ func renderMap(k store.Key, e *entry) map[string]any {
 	}
 	delete(ann, "kubectl.kubernetes.io/last-applied-configuration")
 	dests := e.destinationList()
-	ann[DestinationsAnnotation] = strings.Join(dests, ",")
-	ann[SourceAnnotation] = e.space
+	ann[v1alpha1.DestinationsAnnotation] = strings.Join(dests, ",")
+	ann[v1alpha1.SourceAnnotation] = e.space
 	if e.space == "" {
-		ann[SourceAnnotation] = "inventory"
+		ann[v1alpha1.SourceAnnotation] = "inventory"
 	}
 	if e.location != "" {
-		ann[LocationAnnotation] = e.location
+		ann[v1alpha1.LocationAnnotation] = e.location
 	}
 	// The Customizer most destinations use goes in the object's own
 	// annotation; the others are listed per destination.
@@ -159,13 +159,13 @@ func renderMap(k store.Key, e *entry) map[string]any {
 			over = append(over, d+"="+c)
 		}
 	}
-	delete(ann, CustomizerOverridesAnnotation)
+	delete(ann, v1alpha1.CustomizerOverridesAnnotation)
 	if len(over) > 0 {
-		ann[CustomizerOverridesAnnotation] = strings.Join(over, ",")
+		ann[v1alpha1.CustomizerOverridesAnnotation] = strings.Join(over, ",")
 	}
-	delete(ann, LocationOverridesAnnotation)
+	delete(ann, v1alpha1.LocationOverridesAnnotation)
 	if e.locOver != "" {
-		ann[LocationOverridesAnnotation] = e.locOver
+		ann[v1alpha1.LocationOverridesAnnotation] = e.locOver
 	}
 	md["annotations"] = ann
 	return m
@@ -181,8 +181,8 @@ func canonical(o *store.Object) (data []byte, rev, created string) {
 		created, _ = md["creationTimestamp"].(string)
 		delete(md, "creationTimestamp")
 		if ann, ok := md["annotations"].(map[string]any); ok {
-			rev, _ = ann[reports.SourceRevisionAnnotation].(string)
-			delete(ann, reports.SourceRevisionAnnotation)
+			rev, _ = ann[v1alpha1.SourceRevisionAnnotation].(string)
+			delete(ann, v1alpha1.SourceRevisionAnnotation)
 		}
 	}
 	b, _ := json.Marshal(m)
@@ -329,7 +329,7 @@ func (c *Controller) writeEntry(ctx context.Context, b *batch, out *outcome, k s
 	}
 	md := m["metadata"].(map[string]any)
 	md["creationTimestamp"] = created
-	md["annotations"].(map[string]any)[reports.SourceRevisionAnnotation] = strconv.FormatInt(sourceRev, 10)
+	md["annotations"].(map[string]any)[v1alpha1.SourceRevisionAnnotation] = strconv.FormatInt(sourceRev, 10)
 	if data, err = json.Marshal(m); err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func (c *Controller) writeEntry(ctx context.Context, b *batch, out *outcome, k s
 func placedByUs(o *store.Object) bool {
 	md, _ := jsonMap(o)["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
-	_, ok := ann[SourceAnnotation]
+	_, ok := ann[v1alpha1.SourceAnnotation]
 	return ok
 }
 

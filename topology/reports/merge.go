@@ -123,7 +123,7 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 func isForwarded(o *store.Object) bool { return DestinationOf(o) != "" }
 
 // DestinationOf returns the destination a forwarded report comes from.
-func DestinationOf(o *store.Object) string { return annotation(o.Data, DestinationAnnotation) }
+func DestinationOf(o *store.Object) string { return annotation(o.Data, v1alpha1.DestinationAnnotation) }
 
 // annotation reads one annotation from an object's JSON ("" if absent).
 func annotation(data []byte, key string) string {
@@ -196,11 +196,6 @@ func SortedKeys[V any](m map[store.Key]V) []store.Key {
 	return keys
 }
 
-// DestinationsAnnotation lists the destinations a placed object targets
-// (comma-separated); the placement controller writes it, and the relay
-// tree routes by it.
-const DestinationsAnnotation = v1alpha1.GroupName + "/destinations"
-
 // ForwardFilter is the wantForward of Merge for a relay whose placed
 // objects are in placedSpace of r: upsynced objects (not placed from
 // above) travel on, and so does the live state of a placed object with a
@@ -221,7 +216,7 @@ func ForwardFilter(r store.Reader, placedSpace string) func(*store.Object) bool 
 		}
 		s := true // not placed here: upsynced
 		if placed, err := r.Get(k); err == nil {
-			d := annotation(placed.Data, DestinationsAnnotation)
+			d := annotation(placed.Data, v1alpha1.DestinationsAnnotation)
 			s = d != "" && !strings.Contains(d, ",")
 		}
 		single[k] = s

@@ -17,7 +17,7 @@
 //     object at two destinations are two reports. The live state of a
 //     placed object keeps its own key (only objects with a single
 //     destination travel past the edge's parent, so it is unique). Both
-//     carry DestinationAnnotation; tiers forward them unchanged.
+//     carry v1alpha1.DestinationAnnotation; tiers forward them unchanged.
 //
 // The package owns the keys, the data types and their merge; it does no
 // I/O.
@@ -44,15 +44,6 @@ var (
 	PartialResource       = store.Resource{Group: v1alpha1.GroupName, Resource: "partials"}
 	PlacementSyncResource = store.Resource{Group: v1alpha1.GroupName, Resource: "placementsyncs"}
 )
-
-// DestinationAnnotation, on a forwarded report (upsynced object, singleton
-// live state), names the destination it comes from.
-const DestinationAnnotation = v1alpha1.GroupName + "/destination"
-
-// SourceRevisionAnnotation, on an object of the downsync space, is the
-// resourceVersion of the workload object it was placed from (a root
-// revision): what an edge reports as applied (PlacementSync).
-const SourceRevisionAnnotation = v1alpha1.GroupName + "/source-revision"
 
 // PlacementRef names an EdgePlacement: its workload description space and
 // its name.

@@ -62,7 +62,7 @@ func TestMerge(t *testing.T) {
 		pd, _ := Encode(KindPartial, p.Key().Name, p)
 		sd, _ := Encode(KindPlacementSync, s.Key().Name, s)
 		fwd, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": ForwardedName(dests[0], "up"),
-			"annotations": map[string]any{DestinationAnnotation: dests[0]}}})
+			"annotations": map[string]any{v1alpha1.DestinationAnnotation: dests[0]}}})
 		return []*store.Object{
 			{Key: p.Key(), Data: pd}, {Key: s.Key(), Data: sd},
 			{Key: store.Key{Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: ForwardedName(dests[0], "up")}, Data: fwd},
