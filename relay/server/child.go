@@ -267,43 +267,32 @@ func (c *Child) Downlink() *session.Downlink {
 	return c.downlink
 }
 
-// Serve runs the uplink (and, for a region, the downlink; for an edge with
-// a virtual cluster, the cluster) until ctx is done.
+// Serve runs the child's parts until ctx is done or one fails: the uplink;
+// a region's downlink; an edge's syncer and, with a virtual cluster, the
+// cluster; the status endpoint. Everything stops before the store closes.
 func (c *Child) Serve(ctx context.Context) error {
 	defer c.close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 5)
-	// Everything Serve starts stops before the store closes (at most
-	// workStopTimeout after ctx ends).
-	var work sync.WaitGroup
-	defer func() { waitStopped(&work, c.log) }()
-	work.Go(func() { errc <- c.uplink.Start(ctx) })
+	var g group
+	g.add("uplink", c.uplink)
 	if c.cfg.StatusAddr != "" {
-		work.Go(func() { errc <- c.serveStatus(ctx, c.cfg.StatusAddr) })
+		g.add("status", PartFunc(func(ctx context.Context) error { return c.serveStatus(ctx, c.cfg.StatusAddr) }))
 	}
 	if c.cluster != nil {
 		c.clusterStarted = true
-		work.Go(func() { errc <- c.cluster.Start(ctx) })
+		g.add("virtual cluster", c.cluster)
 	}
 	if c.syncer != nil {
 		// The syncer runs from the inbox on disk, connected or not.
-		work.Go(func() { errc <- c.syncer.Start(ctx) })
+		g.add("syncer", c.syncer)
 	}
 	if c.cfg.Role == pki.RoleRegion {
 		// A region serves children only once it holds its certificate
 		// (its intermediate CA), which the uplink's join provides.
 		// Its listener is closed before Serve returns, so that the
 		// address is free for the next one.
-		work.Go(func() { errc <- c.serveChildren(ctx) })
+		g.add("downlink", PartFunc(c.serveChildren))
 	}
-	c.log.Info("relay started", "parents", c.cfg.Parents)
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	cancel()
+	err := g.run(ctx, c.log, func() { c.log.Info("relay started", "parents", c.cfg.Parents) })
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

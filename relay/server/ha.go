@@ -133,31 +133,13 @@ func (r *Root) placementConfig() placement.Config {
 }
 
 func (r *Root) leaderWork(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	r.reports.beginTerm()
-	parts := []func(context.Context) error{
-		r.api.StartControllers,
-		r.maintainInventory,
-		r.maintainWorkloadCRDs,
-		placement.New(r.placementConfig()).Run,
-	}
-	errc := make(chan error, len(parts))
-	for _, p := range parts {
-		go func() { errc <- p(ctx) }()
-	}
-	var first error
-	for range parts {
-		err := <-errc
-		if err == nil && ctx.Err() == nil {
-			err = errors.New("server: leader work stopped")
-		}
-		if first == nil && ctx.Err() == nil {
-			first = err
-		}
-		cancel()
-	}
-	return first
+	var g group
+	g.add("kube API controllers", PartFunc(r.api.StartControllers))
+	g.add("inventory", PartFunc(r.maintainInventory))
+	g.add("workload CRDs", PartFunc(r.maintainWorkloadCRDs))
+	g.add("placement", PartFunc(placement.New(r.placementConfig()).Run))
+	return g.run(ctx, r.log, nil)
 }
 
 // startupCRDsReady is /readyz's CRD check (part of replicaReady). The

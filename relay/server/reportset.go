@@ -210,8 +210,8 @@ func reportedAgain(spaces []string, storeOf func(space string) *store.Store) boo
 }
 
 // follow signals Changed on every change of the local store and, with
-// replicas, of the link records, until ctx is done.
-func (rs *reportSet) follow(ctx context.Context) {
+// replicas, of the link records, until ctx is done (or the stores close).
+func (rs *reportSet) follow(ctx context.Context) error {
 	var wg sync.WaitGroup
 	watch := func(st *store.Store, opts store.WatchOptions) {
 		defer wg.Done()
@@ -238,6 +238,8 @@ func (rs *reportSet) follow(ctx context.Context) {
 		go watch(rs.hard, store.WatchOptions{Resource: session.LinkResource})
 	}
 	wg.Wait()
+	<-ctx.Done() // a store closes only after the relay's parts have stopped
+	return nil
 }
 
 // reportBatch is what a follower's pump sends the leader: the latest state
@@ -337,7 +339,7 @@ var pumpBatchBytes = 4 << 20
 // replica leads, until ctx is done: everything first, then the latest state
 // of every changed key, every pumpInterval at most. A new leader, or a
 // batch the leader refuses, starts a new session that sends everything again.
-func (rs *reportSet) pump(ctx context.Context, node *consensus.Node) {
+func (rs *reportSet) pump(ctx context.Context, node *consensus.Node) error {
 	for ctx.Err() == nil {
 		leader, ok := node.Leader()
 		if !ok || leader.ID == rs.self {
@@ -356,6 +358,7 @@ func (rs *reportSet) pump(ctx context.Context, node *consensus.Node) {
 			}
 		}
 	}
+	return nil
 }
 
 // errLeaderChanged ends a pump session.

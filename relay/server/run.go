@@ -22,7 +22,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -294,16 +293,16 @@ func (r *Root) childSpace(ctx context.Context, name string) (string, error) {
 
 // maintainKubeconfig rewrites the admin kubeconfig after children's spaces
 // appear, once per kubeconfigDelay at most, until ctx is done.
-func (r *Root) maintainKubeconfig(ctx context.Context) {
+func (r *Root) maintainKubeconfig(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-r.kubeconfigStale:
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(kubeconfigDelay):
 		}
 		if err := r.writeKubeconfig(); err != nil {
@@ -390,31 +389,38 @@ func ChildOfSpace(sp string) (string, bool) {
 	return "", false
 }
 
-// Serve runs the API and the controllers until ctx is done, then shuts
-// down in order: stop accepting, finish requests, stop controllers, close
-// the log.
+// Serve runs the root's parts until ctx is done or one fails, then stops
+// them all before the store and the log close. Every replica serves the
+// API and its children and authorizes; the leader-only work (controllers,
+// inventory, CRDs, placement) runs on the leader (leaderWork).
 func (r *Root) Serve(ctx context.Context) error {
 	defer r.close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 4)
-	// Every replica authorizes and serves its children; the leader-only
-	// work (controllers, inventory, CRDs, placement) runs on the leader.
-	// Serve waits for all of it to stop before the store and log close.
-	var work sync.WaitGroup
-	work.Go(func() { errc <- r.authz.Start(ctx) })
-	work.Go(func() { errc <- r.down.Start(ctx) })
-	work.Go(func() { r.maintainKubeconfig(ctx) })
-	work.Go(func() { r.reports.follow(ctx) })
+	var g group
+	g.add("authorizer", r.authz)
+	g.add("downlink", r.down)
+	g.add("kubeconfig", PartFunc(r.maintainKubeconfig))
+	g.add("reports", PartFunc(r.reports.follow))
 	if r.cfg.HA.Enabled() {
-		work.Go(func() { r.reports.pump(ctx, r.node) })
-	}
-	if r.cfg.HA.Enabled() {
-		work.Go(func() { errc <- r.node.RunAsLeader(ctx, r.leaderWork) })
+		g.add("report pump", PartFunc(func(ctx context.Context) error { return r.reports.pump(ctx, r.node) }))
+		g.add("leader work", PartFunc(func(ctx context.Context) error { return r.node.RunAsLeader(ctx, r.leaderWork) }))
 	} else {
-		work.Go(func() { errc <- r.leaderWork(ctx) })
+		g.add("leader work", PartFunc(r.leaderWork))
 	}
+	api, err := r.apiServer()
+	if err != nil {
+		return err
+	}
+	g.add("kube API", api)
+	return g.run(ctx, r.log, func() {
+		close(r.ready)
+		r.log.Info("root relay serving", "relay", r.cfg.Name, "api", r.server, "link", r.LinkAddr(), "kubeconfig", r.KubeconfigPath())
+	})
+}
 
+// apiServer is the part that serves the kube API on r.ln: when its
+// context ends, it stops accepting and lets requests finish (5 s at
+// most).
+func (r *Root) apiServer() (Part, error) {
 	hs := &http.Server{
 		Handler:           r.handler(),
 		TLSConfig:         r.tls,
@@ -422,44 +428,21 @@ func (r *Root) Serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(r.log.Handler(), slog.LevelDebug),
 	}
 	if err := http2.ConfigureServer(hs, apiHTTP2()); err != nil {
-		return fmt.Errorf("configuring HTTP/2: %w", err)
+		return nil, fmt.Errorf("configuring HTTP/2: %w", err)
 	}
-	go func() {
-		err := hs.Serve(tls.NewListener(r.ln, r.tls))
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
+	return PartFunc(func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- hs.Serve(tls.NewListener(r.ln, r.tls)) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
 		}
-		errc <- err
-	}()
-	close(r.ready)
-	r.log.Info("root relay serving", "relay", r.cfg.Name, "api", r.server, "link", r.LinkAddr(), "kubeconfig", r.KubeconfigPath())
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
-	cancel()
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	_ = hs.Shutdown(sctx)
-	waitStopped(&work, r.log)
-	return err
-}
-
-// workStopTimeout bounds how long a relay's Serve waits for what it
-// started (controllers, links, servers) to stop once its context ends.
-const workStopTimeout = 10 * time.Second
-
-// waitStopped waits for work, at most workStopTimeout.
-func waitStopped(work *sync.WaitGroup, log *slog.Logger) {
-	stopped := make(chan struct{})
-	go func() { work.Wait(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(workStopTimeout):
-		log.Warn("closing while some of the relay's work still runs", "waited", workStopTimeout)
-	}
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		return nil
+	}), nil
 }
 
 // apiStreams is how many streams one HTTP/2 connection to the API may have
