@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -190,9 +191,9 @@ func (h *harness) remove(objs ...map[string]any) {
 func (h *harness) txn(ops []store.Op) {
 	h.t.Helper()
 	h.cursor++
-	data, _ := json.Marshal(map[string]any{"apiVersion": "tree.canopy.dev/v1alpha1", "kind": "Cursor",
-		"metadata": map[string]any{"name": "downsync.inbox"}, "revision": h.cursor})
-	ck := store.Key{Resource: store.Resource{Group: "tree.canopy.dev", Resource: "cursors"}, Name: "downsync.inbox"}
+	ck := layout.DownsyncCursor("inbox")
+	data, _ := json.Marshal(layout.Cursor{APIVersion: "tree.canopy.dev/v1alpha1", Kind: "Cursor",
+		Metadata: map[string]any{"name": ck.Name}, Revision: h.cursor})
 	op := store.Op{Type: store.OpCreate, Key: ck, Data: data}
 	if _, err := h.st.Get(ck); err == nil {
 		op.Type = store.OpUpdate

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -17,7 +18,7 @@ import (
 // when it could not (history compacted).
 func (s *Syncer) followInbox(ctx context.Context) {
 	st := s.cfg.Store
-	cursor := s.cursorKey()
+	cursor := layout.DownsyncCursor(s.cfg.Inbox)
 	since := st.Revision()
 	s.queue.Add(item{op: opSync})
 	for ctx.Err() == nil {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -583,24 +584,17 @@ func drifted(r *record, live *unstructured.Unstructured) bool {
 	return !jsonEqual(project(r.Applied, live.Object), r.Applied)
 }
 
-// cursorKey is where relay/transport/tree's Receiver keeps the inbox cursor (the
-// last parent revision applied): system space, resource
-// cursors.tree.canopy.dev, named "downsync.<inbox>".
-func (s *Syncer) cursorKey() store.Key {
-	return store.Key{Resource: store.Resource{Group: "tree.canopy.dev", Resource: "cursors"}, Name: "downsync." + s.cfg.Inbox}
-}
-
+// readCursor reads the inbox cursor, where relay/transport/tree's Receiver
+// keeps the last parent revision applied (layout.DownsyncCursor).
 func (s *Syncer) readCursor() (uint64, error) {
-	o, err := s.cfg.Store.Get(s.cursorKey())
+	o, err := s.cfg.Store.Get(layout.DownsyncCursor(s.cfg.Inbox))
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	var c struct {
-		Revision uint64 `json:"revision"`
-	}
+	var c layout.Cursor
 	if err := json.Unmarshal(o.Data, &c); err != nil {
 		return 0, fmt.Errorf("syncer: inbox cursor: %w", err)
 	}

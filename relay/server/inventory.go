@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
-	"github.com/canopy-dev/canopy/relay/transport/tree"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -187,7 +187,7 @@ func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[strin
 		opts  store.WatchOptions
 		event func(store.Event)
 	}{
-		{store.WatchOptions{Resource: tree.RouteResource}, func(store.Event) {}},
+		{store.WatchOptions{Resource: layout.RouteResource}, func(store.Event) {}},
 		{store.WatchOptions{Resource: session.LinkResource}, func(store.Event) {}},
 		{store.WatchOptions{Space: kubeapi.InventorySpace, Resource: syncTargetResource}, func(ev store.Event) {
 			if ev.Type == store.Added || ev.Type == store.Deleted {

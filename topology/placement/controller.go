@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -372,7 +373,7 @@ func (c *Controller) observe(ev store.Event) bool {
 // isReport says whether k is a report from below or one of the children's
 // route records (which of them counts: tree.Superseded).
 func isReport(k store.Key) bool {
-	return strings.HasPrefix(k.Space, "reports-") || k.Space == "" && k.Resource == tree.RouteResource
+	return strings.HasPrefix(k.Space, "reports-") || k.Space == "" && k.Resource == layout.RouteResource
 }
 
 // dirty says that placement inputs changed since last computed.

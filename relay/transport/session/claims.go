@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -57,7 +58,7 @@ func (d *Downlink) Changed() <-chan struct{} {
 // or on another replica of a root) and as SetMoved is called.
 func (d *Downlink) followClaims(ctx context.Context) error {
 	for ctx.Err() == nil {
-		w, err := d.cfg.Store.Watch(ctx, store.WatchOptions{Since: d.cfg.Store.Revision(), Resource: tree.RouteResource})
+		w, err := d.cfg.Store.Watch(ctx, store.WatchOptions{Since: d.cfg.Store.Revision(), Resource: layout.RouteResource})
 		if err != nil {
 			return err
 		}

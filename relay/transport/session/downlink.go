@@ -36,6 +36,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
@@ -313,7 +314,7 @@ func mergeClaims(claims []claim) []wire.Destination {
 // load recreates, from their route records, the children known before a
 // restart, disconnected, with the destinations they last announced.
 func (d *Downlink) load(ctx context.Context) error {
-	lr, err := d.cfg.Store.List(store.ListOptions{Resource: tree.RouteResource})
+	lr, err := d.cfg.Store.List(store.ListOptions{Resource: layout.RouteResource})
 	if err != nil {
 		return err
 	}

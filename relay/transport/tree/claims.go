@@ -3,6 +3,7 @@ package tree
 import (
 	"strings"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -64,7 +65,7 @@ type RouteCache struct {
 // Routes is the package's Routes, reusing what c decoded before; a nil c
 // decodes everything.
 func (c *RouteCache) Routes(r store.Reader, space string) (Claims, error) {
-	lr, err := r.List(store.ListOptions{Resource: RouteResource})
+	lr, err := r.List(store.ListOptions{Resource: layout.RouteResource})
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,9 @@
 //   - Reporter (child) and Collector (parent): the upsync stream.
 //   - The cursors: a Receiver's last applied parent revision and a
 //     Collector's last durable report sequence, each an object of the
-//     system space "" (resource cursors.tree.canopy.dev, named
-//     "downsync.<inbox>" or "upsync.<space>"), written in the same Txn as
-//     the objects it covers, so a crash never leaves state and cursor apart.
+//     system space "" (layout.DownsyncCursor, layout.UpsyncCursor: the
+//     edge syncer reads the first), written in the same Txn as the objects
+//     it covers, so a crash never leaves state and cursor apart.
 //
 // # State, not events
 //

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -16,7 +17,7 @@ import (
 // destination of its subtree, and an object that stops targeting its
 // subtree is deleted at the child.
 //
-// The subtree is the child's route record (RouteResource in the system
+// The subtree is the child's route record (layout.RouteResource in the system
 // space), which the parent rewrites when the child announces a different
 // set of destinations. The record is in the same store, so its changes
 // have revisions like any object: a child resuming from a cursor older
@@ -130,13 +131,10 @@ func (r *Routing) trimmed(o *store.Object, subtree map[string]bool) []byte {
 	return r.Trim(o, keep)
 }
 
-// RouteResource is the resource of route records, in the system space.
-var RouteResource = store.Resource{Group: "tree.canopy.dev", Resource: "routes"}
-
 // RouteKey is the key of the route record of child under a mailbox space:
 // one record per (space, child), named "<space>.<child>".
 func RouteKey(space, child string) store.Key {
-	return store.Key{Resource: RouteResource, Name: space + "." + child}
+	return store.Key{Resource: layout.RouteResource, Name: space + "." + child}
 }
 
 // Route is the data of a route record.

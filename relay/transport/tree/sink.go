@@ -10,24 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
 )
-
-// cursorResource holds the cursors of Receivers and Collectors in the
-// system space "": one object per inbox or report space, written in the
-// same Txn as the objects it covers.
-var cursorResource = store.Resource{Group: "tree.canopy.dev", Resource: "cursors"}
-
-// cursorObject is the stored form of a cursor.
-type cursorObject struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Metadata   map[string]any `json:"metadata"`
-	Revision   uint64         `json:"revision"`
-	// Epoch is the parent epoch Revision belongs to (downsync only).
-	Epoch string `json:"epoch,omitempty"`
-}
 
 // sink is the applying half shared by Receiver (downsync) and Collector
 // (upsync): it writes the frames of one stream to one space, in one Txn per
@@ -51,13 +37,13 @@ type sink struct {
 	moved   chan struct{} // closed when the cursor next moves
 }
 
-func newSink(st *store.Store, space, cursorName string, up bool, allow func(wire.Key) bool, cfg *wire.Config, maxBatch int) *sink {
+func newSink(st *store.Store, space string, cursorKey store.Key, up bool, allow func(wire.Key) bool, cfg *wire.Config, maxBatch int) *sink {
 	if maxBatch <= 0 {
 		maxBatch = 256
 	}
 	return &sink{
 		st: st, space: space, up: up, allow: allow, cfg: cfg, maxBatch: maxBatch,
-		cursorKey: store.Key{Resource: cursorResource, Name: cursorName},
+		cursorKey: cursorKey,
 	}
 }
 
@@ -88,8 +74,8 @@ func (s *sink) cursor() (rev uint64, ok bool, err error) {
 	return c.Revision, ok, err
 }
 
-func (s *sink) cursorObject() (cursorObject, bool, error) {
-	var c cursorObject
+func (s *sink) cursorObject() (layout.Cursor, bool, error) {
+	var c layout.Cursor
 	o, err := s.st.Get(s.cursorKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return c, false, nil
@@ -111,7 +97,7 @@ func (s *sink) epoch() string {
 }
 
 func (s *sink) cursorOp(rev uint64, exists bool) store.Op {
-	data, _ := json.Marshal(cursorObject{
+	data, _ := json.Marshal(layout.Cursor{
 		APIVersion: "tree.canopy.dev/v1alpha1",
 		Kind:       "Cursor",
 		Metadata:   map[string]any{"name": s.cursorKey.Name},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
 )
@@ -86,7 +87,7 @@ type Receiver struct{ snk *sink }
 // NewReceiver returns a Receiver writing to space inbox of st. Its cursor is
 // stored in the system space ("") of st.
 func NewReceiver(st *store.Store, inbox string, opts ReceiverOptions) *Receiver {
-	return &Receiver{snk: newSink(st, inbox, "downsync."+inbox, false, nil, opts.Wire, opts.MaxBatch)}
+	return &Receiver{snk: newSink(st, inbox, layout.DownsyncCursor(inbox), false, nil, opts.Wire, opts.MaxBatch)}
 }
 
 // Cursor returns the last parent revision durably applied to the inbox (0:
@@ -191,7 +192,7 @@ type Collector struct{ snk *sink }
 // NewCollector returns a Collector writing to space of st. Its
 // acknowledged sequence is stored in the system space ("") of st.
 func NewCollector(st *store.Store, space string, opts CollectorOptions) *Collector {
-	return &Collector{snk: newSink(st, space, collectorCursor(space), true, opts.Allow, opts.Wire, opts.MaxBatch)}
+	return &Collector{snk: newSink(st, space, layout.UpsyncCursor(space), true, opts.Allow, opts.Wire, opts.MaxBatch)}
 }
 
 // Serve applies the reports of stream until it ends, ctx is done, the
@@ -211,15 +212,12 @@ func (c *Collector) Acked() (uint64, error) {
 // Stats returns the Collector's counters.
 func (c *Collector) Stats() Stats { return c.snk.c.stats() }
 
-// collectorCursor names the cursor of a Collector of space.
-func collectorCursor(space string) string { return "upsync." + space }
-
 // Collected reports whether a Collector of space has made a report set
 // durable in r: its cursor exists once the child's first Progress or
 // ResyncEnd is applied. A parent that keeps reports in memory uses it after
 // a restart, to know which children have reported again.
 func Collected(r store.Reader, space string) (bool, error) {
-	_, err := r.Get(store.Key{Resource: cursorResource, Name: collectorCursor(space)})
+	_, err := r.Get(layout.UpsyncCursor(space))
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
