@@ -13,6 +13,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/tree"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/placement"
 )
@@ -126,10 +127,16 @@ func retryTransient(ctx context.Context, log *slog.Logger, what string, f func(c
 // placementConfig configures the leader's placement controller: it reads
 // the children's reports from memory (reportSet), and reported state
 // waits, after a restart or an election, until they have reported again.
+// It leaves out children whose claims are superseded, read through a
+// route cache of its own.
 func (r *Root) placementConfig() placement.Config {
+	routes := new(tree.RouteCache)
 	return placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
 		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement"),
-		Reports: r.reports.Store, ReportsChanged: r.reports.Changed(), ReportsReady: r.reports.Ready}
+		Reports: r.reports.Store, ReportsChanged: r.reports.Changed(), ReportsReady: r.reports.Ready,
+		Superseded: func(rd store.Reader, space string) (map[string]map[string]int64, error) {
+			return routes.Superseded(rd, space, nil)
+		}}
 }
 
 func (r *Root) leaderWork(ctx context.Context) error {

@@ -17,7 +17,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/transport/tree"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
@@ -50,7 +49,15 @@ type Config struct {
 	// false: after a restart, until the children have reported again, so
 	// that statuses are not rewritten from a partial set of reports.
 	ReportsReady func() bool
-	Logger       *slog.Logger
+	// Superseded, when set, returns the destinations that each child of
+	// space still claims although they now reach the root through
+	// another child (the relay tree's tree.RouteCache.Superseded): a child
+	// with any is left out of reported state until it drops them, so that
+	// no destination is counted twice. It reads route records
+	// (layout.RouteResource) from r; it is called from the controller's
+	// loop only, at each report flush. Nil: no child is superseded.
+	Superseded func(r store.Reader, space string) (map[string]map[string]int64, error)
+	Logger     *slog.Logger
 }
 
 // Controller runs the placement loop; see the package doc.
@@ -85,9 +92,6 @@ type Controller struct {
 	// writer and was dropped: the flush is done again.
 	redo bool
 	last *outcome
-	// routes keeps the children's route records decoded between report
-	// flushes (reported).
-	routes tree.RouteCache
 	// decoded keeps the children's reports decoded between report flushes.
 	decoded reports.Decoded
 	// combined remembers, per CombinedStatus written, the result it was
@@ -371,7 +375,7 @@ func (c *Controller) observe(ev store.Event) bool {
 }
 
 // isReport says whether k is a report from below or one of the children's
-// route records (which of them counts: tree.Superseded).
+// route records (which of them counts: Config.Superseded).
 func isReport(k store.Key) bool {
 	return strings.HasPrefix(k.Space, "reports-") || k.Space == "" && k.Resource == layout.RouteResource
 }

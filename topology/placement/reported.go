@@ -43,9 +43,11 @@ func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[
 	// A child that still claims a destination which re-homed below
 	// another child is left out until it drops the claim: its reports may
 	// count the destination, which the other child's reports count too.
-	superseded, err := c.routes.Superseded(c.st, c.cfg.Downsync, nil)
-	if err != nil {
-		return nil, err
+	var superseded map[string]map[string]int64
+	if c.cfg.Superseded != nil {
+		if superseded, err = c.cfg.Superseded(c.st, c.cfg.Downsync); err != nil {
+			return nil, err
+		}
 	}
 	var children [][]*store.Object
 	for _, sp := range spaces.Items { // sorted by name: a stable order
