@@ -38,6 +38,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/registry"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/topology/placement"
 )
 
 // Root is a running root relay.
@@ -229,7 +230,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 			return r.replicaReady()
 		},
 	})
-	authz.Inert = auth.InertInWDS(func(space string) bool {
+	authz.Inert = placement.InertInWDS(func(space string) bool {
 		kind, _ := api.SpaceKind(space)
 		return kind == kubeapi.SpaceKindWDS
 	})

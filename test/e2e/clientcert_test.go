@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/pki"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // A client certificate issued by the root's CA authenticates its CN as the
@@ -69,7 +69,7 @@ func testClientCertificate(t *testing.T, r *root, admin *kubernetes.Clientset) {
 		t.Fatal(err)
 	}
 	barrier := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-views-ns2", Namespace: "default", Labels: map[string]string{auth.SpaceRBACLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-views-ns2", Namespace: "default", Labels: map[string]string{edgev1alpha1.SpaceRBACLabel: "true"}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "alice"}},
 	}
@@ -84,7 +84,7 @@ func testClientCertificate(t *testing.T, r *root, admin *kubernetes.Clientset) {
 		t.Fatalf("list after an unlabelled RoleBinding in a WDS: err %v, want Forbidden (it is inert here)", err)
 	}
 	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "devs-view", Namespace: ns, Labels: map[string]string{auth.SpaceRBACLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "devs-view", Namespace: ns, Labels: map[string]string{edgev1alpha1.SpaceRBACLabel: "true"}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "devs"}},
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/auth"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // TestRBACEscalation: a ServiceAccount allowed only to write RoleBindings
@@ -40,7 +40,7 @@ kind: Role
 metadata:
   name: write-rolebindings
   namespace: team
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 rules:
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [rolebindings]
@@ -51,7 +51,7 @@ kind: RoleBinding
 metadata:
   name: robot-writes-rolebindings
   namespace: team
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: write-rolebindings}
 subjects:
 - {kind: ServiceAccount, name: robot, namespace: team}
@@ -60,7 +60,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
   name: write-clusterrolebindings
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 rules:
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -70,7 +70,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
   name: crb-robot-writes-clusterrolebindings
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: write-clusterrolebindings}
 subjects:
 - {kind: ServiceAccount, name: crb-robot, namespace: team}
@@ -108,7 +108,7 @@ subjects:
 - {kind: ServiceAccount, name: ` + c.sa + `, namespace: team}
 `
 		}
-		live := auth.SpaceRBACLabel + `: "true"`
+		live := edgev1alpha1.SpaceRBACLabel + `: "true"`
 		escalation := `is attempting to grant RBAC permissions not currently held`
 
 		// Binding itself to cluster-admin: 403, nothing stored, no Secrets.
@@ -127,7 +127,7 @@ subjects:
 			if _, err := as(binding("for-edges", "cluster-admin", ""), "create", "-f", "-"); err != nil {
 				t.Errorf("%s writes an inert binding for the edges: %v", what, err)
 			}
-			if _, err := as("", "label", resource, "for-edges", "-n", "team", auth.SpaceRBACLabel+"=true"); err == nil || !strings.Contains(err.Error(), escalation) {
+			if _, err := as("", "label", resource, "for-edges", "-n", "team", edgev1alpha1.SpaceRBACLabel+"=true"); err == nil || !strings.Contains(err.Error(), escalation) {
 				t.Errorf("%s labels an inert binding space-rbac: %v, want Forbidden (%s)", what, err, escalation)
 			}
 			if _, err := as("", "get", "secrets", "-n", "team"); err == nil {
@@ -141,7 +141,7 @@ subjects:
 kind: ClusterRole
 metadata:
   name: bind-cluster-admin
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 rules:
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterroles]
@@ -153,7 +153,7 @@ kind: RoleBinding
 metadata:
   name: robot-binds-cluster-admin
   namespace: team
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: bind-cluster-admin}
 subjects:
 - {kind: ServiceAccount, name: robot, namespace: team}
@@ -169,7 +169,7 @@ kind: RoleBinding
 metadata:
   name: mine
   namespace: team
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
 subjects:
 - {kind: ServiceAccount, name: robot, namespace: team}
@@ -187,7 +187,7 @@ kind: RoleBinding
 metadata:
   name: friend-edits
   namespace: team
-  labels: {`+auth.SpaceRBACLabel+`: "true"}
+  labels: {`+edgev1alpha1.SpaceRBACLabel+`: "true"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
 subjects:
 - {kind: ServiceAccount, name: friend, namespace: team}

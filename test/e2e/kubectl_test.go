@@ -22,8 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // TestKubectl drives the real kubectl binary against one in-process root.
@@ -874,7 +874,7 @@ func testKubectlAuth(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	r.mustKubectl(t, "create", "rolebinding", "group-reads", "--role=cm-reader", "--group=e2e-readers", "-n", ns)
 	// RBAC objects of a workload description space are workload (inert
 	// here) unless labelled as the space's own.
-	r.mustKubectl(t, "label", "-n", ns, "role/cm-reader", "rolebinding/robot-reads", "rolebinding/group-reads", auth.SpaceRBACLabel+"=true")
+	r.mustKubectl(t, "label", "-n", ns, "role/cm-reader", "rolebinding/robot-reads", "rolebinding/group-reads", edgev1alpha1.SpaceRBACLabel+"=true")
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), configMap(ns, "visible", nil, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

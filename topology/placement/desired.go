@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -419,6 +418,25 @@ func (c *Controller) addPlacement(out *outcome, s *wds, ps *placementState, dest
 	}
 }
 
+// governsSpace reports whether an object of a workload description space
+// with these labels governs access to that space, if it is an RBAC
+// object: labelled v1alpha1.SpaceRBACLabel, or one of the default
+// ClusterRoles every space is created with. Such an object is never
+// placed; every other RBAC object of the space is inert there, a workload
+// for its destinations (denaturing, DESIGN.md section 5).
+func governsSpace(labels map[string]string) bool {
+	return labels[v1alpha1.SpaceRBACLabel] == "true" || labels["kubernetes.io/bootstrapping"] == "rbac-defaults"
+}
+
+// InertInWDS is the kube API's auth.Authorizer.Inert for a root whose
+// isWDS reports the workload description spaces: an RBAC object of such
+// a space that does not govern it (governsSpace) takes no effect there.
+func InertInWDS(isWDS func(space string) bool) func(*store.Object) bool {
+	return func(obj *store.Object) bool {
+		return isWDS(obj.Key.Space) && !governsSpace(obj.Labels)
+	}
+}
+
 // placeable reports whether a selected object may be placed at all:
 // Customizers travel with the objects that use them, the system
 // namespaces exist at every destination, the RBAC objects that govern
@@ -430,7 +448,7 @@ func placeable(k store.Key, o *store.Object) bool {
 		return false
 	case k.Resource == namespacesRes && slices.Contains(kubeapi.SystemNamespaces, k.Name):
 		return false
-	case o.Labels[auth.SpaceRBACLabel] == "true", o.Labels["kubernetes.io/bootstrapping"] == "rbac-defaults":
+	case governsSpace(o.Labels):
 		return false
 	case o.Labels[v1alpha1.UpsyncedLabel] == "true":
 		return false // it came from a destination

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -233,9 +232,9 @@ func upsyncedCopy(o *store.Object, name, dest string) map[string]any {
 		labels = map[string]any{}
 	}
 	labels[v1alpha1.UpsyncedLabel] = "true"
-	// What would make an RBAC object govern the space (auth.InertInWDS):
+	// What would make an RBAC object govern the space (governsSpace):
 	// an upsynced one is inert there, as placed ones are.
-	delete(labels, auth.SpaceRBACLabel)
+	delete(labels, v1alpha1.SpaceRBACLabel)
 	delete(labels, "kubernetes.io/bootstrapping")
 	md["labels"] = labels
 	ann, _ := md["annotations"].(map[string]any)

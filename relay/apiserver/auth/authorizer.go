@@ -193,25 +193,6 @@ func (a *Authorizer) apply(k kind, ev store.Event) error {
 
 func (a *Authorizer) inert(obj *store.Object) bool { return a.Inert != nil && a.Inert(obj) }
 
-// SpaceRBACLabel, set to "true" on an RBAC object of a workload description
-// space, makes it govern access to that space (it is then never placed).
-// Without it, an RBAC object of such a space is inert there: a workload to
-// be applied at destinations. The default ClusterRoles every space is
-// created with (label kubernetes.io/bootstrapping=rbac-defaults) are in
-// effect too.
-const SpaceRBACLabel = "edge.canopy.dev/space-rbac"
-
-// InertInWDS is Authorizer.Inert for a root whose isWDS reports the
-// workload description spaces.
-func InertInWDS(isWDS func(space string) bool) func(*store.Object) bool {
-	return func(obj *store.Object) bool {
-		if !isWDS(obj.Key.Space) {
-			return false
-		}
-		return obj.Labels[SpaceRBACLabel] != "true" && obj.Labels["kubernetes.io/bootstrapping"] != "rbac-defaults"
-	}
-}
-
 // load lists the RBAC objects of space into a new index. It reads only
 // the store; a caller that installs the index in spaces holds mu for
 // writing.

@@ -31,7 +31,7 @@
 //     permissions it grants or the escalate verb, a binding the permissions
 //     of its role or the bind verb. Only objects that take effect in their
 //     space are checked; the RBAC objects of a workload description space
-//     that are workload for the destinations ([InertInWDS]) are not.
+//     that are workload for the destinations ([Authorizer.Inert]) are not.
 //   - The texts of kube's 403 answers ([ForbiddenMessage], [NewForbidden]).
 //
 // # What it must not do

@@ -39,7 +39,7 @@ func spaceRBAC[T metav1.Object](obj T) T {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[SpaceRBACLabel] = "true"
+	l[spaceRBACLabel] = "true"
 	obj.SetLabels(l)
 	return obj
 }
@@ -52,7 +52,7 @@ var (
 // escalationHarness is a harness whose space wds is a workload
 // description space, with cluster-admin and secrets-reader in both spaces.
 func escalationHarness(t *testing.T) *harness {
-	h := newHarnessInert(t, store.Options{}, InertInWDS(func(space string) bool { return space == wds }))
+	h := newHarnessInert(t, store.Options{}, inertIn(wds))
 	for _, space := range []string{wds, inv} {
 		h.put(space, clusterAdmin, spaceRBAC(secretsReader.DeepCopy()))
 	}

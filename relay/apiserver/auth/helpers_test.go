@@ -46,6 +46,17 @@ func newHarness(t *testing.T, opts store.Options) *harness {
 	return newHarnessInert(t, opts, nil)
 }
 
+// spaceRBACLabel and inertIn copy, for these tests, the rule a root sets as
+// Authorizer.Inert (topology/placement.InertInWDS): in workload description
+// space wds, an RBAC object is inert unless so labelled, or a default role.
+const spaceRBACLabel = "edge.canopy.dev/space-rbac"
+
+func inertIn(wds string) func(*store.Object) bool {
+	return func(obj *store.Object) bool {
+		return obj.Key.Space == wds && obj.Labels[spaceRBACLabel] != "true" && obj.Labels["kubernetes.io/bootstrapping"] != "rbac-defaults"
+	}
+}
+
 // newHarnessInert is newHarness with Authorizer.Inert set to inert.
 func newHarnessInert(t *testing.T, opts store.Options, inert func(*store.Object) bool) *harness {
 	t.Helper()
@@ -135,7 +146,7 @@ func (h *harness) sync(space string) {
 	h.t.Helper()
 	h.seq++
 	name := fmt.Sprintf("zz-sync-%d", h.seq)
-	live := map[string]string{SpaceRBACLabel: "true"} // also in a workload description space
+	live := map[string]string{spaceRBACLabel: "true"} // also in a workload description space
 	h.put(space,
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sync", Labels: live}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sync", Labels: live}},
