@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 )
@@ -67,11 +67,11 @@ func kubeconfigFor(path, space string) ([]byte, error) {
 		return os.ReadFile(path)
 	}
 	cfg, err := pki.ReadKubeconfigForSpace(path, space)
-	if e, ok := errors.AsType[*pki.UnknownSpaceError](err); ok && isChildSpace(space) && slices.Contains(e.Known, kubeapi.DefaultSpace) {
+	if e, ok := errors.AsType[*pki.UnknownSpaceError](err); ok && isChildSpace(space) && slices.Contains(e.Known, layout.DefaultSpace) {
 		// The root lists only its first children's spaces
 		// (server.KubeconfigChildren); the others are at the same URLs,
 		// if the root has them: it is asked.
-		if cfg, err = pki.DeriveKubeconfigForSpace(path, kubeapi.DefaultSpace, space); err == nil {
+		if cfg, err = pki.DeriveKubeconfigForSpace(path, layout.DefaultSpace, space); err == nil {
 			err = checkSpace(cfg, space, path)
 		}
 	} else if ok {

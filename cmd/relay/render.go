@@ -22,9 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/syncer"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -62,7 +61,7 @@ Customizer is reported as the edge would report it.`,
 	fs := cmd.Flags()
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(defaultName), "data directory of the root relay (its admin kubeconfig)")
 	fs.StringVar(&dest, "destination", "", "the destination (SyncTarget name)")
-	fs.StringVar(&space, "space", kubeapi.DefaultSpace, "the workload description space the object was placed from")
+	fs.StringVar(&space, "space", layout.DefaultSpace, "the workload description space the object was placed from")
 	fs.StringVarP(&namespace, "namespace", "n", "", "the object's namespace")
 	return cmd
 }
@@ -87,7 +86,7 @@ func render(ctx context.Context, kubeconfig, space, dest, resource, namespace, n
 		}
 		return dc, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)), nil
 	}
-	down, mapper, err := client(server.DownsyncSpace)
+	down, mapper, err := client(layout.DownsyncSpace)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +94,7 @@ func render(ctx context.Context, kubeconfig, space, dest, resource, namespace, n
 	if err != nil {
 		return nil, err
 	}
-	inv, _, err := client(kubeapi.InventorySpace)
+	inv, _, err := client(layout.InventorySpace)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -52,7 +52,7 @@ func startRenderRoot(t *testing.T) *renderRoot {
 		}
 		return dynamic.NewForConfigOrDie(rc)
 	}
-	return &renderRoot{t: t, dir: dir, inv: client(kubeapi.InventorySpace), wds: client(kubeapi.DefaultSpace)}
+	return &renderRoot{t: t, dir: dir, inv: client(layout.InventorySpace), wds: client(layout.DefaultSpace)}
 }
 
 // create creates obj through c, waiting for its CRD to be served.

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/transport/registry"
 )
@@ -203,7 +203,7 @@ func inventoryClient(dataDir string) (kubernetes.Interface, error) {
 	}
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
-		&clientcmd.ConfigOverrides{CurrentContext: kubeapi.InventorySpace}).ClientConfig()
+		&clientcmd.ConfigOverrides{CurrentContext: layout.InventorySpace}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}

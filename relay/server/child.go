@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/join"
@@ -28,15 +29,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/siblings"
 	"github.com/canopy-dev/canopy/simulations/vcluster"
 	"github.com/canopy-dev/canopy/syncer"
-)
-
-// Spaces of a child relay's own store.
-const (
-	// InboxSpace holds what the parent sent: this relay's share of the
-	// desired state, persisted so an edge keeps enforcing it offline.
-	InboxSpace = "inbox"
-	// OutboxSpace holds what this relay reports upward.
-	OutboxSpace = "outbox"
 )
 
 // ChildConfig configures a region or edge relay.
@@ -191,7 +183,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	c := &Child{cfg: cfg, log: log, lock: lock, store: st, reports: newReportStore(), node: node, serving: make(chan struct{})}
 	ucfg := session.UplinkConfig{
 		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
-		Store: st, Inbox: InboxSpace, Outbox: OutboxSpace, Proxy: cfg.Proxy, Logger: log,
+		Store: st, Inbox: layout.InboxSpace, Outbox: layout.OutboxSpace, Proxy: cfg.Proxy, Logger: log,
 		Subtree: c.subtree, Moved: c.setMoved,
 	}
 	if cfg.Network != nil {
@@ -223,7 +215,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 			c.close()
 			return nil, fmt.Errorf("server: --kubeconfig: %w", err)
 		}
-		if c.syncer, err = syncer.New(syncer.Config{Name: cfg.Name, Store: st, Inbox: InboxSpace, Outbox: OutboxSpace,
+		if c.syncer, err = syncer.New(syncer.Config{Name: cfg.Name, Store: st, Inbox: layout.InboxSpace, Outbox: layout.OutboxSpace,
 			Cluster: rc, Logger: log}); err != nil {
 			c.close()
 			return nil, err
@@ -351,8 +343,10 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		Name: c.cfg.Name, Path: id.Path, Store: c.store, ReportStore: c.reports, Listener: ln, Logger: c.log,
 		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path, Registrar: c.uplink},
 		Registrar: c.uplink,
-		Space:     InboxSpace, Targets: c.store.Addresses, Trim: trimDestinations,
-		Reports:  func(_ context.Context, child pki.Identity) (string, error) { return ReportsSpace(child.Name), nil },
+		Space:     layout.InboxSpace, Targets: c.store.Addresses, Trim: trimDestinations,
+		Reports: func(_ context.Context, child pki.Identity) (string, error) {
+			return layout.ReportsSpace(child.Name), nil
+		},
 		Siblings: siblingAddrs,
 		// A child that re-homed here is resynced once this region has
 		// fetched its mailbox from above.
@@ -431,15 +425,3 @@ func (c *Child) close() {
 	}
 	_ = c.lock.Close()
 }
-
-// MailboxSpace names a child's mailbox at the root: a read-only view of
-// the downsync space, what the child must receive. ReportsSpace names the
-// space a parent keeps per child for what it reported.
-func MailboxSpace(child string) string { return "mailbox-" + child }
-
-// DownsyncSpace is the root's space of placed objects, each once with the
-// destinations it targets (DestinationsAnnotation); the root's mailboxes,
-// like a region's (over its inbox), are indexes over it.
-const DownsyncSpace = "downsync"
-
-func ReportsSpace(child string) string { return "reports-" + child }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -97,7 +97,7 @@ func TestEdgeSelectorsAreValidated(t *testing.T) {
 	r := startTestRoot(t)
 	waitFor(t, "the CRDs", func() bool { return r.crds.ready() == nil })
 	clients := map[string]dynamic.Interface{}
-	for _, sp := range []string{kubeapi.DefaultSpace, kubeapi.InventorySpace} {
+	for _, sp := range []string{layout.DefaultSpace, layout.InventorySpace} {
 		c, err := r.spaceClient(sp)
 		if err != nil {
 			t.Fatal(err)
@@ -105,9 +105,9 @@ func TestEdgeSelectorsAreValidated(t *testing.T) {
 		clients[sp] = c
 	}
 	client := func(gvr schema.GroupVersionResource, ns string) dynamic.ResourceInterface {
-		c := clients[kubeapi.DefaultSpace]
+		c := clients[layout.DefaultSpace]
 		if gvr == edgev1alpha1.LocationsGVR {
-			c = clients[kubeapi.InventorySpace]
+			c = clients[layout.InventorySpace]
 		}
 		if ns != "" {
 			return c.Resource(gvr).Namespace(ns)

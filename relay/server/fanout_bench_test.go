@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -64,7 +65,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 
 	// One object in the downsync space targets every edge: the root's
 	// mailboxes (one per root child) are views of it.
-	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "bench"}
+	k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "bench"}
 	write := func(i int) {
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench","namespace":"default","annotations":{%q:%q}},"data":{"v":"%d","payload":%q}}`,
 			edgev1alpha1.DestinationsAnnotation, strings.Join(dests, ","), i, strings.Repeat("x", 512))
@@ -86,7 +87,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	for i, e := range edges {
-		w, err := e.child.Store().Watch(ctx, store.WatchOptions{Space: InboxSpace})
+		w, err := e.child.Store().Watch(ctx, store.WatchOptions{Space: layout.InboxSpace})
 		if err != nil {
 			b.Fatal(err)
 		}

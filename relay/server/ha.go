@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -131,7 +131,7 @@ func retryTransient(ctx context.Context, log *slog.Logger, what string, f func(c
 // route cache of its own.
 func (r *Root) placementConfig() placement.Config {
 	routes := new(tree.RouteCache)
-	return placement.Config{Store: r.store, Inventory: kubeapi.InventorySpace, Downsync: DownsyncSpace,
+	return placement.Config{Store: r.store, Inventory: layout.InventorySpace, Downsync: layout.DownsyncSpace,
 		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement"),
 		Reports: r.reports.Store, ReportsChanged: r.reports.Changed(), ReportsReady: r.reports.Ready,
 		Superseded: func(rd store.Reader, space string) (map[string]map[string]int64, error) {
@@ -161,8 +161,8 @@ func (r *Root) startupCRDsReady() error {
 		space     string
 		resources []string
 	}{
-		{kubeapi.InventorySpace, edgev1alpha1.InventoryResources},
-		{kubeapi.DefaultSpace, edgev1alpha1.WorkloadResources},
+		{layout.InventorySpace, edgev1alpha1.InventoryResources},
+		{layout.DefaultSpace, edgev1alpha1.WorkloadResources},
 	} {
 		for _, res := range want.resources {
 			k := store.Key{Space: want.space, Resource: store.Resource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, Name: edgev1alpha1.CRDName(res)}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 )
 
 // MembersPath is where a root serves its replicas as it sees them
@@ -139,13 +139,13 @@ func (r *Root) serveMembers(w http.ResponseWriter, req *http.Request) {
 		fail(apierrors.NewMethodNotSupported(metav1.SchemeGroupVersion.WithResource("members").GroupResource(), req.Method))
 		return
 	}
-	u, err := r.authn.Authenticate(req, kubeapi.DefaultSpace)
+	u, err := r.authn.Authenticate(req, layout.DefaultSpace)
 	if err != nil {
 		fail(apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
 	attrs := authorizer.AttributesRecord{User: u, Verb: "get", Path: MembersPath}
-	if dec, reason, _ := r.authz.Authorize(req.Context(), kubeapi.DefaultSpace, attrs); dec != authorizer.DecisionAllow {
+	if dec, reason, _ := r.authz.Authorize(req.Context(), layout.DefaultSpace, attrs); dec != authorizer.DecisionAllow {
 		msg := "user " + u.GetName() + " cannot get path " + MembersPath
 		if reason != "" {
 			msg += ": " + reason

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -177,19 +178,19 @@ func TestRootReplicasFailover(t *testing.T) {
 	waitFor(t, "edge connected", func() bool { return edge.Uplink().Connected() })
 	put := func(via *replica, name string) {
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:"edge-1"}}}`, name, edgev1alpha1.DestinationsAnnotation)
-		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 		if _, err := via.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatalf("downsync %s via %s: %v", name, via.cfg.Name, err)
 		}
 	}
 	converged := func(ref *replica, n int) func() bool {
 		return func() bool {
-			want, err := tree.RoutedContentHash(ref.Store(), DownsyncSpace, ref.down.Routing("edge-1"))
+			want, err := tree.RoutedContentHash(ref.Store(), layout.DownsyncSpace, ref.down.Routing("edge-1"))
 			if err != nil {
 				return false
 			}
-			got, err := tree.ContentHash(edge.Store(), InboxSpace)
-			items, _ := edge.Store().List(store.ListOptions{Space: InboxSpace})
+			got, err := tree.ContentHash(edge.Store(), layout.InboxSpace)
+			items, _ := edge.Store().List(store.ListOptions{Space: layout.InboxSpace})
 			return err == nil && got == want && len(items.Items) == n
 		}
 	}
@@ -200,7 +201,7 @@ func TestRootReplicasFailover(t *testing.T) {
 
 	killed := rs[leader].cfg.Name
 	epochOf := func(r *replica) string {
-		o, err := r.Store().Get(store.Key{Resource: store.Resource{Group: "tree.canopy.dev", Resource: "epochs"}, Name: DownsyncSpace})
+		o, err := r.Store().Get(store.Key{Resource: store.Resource{Group: "tree.canopy.dev", Resource: "epochs"}, Name: layout.DownsyncSpace})
 		if err != nil {
 			t.Fatalf("%s: epoch record: %v", r.cfg.Name, err)
 		}

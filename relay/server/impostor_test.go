@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/join"
@@ -40,7 +41,7 @@ func TestImpostorCannotTakeOverADestination(t *testing.T) {
 		JoinToken: token, InMemory: true})
 	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"only-e3","namespace":"default","annotations":{%q:"e3"}},"data":{"k":"c2VjcmV0"}}`,
 		edgev1alpha1.DestinationsAnnotation)
-	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "secrets"}, Namespace: "default", Name: "only-e3"}
+	k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "secrets"}, Namespace: "default", Name: "only-e3"}
 	if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestImpostorCannotTakeOverADestination(t *testing.T) {
 	if slices.Contains(inbox(b), secret) {
 		t.Error("region-b received e3's Secret")
 	}
-	if rt, _, err := tree.ReadRoute(root.Store(), tree.RouteKey(DownsyncSpace, "region-b")); err != nil || len(rt.Destinations) != 0 {
+	if rt, _, err := tree.ReadRoute(root.Store(), tree.RouteKey(layout.DownsyncSpace, "region-b")); err != nil || len(rt.Destinations) != 0 {
 		t.Errorf("region-b's route at the root: %+v, %v; want no destination", rt.Destinations, err)
 	}
 	dests, _ := root.down.Subtree()
@@ -145,7 +146,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 	_, stopB := region("region-b")
 	e3 := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e3", DataDir: t.TempDir(), Parents: []string{a.LinkAddr()},
 		JoinToken: token, InMemory: true})
-	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "kept"}
+	k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "kept"}
 	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"default","annotations":{%q:"e3"}}}`, edgev1alpha1.DestinationsAnnotation)
 	if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 	kept := "configmaps/default/kept"
 	waitFor(t, "e3 holding its ConfigMap", func() bool { return slices.Contains(inbox(e3), kept) })
 	deleted := make(chan struct{}, 1)
-	w, err := e3.Store().Watch(t.Context(), store.WatchOptions{Space: InboxSpace, Since: e3.Store().Revision()})
+	w, err := e3.Store().Watch(t.Context(), store.WatchOptions{Space: layout.InboxSpace, Since: e3.Store().Revision()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,12 +169,12 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 
 	stopB()
 	waitFor(t, "region-b gone", func() bool { return !childStatusOf(root, "region-b").Connected })
-	stale, err := tree.EncodeRoute(tree.RouteKey(DownsyncSpace, "region-b").Name, []tree.RouteDestination{
+	stale, err := tree.EncodeRoute(tree.RouteKey(layout.DownsyncSpace, "region-b").Name, []tree.RouteDestination{
 		{Name: "e3", Path: []string{"region-b", "e3"}, Since: 1 << 62, Connected: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := root.Store().Update(context.Background(), tree.RouteKey(DownsyncSpace, "region-b"), stale, 0); err != nil {
+	if _, err := root.Store().Update(context.Background(), tree.RouteKey(layout.DownsyncSpace, "region-b"), stale, 0); err != nil {
 		t.Fatal(err)
 	}
 	root = reopenRoot(t, cfg, root, stopRoot)

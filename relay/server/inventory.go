@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
@@ -60,7 +59,7 @@ const NoPath = "<none>"
 //   - A SyncTarget that no edge relay announces shows PATH NoPath and
 //     CONNECTED False.
 func (r *Root) maintainInventory(ctx context.Context) error {
-	dc, err := r.spaceClient(kubeapi.InventorySpace)
+	dc, err := r.spaceClient(layout.InventorySpace)
 	if err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 		}
 		// Every replica's children, from the replicated route and link
 		// records: the leader may not be the replica a child dialed.
-		dests, err := session.Fleet(r.store, DownsyncSpace)
+		dests, err := session.Fleet(r.store, layout.DownsyncSpace)
 		if err != nil {
 			return err
 		}
@@ -169,7 +168,7 @@ func (c *inventoryChanges) crdsAgain() {
 // the route and link records (the fleet), the SyncTargets and the
 // inventory CRDs, until ctx is done.
 func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[string]bool, error) {
-	list, err := r.store.List(store.ListOptions{Space: kubeapi.InventorySpace, Resource: syncTargetResource})
+	list, err := r.store.List(store.ListOptions{Space: layout.InventorySpace, Resource: syncTargetResource})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -178,7 +177,7 @@ func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[strin
 		names[o.Key.Name] = true
 	}
 	canopy := map[string]bool{}
-	for _, k := range crdKeys(kubeapi.InventorySpace, edgev1alpha1.InventoryResources) {
+	for _, k := range crdKeys(layout.InventorySpace, edgev1alpha1.InventoryResources) {
 		canopy[k.Name] = true
 	}
 	c := &inventoryChanges{wake: make(chan struct{}, 1)}
@@ -189,7 +188,7 @@ func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[strin
 	}{
 		{store.WatchOptions{Resource: layout.RouteResource}, func(store.Event) {}},
 		{store.WatchOptions{Resource: session.LinkResource}, func(store.Event) {}},
-		{store.WatchOptions{Space: kubeapi.InventorySpace, Resource: syncTargetResource}, func(ev store.Event) {
+		{store.WatchOptions{Space: layout.InventorySpace, Resource: syncTargetResource}, func(ev store.Event) {
 			if ev.Type == store.Added || ev.Type == store.Deleted {
 				if c.targets == nil {
 					c.targets = map[string]bool{}
@@ -197,7 +196,7 @@ func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[strin
 				c.targets[ev.Object.Key.Name] = ev.Type == store.Added
 			}
 		}},
-		{store.WatchOptions{Space: kubeapi.InventorySpace, Resource: crdStoreResource}, func(ev store.Event) {
+		{store.WatchOptions{Space: layout.InventorySpace, Resource: crdStoreResource}, func(ev store.Event) {
 			if canopy[ev.Object.Key.Name] && crdTouched(ev) {
 				c.crds = true
 			}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -42,7 +42,7 @@ func TestSyncTargetStatus(t *testing.T) {
 	stopE1 := edge("e1")
 	ctx := context.Background()
 	targets := func() dynamic.ResourceInterface {
-		dc, err := root.spaceClient(kubeapi.InventorySpace)
+		dc, err := root.spaceClient(layout.InventorySpace)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/link"
@@ -90,15 +91,15 @@ func makeTree(t testing.TB, net *Network, fanouts ...int) *testTree {
 // holds for it (the root's or its region's mailbox).
 func (tt *testTree) converged() error {
 	for _, e := range tt.edges {
-		parentStore, space, down := tt.root.Store(), DownsyncSpace, tt.root.down
+		parentStore, space, down := tt.root.Store(), layout.DownsyncSpace, tt.root.down
 		if p := tt.parents[e]; p != nil {
-			parentStore, space, down = p.Store(), InboxSpace, p.Downlink()
+			parentStore, space, down = p.Store(), layout.InboxSpace, p.Downlink()
 		}
 		want, err := tree.RoutedContentHash(parentStore, space, down.Routing(e.cfg.Name))
 		if err != nil {
 			return err
 		}
-		got, err := tree.ContentHash(e.Store(), InboxSpace)
+		got, err := tree.ContentHash(e.Store(), layout.InboxSpace)
 		if err != nil {
 			return err
 		}
@@ -127,7 +128,7 @@ func TestTreeOverLossyNetwork(t *testing.T) {
 			name := fmt.Sprintf("cm-%s-%d", top, i)
 			data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"i":"%d"}}`,
 				name, edgev1alpha1.DestinationsAnnotation, strings.Join(edges, ","), i)
-			k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+			k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 			if _, err := tt.root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +136,7 @@ func TestTreeOverLossyNetwork(t *testing.T) {
 	}
 	waitFor(t, "every edge holding its 10 objects", func() bool {
 		for _, e := range tt.edges {
-			list, err := e.Store().List(store.ListOptions{Space: InboxSpace})
+			list, err := e.Store().List(store.ListOptions{Space: layout.InboxSpace})
 			if err != nil || len(list.Items) != 10 {
 				return false
 			}
@@ -163,7 +164,7 @@ func TestPartitionedRegionCatchesUpWithState(t *testing.T) {
 		}
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"k%d","namespace":"default","annotations":{%q:%q}},"data":{"v":%q}}`,
 			i, edgev1alpha1.DestinationsAnnotation, edge.cfg.Name, payload[:size])
-		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("k%d", i)}
+		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("k%d", i)}
 		if cur, err := tt.root.Store().Get(k); err == nil {
 			_, err = tt.root.Store().Update(context.Background(), k, []byte(data), cur.Revision)
 			if err != nil {
@@ -198,7 +199,7 @@ func TestPartitionedRegionCatchesUpWithState(t *testing.T) {
 		write(u%keys, fmt.Sprint("update-", u))
 	}
 	latest := 0
-	lr, _ := tt.root.Store().List(store.ListOptions{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}})
+	lr, _ := tt.root.Store().List(store.ListOptions{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}})
 	for _, o := range lr.Items {
 		latest += len(o.Data)
 	}

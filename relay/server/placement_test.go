@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -56,10 +56,10 @@ func (pt *placementTree) connect(t *testing.T, n int) {
 	t.Helper()
 	waitFor(t, "the workload CRDs", func() bool { return pt.root.startupCRDsReady() == nil })
 	var err error
-	if pt.wds, err = pt.root.spaceClient(kubeapi.DefaultSpace); err != nil {
+	if pt.wds, err = pt.root.spaceClient(layout.DefaultSpace); err != nil {
 		t.Fatal(err)
 	}
-	if pt.inv, err = pt.root.spaceClient(kubeapi.InventorySpace); err != nil {
+	if pt.inv, err = pt.root.spaceClient(layout.InventorySpace); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "SyncTargets for every edge", func() bool {
@@ -118,7 +118,7 @@ func (pt *placementTree) apply(t *testing.T, c dynamic.Interface, gvr schema.Gro
 // inbox lists an edge's workload objects (not Canopy's own) as
 // "resource/ns/name".
 func inbox(c *Child) []string {
-	lr, _ := c.Store().List(store.ListOptions{Space: InboxSpace})
+	lr, _ := c.Store().List(store.ListOptions{Space: layout.InboxSpace})
 	var out []string
 	for _, o := range lr.Items {
 		if o.Key.Resource.Group == edgev1alpha1.GroupName {
@@ -141,8 +141,8 @@ func (pt *placementTree) waitInboxes(t *testing.T, what string, want map[string]
 			if !slices.Equal(got, want[name]) {
 				return false, fmt.Sprintf("%s holds %v, want %v", name, got, want[name])
 			}
-			mb, err1 := tree.RoutedContentHash(pt.region.Store(), InboxSpace, pt.region.Downlink().Routing(name))
-			in, err2 := tree.ContentHash(e.Store(), InboxSpace)
+			mb, err1 := tree.RoutedContentHash(pt.region.Store(), layout.InboxSpace, pt.region.Downlink().Routing(name))
+			in, err2 := tree.ContentHash(e.Store(), layout.InboxSpace)
 			if err1 != nil || err2 != nil || mb != in {
 				return false, fmt.Sprintf("%s's inbox differs from its mailbox", name)
 			}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -55,9 +55,9 @@ var crdStoreResource = store.Resource{Group: crdGVR.Group, Resource: crdGVR.Reso
 // space; none elsewhere.
 func canopyCRDs(kind string) []string {
 	switch kind {
-	case kubeapi.SpaceKindInventory:
+	case layout.SpaceKindInventory:
 		return edgev1alpha1.InventoryResources
-	case kubeapi.SpaceKindWDS:
+	case layout.SpaceKindWDS:
 		return edgev1alpha1.WorkloadResources
 	}
 	return nil
@@ -79,7 +79,7 @@ func (r *Root) beforeDelete(_ context.Context, space string, gr schema.GroupReso
 	switch {
 	case gr == crdGVR.GroupResource():
 		return refuseCanopyCRD(space, kind, objs)
-	case gr == edgev1alpha1.Resource(edgev1alpha1.ResourceSyncTargets) && kind == kubeapi.SpaceKindInventory:
+	case gr == edgev1alpha1.Resource(edgev1alpha1.ResourceSyncTargets) && kind == layout.SpaceKindInventory:
 		return r.refuseConnectedSyncTarget(objs)
 	}
 	return nil
@@ -101,7 +101,7 @@ func refuseCanopyCRD(space, kind string, objs []*unstructured.Unstructured) erro
 			crdKind = o.GetName()
 		}
 		where := "every workload description space"
-		if kind == kubeapi.SpaceKindInventory {
+		if kind == layout.SpaceKindInventory {
 			where = "the inventory space"
 		}
 		return apierrors.NewForbidden(crdGVR.GroupResource(), o.GetName(), fmt.Errorf(
@@ -115,7 +115,7 @@ func refuseCanopyCRD(space, kind string, objs []*unstructured.Unstructured) erro
 // destination's edge is connected, as the route and link records (every
 // replica's children) show it.
 func (r *Root) refuseConnectedSyncTarget(objs []*unstructured.Unstructured) error {
-	fleet, err := session.Fleet(r.store, DownsyncSpace)
+	fleet, err := session.Fleet(r.store, layout.DownsyncSpace)
 	if err != nil {
 		return apierrors.NewInternalError(errors.Join(errors.New("server: reading the relay tree's destinations"), err))
 	}

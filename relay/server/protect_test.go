@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -47,7 +47,7 @@ func inboxDeletions(t *testing.T, edges map[string]*Child) func() []string {
 	var mu sync.Mutex
 	var deleted []string
 	for name, e := range edges {
-		w, err := e.Store().Watch(t.Context(), store.WatchOptions{Space: InboxSpace, Since: e.Store().Revision()})
+		w, err := e.Store().Watch(t.Context(), store.WatchOptions{Space: layout.InboxSpace, Since: e.Store().Revision()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestCanopyOwnsItsCRDsAndConnectedSyncTargets(t *testing.T) {
 	for _, c := range []struct {
 		space string
 		res   []string
-	}{{kubeapi.DefaultSpace, edgev1alpha1.WorkloadResources}, {kubeapi.InventorySpace, edgev1alpha1.InventoryResources}} {
+	}{{layout.DefaultSpace, edgev1alpha1.WorkloadResources}, {layout.InventorySpace, edgev1alpha1.InventoryResources}} {
 		for _, res := range c.res {
 			crd, err := pt.root.Store().Get(store.Key{Space: c.space, Resource: crdStoreResource, Name: edgev1alpha1.CRDName(res)})
 			if err != nil {
@@ -192,10 +192,10 @@ func TestCanopyCRDsAndSyncTargetsComeBack(t *testing.T) {
 	for _, c := range []struct {
 		space, resource string
 	}{
-		{kubeapi.DefaultSpace, edgev1alpha1.ResourceEdgePlacements},
-		{kubeapi.DefaultSpace, edgev1alpha1.ResourceCombinedStatuses},
-		{kubeapi.InventorySpace, edgev1alpha1.ResourceSyncTargets},
-		{kubeapi.InventorySpace, edgev1alpha1.ResourceLocations},
+		{layout.DefaultSpace, edgev1alpha1.ResourceEdgePlacements},
+		{layout.DefaultSpace, edgev1alpha1.ResourceCombinedStatuses},
+		{layout.InventorySpace, edgev1alpha1.ResourceSyncTargets},
+		{layout.InventorySpace, edgev1alpha1.ResourceLocations},
 	} {
 		k := store.Key{Space: c.space, Resource: crdStoreResource, Name: edgev1alpha1.CRDName(c.resource)}
 		gone, err := pt.root.Store().Delete(ctx, k, 0, "")
@@ -233,7 +233,7 @@ func TestCanopyCRDsAndSyncTargetsComeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pt.root.Store().Delete(ctx, store.Key{Space: kubeapi.InventorySpace, Resource: syncTargetResource, Name: "e1"}, 0, ""); err != nil {
+	if _, err := pt.root.Store().Delete(ctx, store.Key{Space: layout.InventorySpace, Resource: syncTargetResource, Name: "e1"}, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "e1's SyncTarget back, connected", func() bool {

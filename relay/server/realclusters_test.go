@@ -29,7 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/syncer"
@@ -123,10 +123,10 @@ func startRealTree(t testing.TB, edges map[string]map[string]string) *realTree {
 	waitFor(t, "region serving", func() bool { return rt.region.Uplink().Connected() && rt.region.LinkAddr() != "" })
 	waitFor(t, "the workload CRDs", func() bool { return root.crds.ready() == nil })
 	var err error
-	if rt.wds, err = root.spaceClient(kubeapi.DefaultSpace); err != nil {
+	if rt.wds, err = root.spaceClient(layout.DefaultSpace); err != nil {
 		t.Fatal(err)
 	}
-	if rt.inv, err = root.spaceClient(kubeapi.InventorySpace); err != nil {
+	if rt.inv, err = root.spaceClient(layout.InventorySpace); err != nil {
 		t.Fatal(err)
 	}
 	<-done
@@ -516,10 +516,10 @@ func TestRealClustersEndToEnd(t *testing.T) {
 	}
 	// It arrives in the root's store, in the region's reports space.
 	waitLong(t, "report-1 upsynced to the root's reports-r1 space", 30*time.Second, func() (bool, string) {
-		o, err := rt.root.Reports().Get(store.Key{Space: ReportsSpace("r1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "shop", Name: "e1.report-1"})
+		o, err := rt.root.Reports().Get(store.Key{Space: layout.ReportsSpace("r1"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "shop", Name: "e1.report-1"})
 		if err != nil {
-			return false, err.Error() + "; edge outbox: " + spaceKeys(rt.edges["e1"].Store(), OutboxSpace) +
-				"; region outbox: " + spaceKeys(rt.region.Store(), OutboxSpace)
+			return false, err.Error() + "; edge outbox: " + spaceKeys(rt.edges["e1"].Store(), layout.OutboxSpace) +
+				"; region outbox: " + spaceKeys(rt.region.Store(), layout.OutboxSpace)
 		}
 		return strings.Contains(string(o.Data), `"violations":"0"`), string(o.Data)
 	})
@@ -559,7 +559,7 @@ func deploymentAvailable(d *unstructured.Unstructured) bool {
 // targeted at dests (what the placement controller would write).
 func putDownsync(t testing.TB, root *Root, name, value string, dests ...string) {
 	t.Helper()
-	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+	k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 	data := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"v":%q}}`,
 		name, edgev1alpha1.DestinationsAnnotation, strings.Join(dests, ","), value)
 	ctx := context.Background()
@@ -591,7 +591,7 @@ func clusterValues(ctx context.Context, c dynamic.Interface) (map[string]string,
 
 func edgeStatus(c *Child, name string) (syncer.DestinationStatus, string) {
 	var ds syncer.DestinationStatus
-	o, err := c.Store().Get(store.Key{Space: OutboxSpace, Resource: syncer.DestinationStatusResource, Name: name})
+	o, err := c.Store().Get(store.Key{Space: layout.OutboxSpace, Resource: syncer.DestinationStatusResource, Name: name})
 	if err != nil {
 		return ds, err.Error()
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -115,8 +116,8 @@ func (rs *reportSet) Store(space string) *store.Store {
 	if !rs.ha {
 		return rs.local
 	}
-	child, _ := strings.CutPrefix(space, ReportsSpace(""))
-	o, err := rs.hard.Get(session.LinkKey(DownsyncSpace, child))
+	child, _ := strings.CutPrefix(space, layout.ReportsSpace(""))
+	o, err := rs.hard.Get(session.LinkKey(layout.DownsyncSpace, child))
 	if err != nil {
 		return rs.local // no link record: none but this replica's
 	}
@@ -180,13 +181,13 @@ func (rs *reportSet) Ready() bool {
 
 // spaces names the reports spaces the replicated store holds.
 func (rs *reportSet) spaces() ([]string, error) {
-	lr, err := rs.hard.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	lr, err := rs.hard.List(store.ListOptions{Resource: layout.SpaceResource})
 	if err != nil {
 		return nil, err
 	}
 	var names []string
 	for _, sp := range lr.Items {
-		if strings.HasPrefix(sp.Key.Name, ReportsSpace("")) {
+		if strings.HasPrefix(sp.Key.Name, layout.ReportsSpace("")) {
 			names = append(names, sp.Key.Name)
 		}
 	}

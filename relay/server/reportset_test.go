@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -47,11 +47,11 @@ func TestReportMirror(t *testing.T) {
 		}
 	}
 	cm := func(child string, i int) store.Key {
-		return store.Key{Space: ReportsSpace(child), Resource: store.Resource{Resource: "configmaps"}, Namespace: "ns", Name: fmt.Sprintf("o%02d", i)}
+		return store.Key{Space: layout.ReportsSpace(child), Resource: store.Resource{Resource: "configmaps"}, Namespace: "ns", Name: fmt.Sprintf("o%02d", i)}
 	}
 	for c := range 10 {
 		child := fmt.Sprintf("c%d", c)
-		put(hard, store.Key{Resource: kubeapi.SpaceResource, Name: ReportsSpace(child)}, "space")
+		put(hard, store.Key{Resource: layout.SpaceResource, Name: layout.ReportsSpace(child)}, "space")
 		putLink(t, hard, child, map[bool]string{true: "root-1", false: "root-0"}[c < 5])
 		st := map[bool]*reportSet{true: follower, false: leader}[c < 5].local
 		for i := range 20 {
@@ -65,7 +65,7 @@ func TestReportMirror(t *testing.T) {
 		batches++
 		return leader.deliver(ctx, mustJSONBytes(t, b))
 	}
-	if st := leader.Store(ReportsSpace("c0")); st != nil {
+	if st := leader.Store(layout.ReportsSpace("c0")); st != nil {
 		t.Fatal("the leader serves the follower's reports before any arrived")
 	}
 	if err := follower.sendAll(send); err != nil {
@@ -77,7 +77,7 @@ func TestReportMirror(t *testing.T) {
 	same := func(what string, wantV string) {
 		t.Helper()
 		for c := range 10 {
-			space := ReportsSpace(fmt.Sprintf("c%d", c))
+			space := layout.ReportsSpace(fmt.Sprintf("c%d", c))
 			st := leader.Store(space)
 			if st == nil {
 				t.Fatalf("%s: no store for %s", what, space)
@@ -107,7 +107,7 @@ func TestReportMirror(t *testing.T) {
 	send = func(b reportBatch) error {
 		err := inner(b)
 		if !b.Complete {
-			st := leader.Store(ReportsSpace("c4")) // sent last
+			st := leader.Store(layout.ReportsSpace("c4")) // sent last
 			o, gerr := st.Get(cm("c4", 19))
 			if gerr != nil || !json.Valid(o.Data) {
 				during = append(during, fmt.Sprint(gerr))
@@ -128,7 +128,7 @@ func TestReportMirror(t *testing.T) {
 	if err := leader.deliver(ctx, mustJSONBytes(t, delta)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.Store(ReportsSpace("c0")).Get(cm("c0", 0)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := leader.Store(layout.ReportsSpace("c0")).Get(cm("c0", 0)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a deleted key is still mirrored: %v", err)
 	}
 	delta.Session = "s0"
@@ -139,30 +139,30 @@ func TestReportMirror(t *testing.T) {
 	// A new term drops the mirrors: the follower's children are not at
 	// hand until it sends everything again, and reported state waits.
 	leader.beginTerm()
-	if leader.Store(ReportsSpace("c0")) != nil || leader.Ready() {
+	if leader.Store(layout.ReportsSpace("c0")) != nil || leader.Ready() {
 		t.Fatal("after a new term, the follower's old copy still serves")
 	}
 	// c9 links to the follower: its reports are read there from now on
 	// (a new version of its link record).
-	rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + ".c9"}, "replica": "root-1", "connected": true})
-	if _, err := hard.Update(ctx, session.LinkKey(DownsyncSpace, "c9"), rec, 0); err != nil {
+	rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": layout.DownsyncSpace + ".c9"}, "replica": "root-1", "connected": true})
+	if _, err := hard.Update(ctx, session.LinkKey(layout.DownsyncSpace, "c9"), rec, 0); err != nil {
 		t.Fatal(err)
 	}
-	if leader.Store(ReportsSpace("c9")) != nil {
+	if leader.Store(layout.ReportsSpace("c9")) != nil {
 		t.Fatal("c9 moved to the follower, but the leader still reads its own store for it")
 	}
 	put(follower.local, cm("c9", 0), "moved") // the follower's Collector, as c9 reports there
 	for c := range 10 {
 		child := fmt.Sprintf("c%d", c)
 		st := map[bool]*reportSet{true: follower, false: leader}[c < 5 || c == 9].local // c9 reports to the follower now
-		put(st, store.Key{Resource: store.Resource{Group: "tree.canopy.dev", Resource: "cursors"}, Name: "upsync." + ReportsSpace(child)}, "cursor")
+		put(st, layout.UpsyncCursor(layout.ReportsSpace(child)), "cursor")
 	}
 	sess = "s3"
 	send = inner
 	if err := follower.sendAll(send); err != nil {
 		t.Fatal(err)
 	}
-	if in, err := tree.Collected(leader.Store(ReportsSpace("c0")), ReportsSpace("c0")); err != nil || !in || !leader.Ready() {
+	if in, err := tree.Collected(leader.Store(layout.ReportsSpace("c0")), layout.ReportsSpace("c0")); err != nil || !in || !leader.Ready() {
 		t.Fatalf("after the follower sent everything again: collected %v (%v), ready %v", in, err, leader.Ready())
 	}
 }
@@ -180,8 +180,8 @@ func mustJSONBytes(t *testing.T, v any) []byte {
 // it is linked to.
 func putLink(tb testing.TB, hard *store.Store, child, replica string) {
 	tb.Helper()
-	rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": DownsyncSpace + "." + child}, "replica": replica, "connected": true})
-	if _, err := hard.Create(context.Background(), session.LinkKey(DownsyncSpace, child), rec); err != nil {
+	rec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": layout.DownsyncSpace + "." + child}, "replica": replica, "connected": true})
+	if _, err := hard.Create(context.Background(), session.LinkKey(layout.DownsyncSpace, child), rec); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -206,7 +206,7 @@ func BenchmarkReportSetStore(b *testing.B) {
 			spaces := make([]string, children)
 			for c := range children {
 				child := fmt.Sprintf("c%05d", c)
-				spaces[c] = ReportsSpace(child)
+				spaces[c] = layout.ReportsSpace(child)
 				putLink(b, hard, child, map[bool]string{true: "root-1", false: "root-0"}[c%2 == 0])
 			}
 			b.ReportAllocs()

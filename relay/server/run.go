@@ -31,6 +31,7 @@ import (
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/join"
@@ -192,13 +193,13 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, ReportStore: reports.local, Listener: links, Logger: log,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}, Registrar: reg},
 		Registrar: reg,
-		Space:     DownsyncSpace, Targets: st.Addresses, Trim: trimDestinations,
+		Space:     layout.DownsyncSpace, Targets: st.Addresses, Trim: trimDestinations,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {
-			_, err := r.childSpace(ctx, MailboxSpace(c.Name))
+			_, err := r.childSpace(ctx, layout.MailboxSpace(c.Name))
 			return err
 		},
 		Reports: func(ctx context.Context, c pki.Identity) (string, error) {
-			return r.childSpace(ctx, ReportsSpace(c.Name))
+			return r.childSpace(ctx, layout.ReportsSpace(c.Name))
 		},
 	})
 	var readIndex kubeapi.ReadIndexer // linearizable reads need one only with replicas
@@ -210,18 +211,18 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}},
 		Validate: validateEdgeKinds, BeforeDelete: beforeDeleteOf(&r), ReadIndex: readIndex,
 		SoftStore: func(space string) *store.Store {
-			if !strings.HasPrefix(space, ReportsSpace("")) {
+			if _, ok := layout.ReportsChild(space); !ok {
 				return nil
 			}
 			return cmp.Or(reports.Store(space), reports.local)
 		},
 		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
-			child, ok := strings.CutPrefix(space, "mailbox-")
+			child, ok := layout.MailboxChild(space)
 			if !ok {
 				return "", nil, nil // a reports space: itself
 			}
 			match, err := down.Routing(child).Matcher(st)
-			return DownsyncSpace, match, err
+			return layout.DownsyncSpace, match, err
 		},
 		Ready: func() error {
 			if !authz.Synced() {
@@ -232,7 +233,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	})
 	authz.Inert = placement.InertInWDS(func(space string) bool {
 		kind, _ := api.SpaceKind(space)
-		return kind == kubeapi.SpaceKindWDS
+		return kind == layout.SpaceKindWDS
 	})
 	r = &Root{
 		down: down, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
@@ -259,9 +260,9 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	}
 	defer cancel()
 	for _, sp := range []struct{ name, kind string }{
-		{kubeapi.DefaultSpace, kubeapi.SpaceKindWDS},
-		{kubeapi.InventorySpace, kubeapi.SpaceKindInventory},
-		{DownsyncSpace, kubeapi.SpaceKindDownsync},
+		{layout.DefaultSpace, layout.SpaceKindWDS},
+		{layout.InventorySpace, layout.SpaceKindInventory},
+		{layout.DownsyncSpace, layout.SpaceKindDownsync},
 	} {
 		err := retryTransient(ctx, log, "creating space "+sp.name, func(ctx context.Context) error {
 			return api.EnsureSpace(ctx, sp.name, sp.kind)
@@ -282,7 +283,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 // childSpace makes sure a per-child space exists at the root (visible to
 // the admin as a kubeconfig context, soon) and returns its name.
 func (r *Root) childSpace(ctx context.Context, name string) (string, error) {
-	if err := r.api.EnsureSpace(ctx, name, kubeapi.SpaceKindMailbox); err != nil {
+	if err := r.api.EnsureSpace(ctx, name, layout.SpaceKindMailbox); err != nil {
 		return "", err
 	}
 	select {
@@ -348,7 +349,7 @@ func (r *Root) writeKubeconfig() error {
 	}
 	spaces := kubeconfigSpaces(all, KubeconfigChildren)
 	kc, err := pki.BuildKubeconfig(pki.KubeconfigOptions{
-		Server: r.server, CAPEM: r.ca.CertPEM, Token: r.token, Spaces: spaces, Current: kubeapi.DefaultSpace,
+		Server: r.server, CAPEM: r.ca.CertPEM, Token: r.token, Spaces: spaces, Current: layout.DefaultSpace,
 	})
 	if err != nil {
 		return err
@@ -382,7 +383,7 @@ func kubeconfigSpaces(all []string, children int) []string {
 // ChildOfSpace returns the child whose mailbox or reports space (at the
 // root) sp is named as.
 func ChildOfSpace(sp string) (string, bool) {
-	for _, prefix := range []string{MailboxSpace(""), ReportsSpace("")} {
+	for _, prefix := range []string{layout.MailboxSpace(""), layout.ReportsSpace("")} {
 		if c, ok := strings.CutPrefix(sp, prefix); ok && c != "" {
 			return c, true
 		}

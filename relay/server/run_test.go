@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/canopy-dev/canopy/relay/layout"
 )
 
 // The admin kubeconfig lists every space that is not a child's, and the
@@ -17,7 +19,7 @@ import (
 func TestKubeconfigSpaces(t *testing.T) {
 	all := []string{"default", "downsync", "inventory", "shop"}
 	for _, c := range []string{"edge-3", "edge-1", "edge-2", "edge-0"} {
-		all = append(all, MailboxSpace(c), ReportsSpace(c))
+		all = append(all, layout.MailboxSpace(c), layout.ReportsSpace(c))
 	}
 	all = append(all, "mailbox-") // no child's name: not a child's space
 	got := kubeconfigSpaces(all, 2)
@@ -32,7 +34,7 @@ func TestKubeconfigSpaces(t *testing.T) {
 	many := []string{"default"}
 	for i := range 5000 {
 		c := fmt.Sprintf("e%04d", i)
-		many = append(many, MailboxSpace(c), ReportsSpace(c))
+		many = append(many, layout.MailboxSpace(c), layout.ReportsSpace(c))
 	}
 	if got := kubeconfigSpaces(many, KubeconfigChildren); len(got) != 1+2*KubeconfigChildren || got[1] != "mailbox-e0000" {
 		t.Errorf("with 5000 children: %d spaces listed starting %v, want %d from mailbox-e0000", len(got), got[:2], 1+2*KubeconfigChildren)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -51,7 +52,7 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 		t.Helper()
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}},"data":{"k":"v"}}`,
 			name, edgev1alpha1.DestinationsAnnotation, dest)
-		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
@@ -75,9 +76,9 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 		return func() bool {
 			for _, name := range names {
 				e := edges[name]
-				want, err1 := tree.RoutedContentHash(region.Store(), InboxSpace, region.Downlink().Routing(name))
-				got, err2 := tree.ContentHash(e.Store(), InboxSpace)
-				lr, err3 := e.Store().List(store.ListOptions{Space: InboxSpace})
+				want, err1 := tree.RoutedContentHash(region.Store(), layout.InboxSpace, region.Downlink().Routing(name))
+				got, err2 := tree.ContentHash(e.Store(), layout.InboxSpace)
+				lr, err3 := e.Store().List(store.ListOptions{Space: layout.InboxSpace})
 				if err1 != nil || err2 != nil || err3 != nil || want != got || len(lr.Items) != n ||
 					e.syncer.Stats().Managed != n || e.syncer.Stats().InSync != n {
 					return false

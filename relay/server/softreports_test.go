@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -37,7 +38,7 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	<-root.Ready()
 	pt := collectedTree(t, root, []string{root.LinkAddr()}, joinToken(t, root))
 
-	space := ReportsSpace("r1")
+	space := layout.ReportsSpace("r1")
 	partials := store.ListOptions{Space: space, Resource: reports.PartialResource}
 	if lr, err := root.Reports().List(partials); err != nil || len(lr.Items) == 0 {
 		t.Fatalf("the root's report store holds no partial of r1: %d, %v", len(lr.Items), err)
@@ -149,7 +150,7 @@ func TestReportsReachTheLeaderFromAFollower(t *testing.T) {
 	if len(rs[leader].down.Children()) != 0 {
 		t.Fatalf("the region is linked to the leader: %+v", rs[leader].down.Children())
 	}
-	space := ReportsSpace("r1")
+	space := layout.ReportsSpace("r1")
 	if lr, err := rs[follower].Reports().List(store.ListOptions{Space: space, Resource: reports.PartialResource}); err != nil || len(lr.Items) == 0 {
 		t.Fatalf("the follower holds no partial of r1 in memory: %v", err)
 	}
@@ -240,7 +241,7 @@ func TestRegionRestartKeepsItsSummary(t *testing.T) {
 	pt.region = region
 	for _, name := range []string{"e1", "e2", "e3"} {
 		waitFor(t, name+" reported again", func() bool {
-			in, err := tree.Collected(region.Reports(), ReportsSpace(name))
+			in, err := tree.Collected(region.Reports(), layout.ReportsSpace(name))
 			return err == nil && in
 		})
 	}

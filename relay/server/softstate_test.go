@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -307,7 +307,7 @@ func TestInventoryAcrossReplicas(t *testing.T) {
 		startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
 			JoinToken: token, InMemory: true})
 	}
-	inv, err := rs[leader].spaceClient(kubeapi.InventorySpace)
+	inv, err := rs[leader].spaceClient(layout.InventorySpace)
 	if err != nil {
 		t.Fatal(err)
 	}

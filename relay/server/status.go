@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
@@ -31,7 +32,7 @@ func (c *Child) serveStatus(ctx context.Context, addr string) error {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/debug/inbox", func(w http.ResponseWriter, _ *http.Request) {
-		inbox, err := spaceSummary(c.store, InboxSpace)
+		inbox, err := spaceSummary(c.store, layout.InboxSpace)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -41,8 +42,8 @@ func (c *Child) serveStatus(ctx context.Context, addr string) error {
 		if d := c.Downlink(); d != nil {
 			mailboxes := map[string]summary{}
 			for _, child := range d.Children() {
-				space := MailboxSpace(child.Identity.Name)
-				if mailboxes[space], err = mailboxSummary(c.store, InboxSpace, d.Routing(child.Identity.Name)); err != nil {
+				space := layout.MailboxSpace(child.Identity.Name)
+				if mailboxes[space], err = mailboxSummary(c.store, layout.InboxSpace, d.Routing(child.Identity.Name)); err != nil {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
 					return
 				}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -77,7 +78,7 @@ func (w *reportsWait) ready(rs *store.Store, down *session.Downlink) bool {
 		var spaces []string
 		for _, c := range down.Children() {
 			if !c.Superseded {
-				spaces = append(spaces, ReportsSpace(c.Identity.Name))
+				spaces = append(spaces, layout.ReportsSpace(c.Identity.Name))
 			}
 		}
 		if !reportedAgain(spaces, func(string) *store.Store { return rs }) {
@@ -166,18 +167,18 @@ func writeSummary(ctx context.Context, st, rs *store.Store, down *session.Downli
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		lr, err := rs.List(store.ListOptions{Space: ReportsSpace(n)})
+		lr, err := rs.List(store.ListOptions{Space: layout.ReportsSpace(n)})
 		if err != nil {
 			return err
 		}
 		children = append(children, lr.Items)
 	}
-	merged := dec.Merge(children, reports.ForwardFilter(st, InboxSpace))
+	merged := dec.Merge(children, reports.ForwardFilter(st, layout.InboxSpace))
 	want, err := merged.Encoded()
 	if err != nil {
 		return err
 	}
-	cur, err := st.List(store.ListOptions{Space: OutboxSpace})
+	cur, err := st.List(store.ListOptions{Space: layout.OutboxSpace})
 	if err != nil {
 		return err
 	}
@@ -194,7 +195,7 @@ func writeSummary(ctx context.Context, st, rs *store.Store, down *session.Downli
 	for _, k := range reports.SortedKeys(want) {
 		data := want[k]
 		ok := k
-		ok.Space = OutboxSpace
+		ok.Space = layout.OutboxSpace
 		switch o := have[k]; {
 		case o == nil:
 			ops = append(ops, store.Op{Type: store.OpCreate, Key: ok, Data: data})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/syncer"
@@ -126,7 +127,7 @@ func TestSyncerEndToEnd(t *testing.T) {
 	// its DestinationStatus and its live Deployment, available.
 	waitForMsg(t, "reports at the region", func() (bool, string) {
 		for name := range pt.edges {
-			space := ReportsSpace(name)
+			space := layout.ReportsSpace(name)
 			o, err := pt.region.Reports().Get(store.Key{Space: space, Resource: syncer.DestinationStatusResource, Name: name})
 			if err != nil {
 				return false, fmt.Sprintf("%s: status: %v", name, err)
@@ -185,7 +186,7 @@ func TestEdgeEnforcesInboxWhileParentIsDown(t *testing.T) {
 	}
 	stop := serveInBackground(t, "edge-1", c.Serve)
 	for i := range 5 {
-		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
+		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}},"data":{"i":"%d"}}`, i, edgev1alpha1.DestinationsAnnotation, i)
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)
@@ -218,7 +219,7 @@ func TestEdgeEnforcesInboxWhileParentIsDown(t *testing.T) {
 	// plain applies, depending on timing; a deletion now is drift.
 	reported := func() (syncer.DestinationStatus, string) {
 		var ds syncer.DestinationStatus
-		o, err := c2.Store().Get(store.Key{Space: OutboxSpace, Resource: syncer.DestinationStatusResource, Name: "edge-1"})
+		o, err := c2.Store().Get(store.Key{Space: layout.OutboxSpace, Resource: syncer.DestinationStatusResource, Name: "edge-1"})
 		if err != nil {
 			return ds, err.Error()
 		}

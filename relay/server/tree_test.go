@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -161,7 +162,7 @@ func TestTreeDepthTwo(t *testing.T) {
 	// context is in the admin kubeconfig), targeting edge-1 and a
 	// destination nobody announced; the region's mailbox, a view at the
 	// root, shows the first ten, and its inbox receives them.
-	cs := adminClient(t, root, DownsyncSpace)
+	cs := adminClient(t, root, layout.DownsyncSpace)
 	for i := range 12 {
 		dest := "edge-1"
 		if i >= 10 {
@@ -174,16 +175,16 @@ func TestTreeDepthTwo(t *testing.T) {
 		}
 	}
 	waitFor(t, "the region's inbox to equal its mailbox at the root", func() bool {
-		want, err1 := tree.RoutedContentHash(root.Store(), DownsyncSpace, root.down.Routing("region-a"))
-		got, err2 := tree.ContentHash(region.Store(), InboxSpace)
-		n, _ := region.Store().List(store.ListOptions{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
+		want, err1 := tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.down.Routing("region-a"))
+		got, err2 := tree.ContentHash(region.Store(), layout.InboxSpace)
+		n, _ := region.Store().List(store.ListOptions{Space: layout.InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
 		return err1 == nil && err2 == nil && want == got && len(n.Items) == 10
 	})
 	waitFor(t, "the admin kubeconfig to list the region's mailbox", func() bool {
 		cfg, err := clientcmd.LoadFromFile(root.KubeconfigPath())
-		return err == nil && cfg.Contexts[MailboxSpace("region-a")] != nil
+		return err == nil && cfg.Contexts[layout.MailboxSpace("region-a")] != nil
 	})
-	mb := adminClient(t, root, MailboxSpace("region-a"))
+	mb := adminClient(t, root, layout.MailboxSpace("region-a"))
 	list, err := mb.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != 10 {
 		t.Fatalf("the mailbox view lists %d ConfigMaps (%v), want 10", len(list.Items), err)
@@ -227,7 +228,7 @@ func TestTreeDepthTwo(t *testing.T) {
 		}
 	}
 	inboxNames := func(c *Child) string {
-		list, _ := c.Store().List(store.ListOptions{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
+		list, _ := c.Store().List(store.ListOptions{Space: layout.InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
 		var names []string
 		for _, it := range list.Items {
 			if strings.HasPrefix(it.Key.Name, "to-") {
@@ -242,7 +243,7 @@ func TestTreeDepthTwo(t *testing.T) {
 	// Each edge receives the object's destinations trimmed to its own
 	// subtree: what crosses a link grows with the subtree, not the fleet.
 	for c, want := range map[*Child]string{edge: "edge-1", edge2: "edge-2"} {
-		o, err := c.Store().Get(store.Key{Space: InboxSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "to-both"})
+		o, err := c.Store().Get(store.Key{Space: layout.InboxSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "to-both"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,12 +287,12 @@ func TestTreeDepthFour(t *testing.T) {
 	})
 	obj := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep","namespace":"default","annotations":{"` +
 		edgev1alpha1.DestinationsAnnotation + `":"deep-edge"}},"data":{"k":"v"}}`
-	k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "deep"}
+	k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "deep"}
 	if _, err := root.Store().Create(context.Background(), k, []byte(obj)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the object to reach the edge's inbox", func() bool {
-		_, err := edge.Store().Get(store.Key{Space: InboxSpace, Resource: k.Resource, Namespace: "default", Name: "deep"})
+		_, err := edge.Store().Get(store.Key{Space: layout.InboxSpace, Resource: k.Resource, Namespace: "default", Name: "deep"})
 		return err == nil
 	})
 }
@@ -346,7 +347,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 	stop := serveInBackground(t, "edge-1", c.Serve)
 	waitFor(t, "edge connected", func() bool { return c.Uplink().Connected() })
 	for i := range 5 {
-		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
+		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}}}`, i, edgev1alpha1.DestinationsAnnotation)
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)
@@ -354,9 +355,9 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 	}
 	var want string
 	waitFor(t, "inbox synced", func() bool {
-		want, _ = tree.RoutedContentHash(root.Store(), DownsyncSpace, root.down.Routing("edge-1"))
-		got, err := tree.ContentHash(c.Store(), InboxSpace)
-		n, _ := c.Store().List(store.ListOptions{Space: InboxSpace})
+		want, _ = tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.down.Routing("edge-1"))
+		got, err := tree.ContentHash(c.Store(), layout.InboxSpace)
+		n, _ := c.Store().List(store.ListOptions{Space: layout.InboxSpace})
 		return err == nil && got == want && len(n.Items) == 5
 	})
 	stop()
@@ -364,7 +365,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 	// The parent is now unreachable: an address nothing listens on.
 	cfg.Parents, cfg.JoinToken = []string{"127.0.0.1:1"}, ""
 	c2 := startTestChild(t, cfg)
-	got, err := tree.ContentHash(c2.Store(), InboxSpace)
+	got, err := tree.ContentHash(c2.Store(), layout.InboxSpace)
 	if err != nil || got != want {
 		t.Fatalf("inbox after an offline restart: %v, hash %s want %s", err, got, want)
 	}
@@ -413,7 +414,7 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 
 	put := func(name, dest string) {
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}}}`, name, edgev1alpha1.DestinationsAnnotation, dest)
-		k := store.Key{Space: DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
+		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 		if _, err := root.Store().Create(context.Background(), k, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
@@ -426,7 +427,7 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 	}
 	holds := func(c *Child, n int) func() bool {
 		return func() bool {
-			lr, err := c.Store().List(store.ListOptions{Space: InboxSpace})
+			lr, err := c.Store().List(store.ListOptions{Space: layout.InboxSpace})
 			return err == nil && len(lr.Items) == n
 		}
 	}
@@ -445,8 +446,8 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 	waitFor(t, "mover under r2 in the inventory", func() bool { p, c := pathOf("mover"); return p == "root/r2/mover" && c })
 	put("after-the-move", "mover")
 	waitFor(t, "mover's inbox at r2", func() bool {
-		want, err1 := tree.RoutedContentHash(regions["r2"].Store(), InboxSpace, regions["r2"].Downlink().Routing("mover"))
-		got, err2 := tree.ContentHash(mover.Store(), InboxSpace)
+		want, err1 := tree.RoutedContentHash(regions["r2"].Store(), layout.InboxSpace, regions["r2"].Downlink().Routing("mover"))
+		got, err2 := tree.ContentHash(mover.Store(), layout.InboxSpace)
 		return err1 == nil && err2 == nil && want == got && holds(mover, 4)()
 	})
 	for _, c := range root.Children() {
@@ -460,7 +461,7 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 	// state, and r1 stops reporting it once its grace has passed, so the
 	// root does not count it twice.
 	fromMover := func(c *Child) int {
-		lr, _ := c.Store().List(store.ListOptions{Space: OutboxSpace})
+		lr, _ := c.Store().List(store.ListOptions{Space: layout.OutboxSpace})
 		n := 0
 		for _, o := range lr.Items {
 			if reports.DestinationOf(o) == "mover" {

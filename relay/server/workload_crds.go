@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/crd"
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/customize"
@@ -85,7 +85,7 @@ func (r *Root) InstallWorkloadCRDs(ctx context.Context, space string) error {
 	switch {
 	case !ok:
 		return fmt.Errorf("server: no space %q", space)
-	case kind != kubeapi.SpaceKindWDS:
+	case kind != layout.SpaceKindWDS:
 		return fmt.Errorf("server: space %q is a %s space, not a workload description space", space, kind)
 	}
 	manifests, err := edgev1alpha1.WorkloadCRDs()
@@ -170,13 +170,13 @@ func sameCRD(want, cur *unstructured.Unstructured) (bool, error) {
 // workloadSpaces lists the workload description spaces and the revision
 // of the listing.
 func (r *Root) workloadSpaces() ([]string, int64, error) {
-	list, err := r.store.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	list, err := r.store.List(store.ListOptions{Resource: layout.SpaceResource})
 	if err != nil {
 		return nil, 0, err
 	}
 	var out []string
 	for _, it := range list.Items {
-		if kubeapi.SpaceKindOf(it) == kubeapi.SpaceKindWDS {
+		if layout.SpaceKindOf(it) == layout.SpaceKindWDS {
 			out = append(out, it.Key.Name)
 		}
 	}
@@ -209,7 +209,7 @@ func (r *Root) maintainWorkloadCRDs(ctx context.Context) error {
 				continue
 			}
 			installed[sp] = true
-			if sp == kubeapi.DefaultSpace {
+			if sp == layout.DefaultSpace {
 				r.crds.workload.Store(true)
 			}
 		}
@@ -245,7 +245,7 @@ func (r *Root) waitSpaceChange(ctx context.Context, rev int64, spaces []string) 
 	for _, sp := range spaces {
 		keys = append(keys, crdKeys(sp, edgev1alpha1.WorkloadResources)...)
 	}
-	w, err := r.store.Watch(ctx, store.WatchOptions{Resource: kubeapi.SpaceResource, Since: rev, Also: keys})
+	w, err := r.store.Watch(ctx, store.WatchOptions{Resource: layout.SpaceResource, Since: rev, Also: keys})
 	if err != nil {
 		return nil, err
 	}

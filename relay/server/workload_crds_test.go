@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -54,26 +54,26 @@ func TestCRDsInSpaces(t *testing.T) {
 	inventory, workload := crdNames(edgev1alpha1.InventoryResources), crdNames(edgev1alpha1.WorkloadResources)
 
 	waitFor(t, "readiness to include the CRDs", func() bool { return r.crds.ready() == nil })
-	if got := edgeCRDs(t, r, kubeapi.InventorySpace); !slices.Equal(got, inventory) {
+	if got := edgeCRDs(t, r, layout.InventorySpace); !slices.Equal(got, inventory) {
 		t.Errorf("inventory CRDs: %v, want %v", got, inventory)
 	}
-	if got := edgeCRDs(t, r, kubeapi.DefaultSpace); !slices.Equal(got, workload) {
+	if got := edgeCRDs(t, r, layout.DefaultSpace); !slices.Equal(got, workload) {
 		t.Errorf("default space CRDs: %v, want %v", got, workload)
 	}
 
 	// A mailbox, then a new WDS: the WDS gets the CRDs, the mailbox never.
-	mailbox, err := r.childSpace(ctx, MailboxSpace("child-1"))
+	mailbox, err := r.childSpace(ctx, layout.MailboxSpace("child-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.api.EnsureSpace(ctx, "team-a", kubeapi.SpaceKindWDS); err != nil {
+	if err := r.api.EnsureSpace(ctx, "team-a", layout.SpaceKindWDS); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the workload CRDs in a new WDS", func() bool { return slices.Equal(edgeCRDs(t, r, "team-a"), workload) })
 	if got := edgeCRDs(t, r, mailbox); len(got) != 0 {
 		t.Errorf("mailbox %s has CRDs %v", mailbox, got)
 	}
-	for _, sp := range []string{mailbox, kubeapi.InventorySpace, "no-such-space"} {
+	for _, sp := range []string{mailbox, layout.InventorySpace, "no-such-space"} {
 		if err := r.InstallWorkloadCRDs(ctx, sp); err == nil {
 			t.Errorf("InstallWorkloadCRDs(%s) succeeded", sp)
 		}
@@ -90,7 +90,7 @@ func TestCRDUpgrade(t *testing.T) {
 	r := startTestRoot(t)
 	ctx := context.Background()
 	waitFor(t, "the start-up CRDs", func() bool { return r.crds.ready() == nil })
-	dc, err := r.spaceClient(kubeapi.InventorySpace)
+	dc, err := r.spaceClient(layout.InventorySpace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestCRDUpgrade(t *testing.T) {
 func TestStatusCollectorCELIsValidated(t *testing.T) {
 	r := startTestRoot(t)
 	waitFor(t, "the workload CRDs", func() bool { return r.crds.ready() == nil })
-	dc, err := r.spaceClient(kubeapi.DefaultSpace)
+	dc, err := r.spaceClient(layout.DefaultSpace)
 	if err != nil {
 		t.Fatal(err)
 	}

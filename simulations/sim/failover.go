@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -547,8 +548,8 @@ func rootFailover(e *env) error {
 		if l == nil {
 			return false
 		}
-		want, err1 := tree.ContentHash(l.running().Store(), server.DownsyncSpace)
-		got, err2 := tree.ContentHash(back.Store(), server.DownsyncSpace)
+		want, err1 := tree.ContentHash(l.running().Store(), layout.DownsyncSpace)
+		got, err2 := tree.ContentHash(back.Store(), layout.DownsyncSpace)
 		return err1 == nil && err2 == nil && want == got
 	}
 	if waitUntil(e.ctx, 60*time.Second, "", caughtUp) == nil {

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -555,14 +556,14 @@ func (f *fleet) recordLinks() {
 func (f *fleet) routing(parent *relay, child string) (store.Reader, string, tree.Routing, error) {
 	if parent == nil {
 		root := f.currentRoot()
-		return root.Store(), server.DownsyncSpace, root.Routing(child), nil
+		return root.Store(), layout.DownsyncSpace, root.Routing(child), nil
 	}
 	c := parent.current()
 	d := c.Downlink()
 	if d == nil {
 		return nil, "", tree.Routing{}, fmt.Errorf("%s does not serve children", parent.name)
 	}
-	return c.Store(), server.InboxSpace, d.Routing(child), nil
+	return c.Store(), layout.InboxSpace, d.Routing(child), nil
 }
 
 // hashConverged reports whether e's inbox equals what its parent holds
@@ -577,7 +578,7 @@ func (f *fleet) hashConverged(e *relay) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	got, err := tree.ContentHash(e.current().Store(), server.InboxSpace)
+	got, err := tree.ContentHash(e.current().Store(), layout.InboxSpace)
 	if err != nil {
 		return false, err
 	}

@@ -24,7 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -833,7 +833,7 @@ func (f *fleet) divergence(e *relay) string {
 	if err != nil {
 		return e.name + ": " + err.Error()
 	}
-	lr, err := e.current().Store().List(store.ListOptions{Space: server.InboxSpace})
+	lr, err := e.current().Store().List(store.ListOptions{Space: layout.InboxSpace})
 	if err != nil {
 		return e.name + ": " + err.Error()
 	}
@@ -885,7 +885,7 @@ func (f *fleet) explainLag(names []string) []string {
 		}
 		why := f.divergence(e)
 		if r := f.currentRoot(); r != nil {
-			k := store.Key{Space: kubeapi.InventorySpace, Resource: store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceSyncTargets}, Name: n}
+			k := store.Key{Space: layout.InventorySpace, Resource: store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceSyncTargets}, Name: n}
 			switch o, err := r.Store().Get(k); {
 			case errors.Is(err, store.ErrNotFound):
 				why += "; no SyncTarget at the root"

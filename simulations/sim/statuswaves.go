@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/simulations/vcluster"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -407,7 +407,7 @@ func tallyReports(ctx context.Context, sts []*store.Store) *reportTally {
 			defer t.wg.Done()
 			defer w.Stop()
 			for ev := range w.Events() {
-				if ev.Object == nil || !strings.HasPrefix(ev.Object.Key.Space, server.ReportsSpace("")) {
+				if ev.Object == nil || !strings.HasPrefix(ev.Object.Key.Space, layout.ReportsSpace("")) {
 					continue
 				}
 				res := ev.Object.Key.Resource.Resource
@@ -642,7 +642,7 @@ func (r *StatusWaves) err() error {
 // placed edges whose outbox holds no partial of o.
 func (e *env) diagnose(x statusExpect, all bool, o objRef) string {
 	partialOf := func(st *store.Store) (*reports.Partial, bool) {
-		lr, err := st.List(store.ListOptions{Space: server.OutboxSpace, Resource: reports.PartialResource})
+		lr, err := st.List(store.ListOptions{Space: layout.OutboxSpace, Resource: reports.PartialResource})
 		if err != nil {
 			return nil, false
 		}
@@ -718,7 +718,7 @@ func edgeState(r *relay, st *store.Store, o objRef) string {
 		}
 	}
 	parts = append(parts, applied)
-	if lr, err := st.List(store.ListOptions{Space: server.OutboxSpace}); err == nil {
+	if lr, err := st.List(store.ListOptions{Space: layout.OutboxSpace}); err == nil {
 		by := map[string]int{}
 		for _, ob := range lr.Items {
 			by[ob.Key.Resource.Resource]++

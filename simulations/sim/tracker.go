@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -277,7 +277,7 @@ func (t *tracker) waitConverged(ctx context.Context, timeout time.Duration, what
 // follow watches what an edge holds until ctx ends or the store closes:
 // its inbox (where "inbox") or the syncer's applied records ("cluster").
 func (t *tracker) follow(ctx context.Context, edge string, st *store.Store) {
-	opts := store.WatchOptions{Space: server.InboxSpace, Namespace: Namespace}
+	opts := store.WatchOptions{Space: layout.InboxSpace, Namespace: Namespace}
 	decode := inboxVersion
 	if t.where == ArrivalCluster {
 		opts = store.WatchOptions{Space: "", Resource: appliedResource}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -103,11 +103,11 @@ func restConfig(kubeconfig, space string) (*rest.Config, error) {
 // are the API addresses (host:port) of a replicated root's replicas, the
 // kubeconfig's first: requests go to one at a time, the next when it fails.
 func newUser(kubeconfig string, replicas []string, trackers []*tracker) (*user, error) {
-	rc, err := restConfig(kubeconfig, kubeapi.DefaultSpace)
+	rc, err := restConfig(kubeconfig, layout.DefaultSpace)
 	if err != nil {
 		return nil, err
 	}
-	ic, err := restConfig(kubeconfig, kubeapi.InventorySpace)
+	ic, err := restConfig(kubeconfig, layout.InventorySpace)
 	if err != nil {
 		return nil, err
 	}

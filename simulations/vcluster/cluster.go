@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -166,7 +167,7 @@ func New(opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{opts: opts, store: st, api: api, handler: h, transport: NewInprocTransport(h)}
 	ctx := context.Background()
-	if err := api.EnsureSpace(ctx, kubeapi.DefaultSpace, kubeapi.SpaceKindWDS); err != nil {
+	if err := api.EnsureSpace(ctx, layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("vcluster: %s: %w", opts.Name, err)
 	}

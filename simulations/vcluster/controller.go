@@ -17,7 +17,7 @@ import (
 	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -112,7 +112,7 @@ func newController(c *Cluster) (*controller, error) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &controller{
-		c: c, log: c.opts.Logger.With("vcluster", c.opts.Name), st: c.store, space: kubeapi.DefaultSpace,
+		c: c, log: c.opts.Logger.With("vcluster", c.opts.Name), st: c.store, space: layout.DefaultSpace,
 		core: core, apps: apps, batch: batch,
 		queued: map[workKey]struct{}{},
 		timer:  t,

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -161,7 +161,7 @@ func benchReported(b *testing.B, children, destinations int) {
 	per := destinations / children // each child's share
 	space := func(i int) string { return fmt.Sprintf("reports-c%05d", i) }
 	for i := range children {
-		f.put(store.Key{Resource: kubeapi.SpaceResource, Name: space(i)}, map[string]any{"spec": map[string]any{"kind": kubeapi.SpaceKindMailbox}})
+		f.put(store.Key{Resource: layout.SpaceResource, Name: space(i)}, map[string]any{"spec": map[string]any{"kind": layout.SpaceKindMailbox}})
 		p := partial(i, per)
 		f.report(space(i), p.Key(), reports.KindPartial, p)
 		s := reports.PlacementSync{Placement: ref, Destinations: int64(per), Revisions: map[string]int64{"1": int64(per)}, Ready: int64(per)}

@@ -9,12 +9,10 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -327,12 +325,12 @@ func (c *Controller) run(ctx context.Context) error {
 // load rebuilds the in-memory state from the store.
 func (c *Controller) load() error {
 	*c = *New(c.cfg)
-	spaces, err := c.st.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	spaces, err := c.st.List(store.ListOptions{Resource: layout.SpaceResource})
 	if err != nil {
 		return err
 	}
 	for _, o := range spaces.Items {
-		if kubeapi.SpaceKindOf(o) == kubeapi.SpaceKindWDS {
+		if layout.SpaceKindOf(o) == layout.SpaceKindWDS {
 			if err := c.loadSpace(o.Key.Name); err != nil {
 				return err
 			}
@@ -377,7 +375,8 @@ func (c *Controller) observe(ev store.Event) bool {
 // isReport says whether k is a report from below or one of the children's
 // route records (which of them counts: Config.Superseded).
 func isReport(k store.Key) bool {
-	return strings.HasPrefix(k.Space, "reports-") || k.Space == "" && k.Resource == layout.RouteResource
+	_, report := layout.ReportsChild(k.Space)
+	return report || k.Space == "" && k.Resource == layout.RouteResource
 }
 
 // dirty says that placement inputs changed since last computed.
@@ -399,7 +398,7 @@ func (c *Controller) observeInput(ev store.Event) bool {
 func (c *Controller) observeStructure(ev store.Event) bool {
 	k := ev.Object.Key
 	switch {
-	case k.Space == "" && k.Resource == kubeapi.SpaceResource:
+	case k.Space == "" && k.Resource == layout.SpaceResource:
 		if ev.Type == store.Deleted {
 			if s := c.spaces[k.Name]; s != nil {
 				for name := range s.placements {
@@ -410,7 +409,7 @@ func (c *Controller) observeStructure(ev store.Event) bool {
 			}
 			return true
 		}
-		if kubeapi.SpaceKindOf(ev.Object) == kubeapi.SpaceKindWDS && c.spaces[k.Name] == nil {
+		if layout.SpaceKindOf(ev.Object) == layout.SpaceKindWDS && c.spaces[k.Name] == nil {
 			if err := c.loadSpace(k.Name); err != nil {
 				c.log.Error("placement: loading a space", "space", k.Name, "error", err)
 			}

@@ -14,7 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -65,8 +65,8 @@ func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 // newStoreFixture returns a fixture with its spaces and no controller.
 func newStoreFixture(t testing.TB) *fixture {
 	f := &fixture{t: t, st: newMemStore(t)}
-	for name, kind := range map[string]string{ws: kubeapi.SpaceKindWDS, inv: kubeapi.SpaceKindInventory, down: kubeapi.SpaceKindDownsync, "other": kubeapi.SpaceKindWDS} {
-		f.put(store.Key{Resource: kubeapi.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
+	for name, kind := range map[string]string{ws: layout.SpaceKindWDS, inv: layout.SpaceKindInventory, down: layout.SpaceKindDownsync, "other": layout.SpaceKindWDS} {
+		f.put(store.Key{Resource: layout.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
 	}
 	return f
 }
@@ -568,7 +568,7 @@ func TestCombinedStatusRewrittenWhenResultOrObjectChanges(t *testing.T) {
 // placement and its status once synced to nothing.
 func setUpReported(t *testing.T, f *fixture) (reports.PlacementRef, v1alpha1.EdgePlacementStatus) {
 	t.Helper()
-	f.put(store.Key{Resource: kubeapi.SpaceResource, Name: "reports-r1"}, map[string]any{"spec": map[string]any{"kind": kubeapi.SpaceKindMailbox}})
+	f.put(store.Key{Resource: layout.SpaceResource, Name: "reports-r1"}, map[string]any{"spec": map[string]any{"kind": layout.SpaceKindMailbox}})
 	f.countedPlacement("s1", "s2")
 	f.waitDownsync("configmaps/app/a→s1,s2", "namespaces//app→s1,s2", "synctargets//s1→s1", "synctargets//s2→s2", "locations//prod→s1,s2")
 	if got := f.travelling(); !slices.Equal(got, []string{"edgeplacements//default.p→s1,s2", "statuscollectors//default.count→s1,s2"}) {

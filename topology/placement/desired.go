@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/customize"
@@ -446,7 +446,7 @@ func placeable(k store.Key, o *store.Object) bool {
 	switch {
 	case k.Resource == customizersRes, k.Resource == collectorsRes:
 		return false
-	case k.Resource == namespacesRes && slices.Contains(kubeapi.SystemNamespaces, k.Name):
+	case k.Resource == namespacesRes && slices.Contains(layout.SystemNamespaces, k.Name):
 		return false
 	case governsSpace(o.Labels):
 		return false

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -36,7 +36,7 @@ var combinedRes = store.Resource{Group: v1alpha1.GroupName, Resource: "combineds
 // added to b. It returns the placement sync reports for the
 // statuses.
 func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[scheduler.PlacementRef]reports.PlacementSync, error) {
-	spaces, err := c.st.List(store.ListOptions{Resource: kubeapi.SpaceResource})
+	spaces, err := c.st.List(store.ListOptions{Resource: layout.SpaceResource})
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[
 	}
 	var children [][]*store.Object
 	for _, sp := range spaces.Items { // sorted by name: a stable order
-		child, ok := strings.CutPrefix(sp.Key.Name, "reports-")
+		child, ok := layout.ReportsChild(sp.Key.Name)
 		if !ok || len(superseded[child]) > 0 {
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -53,8 +53,8 @@ func TestSelectedIncremental(t *testing.T) {
 			}
 		}
 	}
-	for name, kind := range map[string]string{ws: kubeapi.SpaceKindWDS, "other": kubeapi.SpaceKindWDS, inv: kubeapi.SpaceKindInventory, down: kubeapi.SpaceKindDownsync} {
-		put(store.Key{Resource: kubeapi.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
+	for name, kind := range map[string]string{ws: layout.SpaceKindWDS, "other": layout.SpaceKindWDS, inv: layout.SpaceKindInventory, down: layout.SpaceKindDownsync} {
+		put(store.Key{Resource: layout.SpaceResource, Name: name}, map[string]any{"spec": map[string]any{"kind": kind}})
 	}
 	put(store.Key{Space: inv, Resource: syncTargetsRes, Name: "s1"}, map[string]any{"metadata": map[string]any{"labels": map[string]any{"env": "prod"}}})
 	put(store.Key{Space: inv, Resource: locationsRes, Name: "prod"}, map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "prod"}},

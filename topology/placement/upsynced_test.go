@@ -9,7 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -57,7 +57,7 @@ func (f *fixture) upsyncReport(dest, name, value string) {
 // goes. Upsynced objects are never placed back down.
 func TestUpsyncIntoTheWorkloadSpace(t *testing.T) {
 	f := newFixture(t)
-	f.put(store.Key{Resource: kubeapi.SpaceResource, Name: "reports-r1"}, map[string]any{"spec": map[string]any{"kind": kubeapi.SpaceKindMailbox}})
+	f.put(store.Key{Resource: layout.SpaceResource, Name: "reports-r1"}, map[string]any{"spec": map[string]any{"kind": layout.SpaceKindMailbox}})
 	for _, s := range []string{"s1", "s2"} {
 		f.target(s, map[string]string{"env": "prod"})
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -127,7 +128,7 @@ func renderMap(k store.Key, e *entry) map[string]any {
 	ann[v1alpha1.DestinationsAnnotation] = strings.Join(dests, ",")
 	ann[v1alpha1.SourceAnnotation] = e.space
 	if e.space == "" {
-		ann[v1alpha1.SourceAnnotation] = "inventory"
+		ann[v1alpha1.SourceAnnotation] = layout.InventorySpace
 	}
 	if e.location != "" {
 		ann[v1alpha1.LocationAnnotation] = e.location

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -626,7 +627,7 @@ func BenchmarkApply(b *testing.B) {
 	for _, c := range cases {
 		st := newBenchStore(b)
 		srv := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-		if err := srv.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+		if err := srv.EnsureSpace(context.Background(), layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 			b.Fatal(err)
 		}
 		patch := func(b *testing.B, ct, query, body string, want int) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/auth"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -23,7 +24,7 @@ func newAuthAPI(t *testing.T, adminToken string) (*httptest.Server, *store.Store
 		t.Fatal(err)
 	}
 	s := New(Config{Store: st, Authenticator: authn, Authorizer: auth.NewAuthorizer(st)})
-	if err := s.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+	if err := s.EnsureSpace(context.Background(), layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s)

@@ -12,17 +12,9 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/apiserver/crd"
 	"github.com/canopy-dev/canopy/relay/apiserver/resources"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
-
-// Well-known spaces and the system resources that describe them.
-const (
-	DefaultSpace   = "default"
-	InventorySpace = "inventory"
-)
-
-// SpaceResource is where space records live, in the system space "".
-var SpaceResource = store.Resource{Group: "canopy.dev", Resource: "spaces"}
 
 var crdResource = store.Resource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 
@@ -134,7 +126,7 @@ var builtinCatalog = sync.OnceValue(func() (b struct {
 	return b
 })
 
-// SpaceKind returns the kind of space name (SpaceKindWDS, ...), and false
+// SpaceKind returns the kind of space name (layout.SpaceKindWDS, ...), and false
 // when there is no such space.
 func (s *Server) SpaceKind(name string) (string, bool) { return s.catalog.spaceKind(name) }
 
@@ -142,23 +134,11 @@ func (c *catalog) spaceKind(name string) (string, bool) {
 	if name == "" {
 		return "", false
 	}
-	obj, err := c.store.Get(store.Key{Resource: SpaceResource, Name: name})
+	obj, err := c.store.Get(store.Key{Resource: layout.SpaceResource, Name: name})
 	if err != nil {
 		return "", false
 	}
-	return SpaceKindOf(obj), true
-}
-
-// SpaceKindOf reads the kind from a space record (an object of
-// SpaceResource); "" if it has none.
-func SpaceKindOf(record *store.Object) string {
-	var rec struct {
-		Spec struct {
-			Kind string `json:"kind"`
-		} `json:"spec"`
-	}
-	_ = json.Unmarshal(record.Data, &rec)
-	return rec.Spec.Kind
+	return layout.SpaceKindOf(obj), true
 }
 
 // lookup finds the served resource for a request. ok is false when the

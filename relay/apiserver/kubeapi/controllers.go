@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/resources"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -70,7 +71,7 @@ func (s *Server) StartControllers(ctx context.Context) error {
 // watch lists every object of every space, then follows the store.
 func (lc *lifecycle) watch(ctx context.Context) error {
 	st := lc.s.store
-	spaces, err := st.List(store.ListOptions{Space: "", Resource: SpaceResource})
+	spaces, err := st.List(store.ListOptions{Space: "", Resource: layout.SpaceResource})
 	if err != nil {
 		return err
 	}

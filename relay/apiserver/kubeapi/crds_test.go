@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/crd"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -79,7 +80,7 @@ func TestCRDInBuiltinGroupRefused(t *testing.T) {
 
 	// In another space, a CRD stored as it was before the rule, established,
 	// then deleted through the API.
-	if err := s.EnsureSpace(ctx, "team", SpaceKindWDS); err != nil {
+	if err := s.EnsureSpace(ctx, "team", layout.SpaceKindWDS); err != nil {
 		t.Fatal(err)
 	}
 	team := hs.URL + "/spaces/team"

@@ -12,6 +12,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/canopy-dev/canopy/relay/layout"
 )
 
 // blobCRD is a schemaless CRD: blobs.example.com keep every field.
@@ -168,7 +170,7 @@ func BenchmarkNestedCustomResource(b *testing.B) {
 		b.Run(fmt.Sprint("depth=", depth), func(b *testing.B) {
 			st := newBenchStore(b)
 			srv := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-			if err := srv.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+			if err := srv.EnsureSpace(context.Background(), layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 				b.Fatal(err)
 			}
 			crd, _ := json.Marshal(blobCRD())

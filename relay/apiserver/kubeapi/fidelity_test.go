@@ -32,6 +32,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/canopy-dev/canopy/relay/layout"
 )
 
 // status returns the Status of an API error.
@@ -107,7 +109,7 @@ func TestDryRunCreateExisting(t *testing.T) {
 // the custom resource's validation needs it.
 func TestCustomResourceGenerateName(t *testing.T) {
 	hs, _ := newTestServer(t, 100)
-	createWidgetCRD(t, hs, DefaultSpace, widgetCRD(""))
+	createWidgetCRD(t, hs, layout.DefaultSpace, widgetCRD(""))
 	dc := dynamic.NewForConfigOrDie(&rest.Config{Host: hs.URL})
 	w := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "Widget",
@@ -322,7 +324,7 @@ func TestDeleteResponses(t *testing.T) {
 		t.Errorf("namespace delete: %d %s", code, raw)
 	}
 
-	createWidgetCRD(t, hs, DefaultSpace, widgetCRD(""))
+	createWidgetCRD(t, hs, layout.DefaultSpace, widgetCRD(""))
 	dc := dynamic.NewForConfigOrDie(&rest.Config{Host: hs.URL})
 	widgets := dc.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}).Namespace("default")
 	w, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{

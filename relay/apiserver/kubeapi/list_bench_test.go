@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/canopy-dev/canopy/relay/layout"
 )
 
 // BenchmarkListJSON lists 10 000 ConfigMaps of about 500 bytes as JSON
@@ -19,7 +21,7 @@ import (
 func BenchmarkListJSON(b *testing.B) {
 	st := newBenchStore(b)
 	srv := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-	if err := srv.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+	if err := srv.EnsureSpace(context.Background(), layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 10000 {

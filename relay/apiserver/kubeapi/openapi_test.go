@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/resources"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -45,8 +46,8 @@ func openAPIServer(t *testing.T) *httptest.Server {
 	st.SetLog(store.NewMemLog(st))
 	t.Cleanup(st.Close)
 	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-	for _, space := range []string{DefaultSpace, "team"} {
-		if err := s.EnsureSpace(context.Background(), space, SpaceKindWDS); err != nil {
+	for _, space := range []string{layout.DefaultSpace, "team"} {
+		if err := s.EnsureSpace(context.Background(), space, layout.SpaceKindWDS); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -276,7 +277,7 @@ func TestOpenAPIBuiltinModels(t *testing.T) {
 // model, with descriptions, in its group-version's v3 document and in v2.
 func TestOpenAPIEveryBuiltinKind(t *testing.T) {
 	hs := openAPIServer(t)
-	root := openAPIRoot(t, hs, DefaultSpace)
+	root := openAPIRoot(t, hs, layout.DefaultSpace)
 	models := v2Models(t, hs.URL)
 	for _, info := range resources.Builtins() {
 		gvk := info.GroupVersionKind()
@@ -305,7 +306,7 @@ func TestOpenAPIEveryBuiltinKind(t *testing.T) {
 // served schema equals the one it computes from the Go types.
 func TestOpenAPIStrategicMergePatch(t *testing.T) {
 	hs := openAPIServer(t)
-	apps, err := openAPIRoot(t, hs, DefaultSpace).GVSpec(appsv1.SchemeGroupVersion)
+	apps, err := openAPIRoot(t, hs, layout.DefaultSpace).GVSpec(appsv1.SchemeGroupVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +396,7 @@ func validateV2(t *testing.T, models kproto.Models, manifest string) []error {
 
 func TestOpenAPIV2ClientSideValidation(t *testing.T) {
 	hs := openAPIServer(t)
-	createWidgetCRD(t, hs, DefaultSpace, widgetCRD(""))
+	createWidgetCRD(t, hs, layout.DefaultSpace, widgetCRD(""))
 	models := v2Models(t, hs.URL)
 	for _, tc := range []struct {
 		name, manifest, wantErr string
@@ -561,7 +562,7 @@ func TestOpenAPICustomResources(t *testing.T) {
 	}
 
 	// Per space: the default space does not see team's CRD.
-	if _, err := openAPIRoot(t, hs, DefaultSpace).GVSpec(widgets); err == nil {
+	if _, err := openAPIRoot(t, hs, layout.DefaultSpace).GVSpec(widgets); err == nil {
 		t.Error("the default space serves team's example.com/v1")
 	}
 	teamModels, defaultModels := v2Models(t, hs.URL+"/spaces/team"), v2Models(t, hs.URL)
@@ -599,7 +600,7 @@ func TestOpenAPICustomResources(t *testing.T) {
 	}
 	// The built-in documents did not change.
 	_, teamHash, _ := strings.Cut(indexURL(t, hs, "team", "apis/apps/v1"), "?")
-	_, defaultHash, _ := strings.Cut(indexURL(t, hs, DefaultSpace, "apis/apps/v1"), "?")
+	_, defaultHash, _ := strings.Cut(indexURL(t, hs, layout.DefaultSpace, "apis/apps/v1"), "?")
 	if teamHash != defaultHash {
 		t.Errorf("apps/v1 differs between spaces: %s and %s", teamHash, defaultHash)
 	}
@@ -659,7 +660,7 @@ func BenchmarkOpenAPIV3Document(b *testing.B) {
 	st.SetLog(store.NewMemLog(st))
 	defer st.Close()
 	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-	if err := s.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+	if err := s.EnsureSpace(context.Background(), layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		b.Fatal(err)
 	}
 	get := func() {

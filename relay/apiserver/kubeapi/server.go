@@ -22,6 +22,7 @@ import (
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/auth"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -261,7 +262,7 @@ func (s *Server) serve(rq *request) {
 		return
 	}
 	view := false
-	if kind == SpaceKindMailbox && s.cfg.MailboxView != nil {
+	if kind == layout.SpaceKindMailbox && s.cfg.MailboxView != nil {
 		var source string
 		var match func(*store.Object) bool
 		if source, match, err = s.cfg.MailboxView(space); err != nil {
@@ -315,7 +316,7 @@ func notReady(err error) *apierrors.StatusError {
 func splitSpace(path string) (space, rest string) {
 	p, ok := strings.CutPrefix(path, "/spaces/")
 	if !ok {
-		return DefaultSpace, path
+		return layout.DefaultSpace, path
 	}
 	if i := strings.IndexByte(p, '/'); i >= 0 {
 		return p[:i], p[i:]
@@ -416,14 +417,14 @@ func mailboxReadOnly(space, kind string, view bool, u user.Info, info *genericre
 	case "get", "list", "watch":
 		return nil
 	}
-	if kind != SpaceKindMailbox && kind != SpaceKindDownsync {
+	if kind != layout.SpaceKindMailbox && kind != layout.SpaceKindDownsync {
 		return nil
 	}
 	what := "a mailbox maintained by Canopy"
 	if view {
 		what = "a mailbox: a view of what the child receives"
 	} else {
-		if kind == SpaceKindDownsync {
+		if kind == layout.SpaceKindDownsync {
 			what = "the downsync space maintained by Canopy"
 		}
 		for _, g := range u.GetGroups() {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -53,7 +54,7 @@ func newTestAPI(t *testing.T, history int) (*Server, *httptest.Server, *store.St
 	st.SetLog(store.NewMemLog(st))
 	t.Cleanup(st.Close)
 	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-	if err := s.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+	if err := s.EnsureSpace(context.Background(), layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s)
@@ -151,10 +152,10 @@ func TestMailboxSpacesAreReadOnly(t *testing.T) {
 	t.Cleanup(st.Close)
 	ctx := context.Background()
 	admin := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-	if err := admin.EnsureSpace(ctx, "mailbox-x", SpaceKindMailbox); err != nil {
+	if err := admin.EnsureSpace(ctx, "mailbox-x", layout.SpaceKindMailbox); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.EnsureSpace(ctx, DefaultSpace, SpaceKindWDS); err != nil {
+	if err := admin.EnsureSpace(ctx, layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		t.Fatal(err)
 	}
 	alice := New(Config{Store: st, Authenticator: asUser{}, Authorizer: asUser{}})
@@ -196,7 +197,7 @@ func TestMissingSpaceWhileNotReady(t *testing.T) {
 		}
 		return nil
 	}})
-	if err := s.EnsureSpace(context.Background(), DefaultSpace, SpaceKindWDS); err != nil {
+	if err := s.EnsureSpace(context.Background(), layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s)

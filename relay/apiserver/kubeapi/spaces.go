@@ -8,21 +8,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
-
-// Space kinds (DESIGN.md section 3).
-const (
-	SpaceKindWDS       = "wds"
-	SpaceKindInventory = "inventory"
-	SpaceKindMailbox   = "mailbox"
-	// SpaceKindDownsync is the root's space of placed objects, each
-	// annotated with its destinations, over which mailboxes are views.
-	SpaceKindDownsync = "downsync"
-)
-
-// SystemNamespaces are created in every new space, as a kube cluster has them.
-var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 // EnsureSpace creates space name of the given kind, with its system
 // namespaces and (but for mailboxes) default ClusterRoles, unless it
@@ -38,8 +26,8 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 	if err != nil {
 		return err
 	}
-	ops := []store.Op{{Type: store.OpCreate, Key: store.Key{Resource: SpaceResource, Name: name}, Data: data}}
-	for _, ns := range SystemNamespaces {
+	ops := []store.Op{{Type: store.OpCreate, Key: store.Key{Resource: layout.SpaceResource, Name: name}, Data: data}}
+	for _, ns := range layout.SystemNamespaces {
 		obj := map[string]any{
 			"apiVersion": "v1", "kind": "Namespace",
 			"metadata": map[string]any{
@@ -56,7 +44,7 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: name, Resource: store.Resource{Resource: "namespaces"}, Name: ns}, Data: b})
 	}
 	roles := defaultClusterRoles()
-	if kind == SpaceKindMailbox {
+	if kind == layout.SpaceKindMailbox {
 		// A mailbox holds exactly what its child receives; only the admin
 		// writes there, so it needs no roles (and must not ship them).
 		roles = nil
@@ -83,7 +71,7 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 
 // Spaces lists the names of all spaces.
 func (s *Server) Spaces() ([]string, error) {
-	list, err := s.store.List(store.ListOptions{Space: "", Resource: SpaceResource})
+	list, err := s.store.List(store.ListOptions{Space: "", Resource: layout.SpaceResource})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 )
@@ -21,7 +22,7 @@ import (
 // that the token may still be used, and how often it was.
 const (
 	// TokenSpace and TokenNamespace hold the records.
-	TokenSpace     = "inventory"
+	TokenSpace     = layout.InventorySpace
 	TokenNamespace = "canopy-system"
 	// TokenSecretType is the type of a record.
 	TokenSecretType corev1.SecretType = "edge.canopy.dev/join-token"
