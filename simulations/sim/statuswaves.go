@@ -17,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/simulations/vcluster"
+	"github.com/canopy-dev/canopy/syncer"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
@@ -710,7 +711,7 @@ func edgeState(r *relay, st *store.Store, o objRef) string {
 		parts = append(parts, "refuses the workload")
 	}
 	applied := "no applied record"
-	if lr, err := st.List(store.ListOptions{Space: "", Resource: appliedResource}); err == nil {
+	if lr, err := st.List(store.ListOptions{Space: "", Resource: syncer.AppliedResource}); err == nil {
 		for _, ob := range lr.Items {
 			if ref, v, ok := appliedVersion(ob); ok && ref == o {
 				applied = fmt.Sprintf("applied at version %d", v)

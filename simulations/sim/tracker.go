@@ -11,6 +11,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/syncer"
 )
 
 // VersionAnnotation carries the simulator's version number of a workload
@@ -22,12 +23,6 @@ const VersionAnnotation = "canopy.dev/sim-version"
 
 // Namespace holds the simulator's workload objects.
 const Namespace = "sim"
-
-// appliedResource is where the edge syncer (package syncer) keeps, in the
-// system space of the edge's store, a record of each object it applied:
-// {"hash": ..., "object": {...}}. The simulator reads those records, not
-// the syncer package, so it builds whether or not the syncer does.
-var appliedResource = store.Resource{Group: "syncer.canopy.dev", Resource: "applied"}
 
 // objRef names a workload object of Namespace.
 type objRef struct{ resource, name string }
@@ -280,7 +275,7 @@ func (t *tracker) follow(ctx context.Context, edge string, st *store.Store) {
 	opts := store.WatchOptions{Space: layout.InboxSpace, Namespace: Namespace}
 	decode := inboxVersion
 	if t.where == ArrivalCluster {
-		opts = store.WatchOptions{Space: "", Resource: appliedResource}
+		opts = store.WatchOptions{Space: "", Resource: syncer.AppliedResource}
 		decode = appliedVersion
 	}
 	for ctx.Err() == nil {

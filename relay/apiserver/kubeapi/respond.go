@@ -13,10 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
-var spacesGR = schema.GroupResource{Group: "canopy.dev", Resource: "spaces"}
+var spacesGR = schema.GroupResource{Group: layout.SpaceResource.Group, Resource: layout.SpaceResource.Resource}
 
 // errNoResource is kube's 404 for a path that serves nothing.
 func errNoResource() error {
