@@ -33,10 +33,22 @@
 //     placement whose upsync clause names them and that has the
 //     destination, labelled v1alpha1.UpsyncedLabel (one destination's
 //     version, the first by name, when several report one; the
-//     placement's Upsynced condition says so), and deleted when no report wants them.
+//     placement's Upsynced condition says so), and deleted when no report
+//     wants them;
+//   - the rule for RBAC objects of a workload description space: those
+//     labelled v1alpha1.SpaceRBACLabel (and the default roles) govern the
+//     space and are never placed; the others are workload, placed like
+//     any object and inert in the space (InertInWDS, which the root sets
+//     as the kube API authorizer's Inert).
 //
 // It reads and writes the store directly (it is part of the root, like
 // the kube API's own controllers). Of the workload objects users write it
 // writes only the status of singletons; the upsynced objects it writes
 // are its own, and it never writes over an object it did not write.
+//
+// It imports neither the kube API server (relay/apiserver) nor the tree
+// transport (relay/transport): space names, kinds and shared records come
+// from relay/layout, annotations and labels from topology/api/v1alpha1,
+// and what only the tree knows (where the children's reports are held,
+// which children's claims are superseded) from Config.
 package placement
