@@ -1,0 +1,24 @@
+package placement
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImports checks what the package doc promises: placement imports
+// neither the kube API server nor the tree transport.
+func TestImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	const module = "github.com/canopy-dev/canopy"
+	for _, p := range strings.Fields(string(out)) {
+		for _, room := range []string{"/relay/apiserver/", "/relay/transport/"} {
+			if strings.HasPrefix(p, module) && strings.Contains(p+"/", room) {
+				t.Errorf("placement imports %s", p)
+			}
+		}
+	}
+}
