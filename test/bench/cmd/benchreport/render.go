@@ -127,7 +127,7 @@ func api(sb *strings.Builder, i info, path string) {
 	p("watchers it is the larger part. The \"body is in\" rows and the `-wire` operations measure the\n")
 	p("servers without it.\n\n")
 	p("Wire format: client-go's typed clients (v0.37) prefer protobuf for built-in types, and both servers\n")
-	p("answer in protobuf (Canopy since 2026-11-22, docs/compat.md *Protobuf*: before, it answered JSON).\n")
+	p("answer in protobuf (docs/compat.md *Protobuf*).\n")
 	p("Operations ending in `-json` force JSON both ways for both servers (ContentType and Accept\n")
 	p("`application/json`).\n\n")
 	p("Each Canopy target is compared like for like, with the kube-apiserver whose writes wait for as\n")
@@ -161,8 +161,7 @@ func api(sb *strings.Builder, i info, path string) {
 			p("- %s, below %.1f×: %s. See *Where the time goes* below.\n", b.Title, bench.Goal, strings.Join(names, ", "))
 		}
 	}
-	p("\nBoth sides make writes durable: every etcd member fsyncs its log (`kubecluster.Options.Durable`;\n")
-	p("runs before 2026-11-22 11:00 UTC used `--unsafe-no-fsync`, which favoured kube-apiserver's writes),\n")
+	p("\nBoth sides make writes durable: every etcd member fsyncs its log (`kubecluster.Options.Durable`),\n")
 	p("and every Canopy write waits for raft-wal's fsync (on a quorum of replicas).\n\n")
 
 	p("<details><summary>Every figure (ops/s, p50 and p99 latency per operation, ms; server CPU per operation, ms)</summary>\n\n")
