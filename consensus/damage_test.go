@@ -2,8 +2,10 @@ package consensus
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc64"
 	"io"
 	"log/slog"
 	"os"
@@ -350,6 +352,38 @@ func TestOpenRefusesDamagedSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantDamage(t, dir, filepath.Join(dir, "snapshots"), -1)
+	})
+	t.Run("snapshot of a newer format", func(t *testing.T) {
+		dir := copyDir(t, orig)
+		snap := snapDir(t, dir)
+		state, meta := filepath.Join(snap, "state.bin"), filepath.Join(snap, "meta.json")
+		xorByte(t, state, 0, snapshotVersion^(snapshotVersion+1))
+		data, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		raw, _ := os.ReadFile(meta)
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		h := crc64.New(crc64.MakeTable(crc64.ECMA))
+		h.Write(data)
+		m["CRC"] = h.Sum(nil)
+		if raw, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(meta, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n, err := Open(damageConfig(t, dir), newTestFSM())
+		if err == nil {
+			n.Close()
+			t.Fatal("Open read a snapshot of a newer format")
+		}
+		if errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "snapshot format 2 is newer than this relay reads (1)") || !strings.Contains(err.Error(), state) {
+			t.Fatalf("Open: %v; want a refusal naming %s as of a newer format, not as damage", err, state)
+		}
 	})
 	t.Run("undamaged copy", func(t *testing.T) { wantAll(t, copyDir(t, orig)) })
 }

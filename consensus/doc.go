@@ -74,7 +74,9 @@
 // forwarded proposal, the result its own FSM computed for that index.
 //
 // A snapshot on disk is one version byte, the index of the last command
-// applied (8 bytes, big endian), then the FSM's own encoding.
+// applied (8 bytes, big endian), then the FSM's own encoding. A version
+// byte newer than this package writes is refused as written by a newer
+// relay, not as damage.
 //
 // # Node concurrency
 //

@@ -20,6 +20,16 @@ const snapshotVersion byte = 1
 
 const snapshotHeaderLen = 1 + 8
 
+// snapshotVersionError says why a snapshot of version v cannot be read:
+// one of a newer format, written by a newer relay, is refused in words
+// that say so.
+func snapshotVersionError(v byte) error {
+	if v > snapshotVersion {
+		return fmt.Errorf("snapshot format %d is newer than this relay reads (%d): run a relay at least as new as the one that wrote it", v, snapshotVersion)
+	}
+	return fmt.Errorf("unknown snapshot format %d", v)
+}
+
 // resultRingSize is how many recent Apply results a node keeps for the
 // proposals it forwarded to the leader (see fsmAdapter.result).
 const resultRingSize = 4096
@@ -202,7 +212,7 @@ func (a *fsmAdapter) Restore(r io.ReadCloser) error {
 		return fmt.Errorf("consensus: reading snapshot header: %w", err)
 	}
 	if hdr[0] != snapshotVersion {
-		return fmt.Errorf("consensus: unknown snapshot version %d", hdr[0])
+		return fmt.Errorf("consensus: %w", snapshotVersionError(hdr[0]))
 	}
 	if err := a.fsm.Restore(r); err != nil {
 		return fmt.Errorf("consensus: restoring snapshot: %w", err)

@@ -440,6 +440,8 @@ func checkSnapshot(dir string) (snapshotFileMeta, error) {
 		return meta, damaged(statePath, min(n, meta.Size), "the snapshot's data is %d bytes, its metadata says %d", n, meta.Size)
 	case !bytes.Equal(h.Sum(nil), meta.CRC):
 		return meta, damaged(statePath, -1, "the snapshot's %d bytes fail their CRC-64 check", n)
+	case hn == snapshotHeaderLen && hdr[0] > snapshotVersion:
+		return meta, fmt.Errorf("consensus: %s: %w", statePath, snapshotVersionError(hdr[0]))
 	case hn < snapshotHeaderLen || hdr[0] != snapshotVersion:
 		return meta, damaged(statePath, 0, "not a snapshot of version %d", snapshotVersion)
 	case binary.BigEndian.Uint64(hdr[1:]) > meta.Index:
