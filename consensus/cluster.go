@@ -54,13 +54,20 @@ func (n *Node) openCluster(snaps raft.SnapshotStore, exists bool) (*Node, error)
 		return nil, n.failOpen(err)
 	}
 	rc := cfg.raftConfig(n.log)
-	if !exists && cfg.BootstrapExpect == 1 && len(cfg.Join) == 0 {
-		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: n.id, Address: raft.ServerAddress(advertise)}}}
-		if err := raft.BootstrapCluster(rc, n.wal, n.wal, snaps, trans, boot); err != nil {
-			return abort(fmt.Errorf("consensus: bootstrapping: %w", err))
+	alone := cfg.BootstrapExpect == 1 && len(cfg.Join) == 0
+	boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: n.id, Address: raft.ServerAddress(advertise)}}}
+	seeded, err := n.openSeed(exists, snaps, trans, boot, alone)
+	if err != nil {
+		return abort(err)
+	}
+	if !exists && alone {
+		if !seeded {
+			if err := raft.BootstrapCluster(rc, n.wal, n.wal, snaps, trans, boot); err != nil {
+				return abort(fmt.Errorf("consensus: bootstrapping: %w", err))
+			}
 		}
 		exists = true
-		n.log.Info("bootstrapped a one-server cluster", "raft", advertise)
+		n.log.Info("bootstrapped a one-server cluster", "raft", advertise, "seeded", seeded)
 	}
 	r, err := raft.NewRaft(rc, n.fsm, n.wal, n.wal, snaps, trans)
 	if err != nil {

@@ -26,6 +26,10 @@
 //     A follower too far behind gets the leader's latest snapshot: the log
 //     answers raft.ErrLogNotFound below its first index (walStore.GetLog),
 //     though raft-wal still holds those entries until their segment goes.
+//   - Seeds (seed.go): Seed writes a snapshot into the Dir of a node that
+//     never ran (a root restored from a backup); Open installs it as raft's
+//     first snapshot, at the index given, instead of bootstrapping an empty
+//     log, so the node's commands continue past that index.
 //   - Status: raft's Stats parsed, with the log's first index and the
 //     snapshots restored, for the root's metrics and `relay members`.
 //   - The FSM adapter (fsm.go), which drives a store.FSM from raft: committed

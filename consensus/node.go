@@ -457,8 +457,12 @@ func (n *Node) openSingle(snaps raft.SnapshotStore, exists bool) (*Node, error) 
 	// the address recorded in the configuration stable across restarts.
 	addr, trans := raft.NewInmemTransport(raft.ServerAddress(n.cfg.NodeID))
 	rc := n.cfg.raftConfig(n.log)
-	if !exists {
-		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: addr}}}
+	boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: addr}}}
+	seeded, err := n.openSeed(exists, snaps, trans, boot, true)
+	if err != nil {
+		return nil, n.failOpen(err)
+	}
+	if !exists && !seeded {
 		if err := raft.BootstrapCluster(rc, n.wal, n.wal, snaps, trans, boot); err != nil {
 			return nil, n.failOpen(fmt.Errorf("consensus: bootstrapping: %w", err))
 		}
