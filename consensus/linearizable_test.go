@@ -79,6 +79,9 @@ func (s kvSnapshot) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), err
 }
 
+// Revision is not kept by this FSM; consensus never asks for it.
+func (kvSnapshot) Revision() int64 { return 0 }
+
 func (kvSnapshot) Release() {}
 
 // kvInput and kvOutput are porcupine's view of one operation.

@@ -127,6 +127,8 @@ func (s testSnapshot) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), err
 }
 
+func (s testSnapshot) Revision() int64 { return int64(s.state.Last) }
+
 // Release has nothing to free: the snapshot is a private copy.
 func (testSnapshot) Release() {}
 

@@ -291,6 +291,8 @@ type Entry struct {
 // Snapshot is a point-in-time copy of the store.
 type Snapshot interface {
 	WriteTo(w io.Writer) (int64, error)
+	// Revision is the revision of the state the snapshot holds.
+	Revision() int64
 	Release()
 }
 

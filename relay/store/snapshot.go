@@ -46,6 +46,27 @@ func (s *Store) Snapshot() (Snapshot, error) {
 	return &snapshot{rev: s.rev, tables: s.tables.Clone()}, nil
 }
 
+// SnapshotAt is Snapshot labelled with revision rev instead of the store's
+// own, which rev must not be below: restored from it, a store is at rev,
+// its history starts there and its next write is past it. A root restored
+// from a backup starts so, past every revision the backed-up root may have
+// issued since the backup (relay restore --bump-revision), so that no
+// client or child takes a later revision of the old root for one of the
+// restored root.
+func (s *Store) SnapshotAt(rev int64) (Snapshot, error) {
+	snap, err := s.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	p := snap.(*snapshot)
+	if rev < p.rev {
+		p.Release()
+		return nil, fmt.Errorf("%w: snapshot at revision %d, below the store's %d", ErrInvalid, rev, p.rev)
+	}
+	p.rev = rev
+	return p, nil
+}
+
 // snapshot implements Snapshot.
 type snapshot struct {
 	rev    int64
@@ -96,6 +117,9 @@ func (p *snapshot) WriteTo(w io.Writer) (int64, error) {
 	}
 	return cw.n, err
 }
+
+// Revision is the revision the snapshot holds (and WriteTo writes).
+func (p *snapshot) Revision() int64 { return p.rev }
 
 // Release drops the snapshot's hold on the state.
 func (p *snapshot) Release() { p.tables = nil }
@@ -160,7 +184,9 @@ func (s *Store) readSnapshot(r io.Reader, gen uint64) (state, error) {
 	if string(hdr[:len(snapshotMagic)]) != snapshotMagic {
 		return state{}, fmt.Errorf("%w: not a store snapshot", ErrInvalid)
 	}
-	if v := hdr[len(snapshotMagic)]; v != snapshotVersion {
+	if v := hdr[len(snapshotMagic)]; v > snapshotVersion {
+		return state{}, fmt.Errorf("%w: snapshot format %d is newer than this relay reads (%d)", ErrInvalid, v, snapshotVersion)
+	} else if v != snapshotVersion {
 		return state{}, fmt.Errorf("%w: snapshot version %d", ErrInvalid, v)
 	}
 	rev, err := binary.ReadVarint(cr)

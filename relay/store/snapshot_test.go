@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -184,5 +185,62 @@ func TestSnapshotReleased(t *testing.T) {
 	snap.Release()
 	if _, err := snap.WriteTo(&bytes.Buffer{}); err == nil {
 		t.Fatal("WriteTo after Release succeeded")
+	}
+}
+
+// A snapshot labelled with a later revision restores the same objects at
+// that revision: its history starts there and writes continue past it.
+func TestSnapshotAt(t *testing.T) {
+	src := newStore(t, Options{})
+	fillSnapStore(t, src)
+	rev := src.Revision()
+	if _, err := src.SnapshotAt(rev - 1); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("SnapshotAt below the revision: %v, want ErrInvalid", err)
+	}
+	snap, err := src.SnapshotAt(rev + 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	r := newStore(t, Options{})
+	if err := r.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dump(t, r, snapSpaces...), dump(t, src, snapSpaces...); !slices.Equal(got, want) {
+		t.Fatalf("restored state differs:\ngot  %q\nwant %q", got, want)
+	}
+	if st := r.Stats(); st.Revision != rev+1000 || st.OldestRevision != rev+1000 {
+		t.Fatalf("restored at revision %d (history from %d), want %d", st.Revision, st.OldestRevision, rev+1000)
+	}
+	if _, err := r.Watch(context.Background(), WatchOptions{Since: rev + 500}); !errors.Is(err, ErrExpired) {
+		t.Fatalf("watch from a revision between the two: %v, want ErrExpired", err)
+	}
+	if o := mustCreate(t, r, key("a", pods, "ns", "fresh"), body("u", nil, 0)); o.Revision != rev+1001 {
+		t.Fatalf("first write at %d, want %d", o.Revision, rev+1001)
+	}
+}
+
+// A snapshot of a newer format is refused in words that say so.
+func TestRestoreRefusesNewerFormat(t *testing.T) {
+	src := newStore(t, Options{})
+	mustCreate(t, src, key("a", pods, "ns", "o"), body("u", nil, 0))
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	b[len(snapshotMagic)] = snapshotVersion + 1
+	err = newStore(t, Options{}).Restore(bytes.NewReader(b))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "snapshot format 2 is newer than this relay reads (1)") {
+		t.Fatalf("Restore of a newer format: %v", err)
 	}
 }
