@@ -49,19 +49,11 @@ func Seed(dir string, index uint64, snap io.WriterTo) error {
 	if index == 0 {
 		return errors.New("consensus: a seed needs an index past 0")
 	}
+	if err := CheckEmpty(dir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("consensus: %w", err)
-	}
-	for _, sub := range []string{"wal", "snapshots", seedFile} {
-		ents, err := os.ReadDir(filepath.Join(dir, sub))
-		switch {
-		case err == nil && len(ents) == 0:
-		case errors.Is(err, os.ErrNotExist):
-		case err == nil || sub == seedFile: // a seed is a file: ReadDir fails on it
-			return fmt.Errorf("%w: %s", ErrHasState, filepath.Join(dir, sub))
-		default:
-			return fmt.Errorf("consensus: %w", err)
-		}
 	}
 	path := filepath.Join(dir, seedFile)
 	tmp, err := os.CreateTemp(dir, seedFile+".*.tmp")
@@ -98,6 +90,23 @@ func Seed(dir string, index uint64, snap io.WriterTo) error {
 	}
 	if err != nil {
 		return fmt.Errorf("consensus: writing the seed: %w", err)
+	}
+	return nil
+}
+
+// CheckEmpty returns nil if dir (a Config.Dir, which need not exist) holds
+// no raft state and no seed, ErrHasState naming what it holds otherwise.
+func CheckEmpty(dir string) error {
+	for _, sub := range []string{"wal", "snapshots", seedFile} {
+		ents, err := os.ReadDir(filepath.Join(dir, sub))
+		switch {
+		case err == nil && len(ents) == 0:
+		case errors.Is(err, os.ErrNotExist):
+		case err == nil || sub == seedFile: // a seed is a file: ReadDir fails on it
+			return fmt.Errorf("%w: %s", ErrHasState, filepath.Join(dir, sub))
+		default:
+			return fmt.Errorf("consensus: %w", err)
+		}
 	}
 	return nil
 }
