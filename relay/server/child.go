@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -174,7 +173,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	if cfg.InMemory {
 		st.SetLog(store.NewMemLog(st))
 	} else {
-		if node, err = consensus.Open(consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}, st); err != nil {
+		if node, err = consensus.Open(consensus.Config{Dir: raftDir(cfg.DataDir), NodeID: cfg.Name, Logger: log}, st); err != nil {
 			lock.Close()
 			return nil, err
 		}

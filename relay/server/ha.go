@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/canopy-dev/canopy/consensus"
@@ -66,7 +65,7 @@ func (h Replication) Enabled() bool { return h.RaftAddr != "" }
 // single node, or a replica with its peer certificate (issued from the
 // shared CA for the cluster's peer name) and its API URL as gossip Meta.
 func consensusConfig(cfg Config, ca *pki.CA, apiURL string, log *slog.Logger) (consensus.Config, string, error) {
-	cc := consensus.Config{Dir: filepath.Join(cfg.DataDir, "raft"), NodeID: cfg.Name, Logger: log}
+	cc := consensus.Config{Dir: raftDir(cfg.DataDir), NodeID: cfg.Name, Logger: log}
 	h := cfg.HA
 	if !h.Enabled() {
 		return cc, "", nil

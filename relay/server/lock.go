@@ -9,7 +9,8 @@ import (
 )
 
 // lockDataDir takes an exclusive lock on DIR/relay.lock so that two relays
-// never share a data directory (the log store would block forever).
+// never share a data directory (the log store would block forever), then
+// checks the directory's format (checkDataFormat).
 func lockDataDir(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "relay.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -21,6 +22,10 @@ func lockDataDir(dir string) (*os.File, error) {
 			return nil, fmt.Errorf("server: --data-dir %s is in use by another relay", dir)
 		}
 		return nil, fmt.Errorf("server: --data-dir: lock: %w", err)
+	}
+	if err := checkDataFormat(dir); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }
