@@ -8,11 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/layout"
 )
 
 // MembersPath is where a root serves its replicas as it sees them
@@ -119,41 +116,30 @@ func (r *Root) replicaReady() error {
 	return r.startupCRDsReady()
 }
 
-// handler is the root's HTTP handler: the kube API, and MembersPath.
+// handler is the root's HTTP handler: the kube API, MembersPath and
+// BackupPath.
 func (r *Root) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Path == MembersPath {
+		switch req.URL.Path {
+		case MembersPath:
 			r.serveMembers(w, req)
-			return
+		case BackupPath:
+			r.serveBackup(w, req)
+		default:
+			r.api.ServeHTTP(w, req)
 		}
-		r.api.ServeHTTP(w, req)
 	})
 }
 
 // serveMembers answers MembersPath for a user allowed to get it.
 func (r *Root) serveMembers(w http.ResponseWriter, req *http.Request) {
-	fail := func(err *apierrors.StatusError) {
-		writeStatusJSON(w, int(err.ErrStatus.Code), &err.ErrStatus)
-	}
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		fail(apierrors.NewMethodNotSupported(metav1.SchemeGroupVersion.WithResource("members").GroupResource(), req.Method))
+		writeStatusError(w, apierrors.NewMethodNotSupported(nonResource("members"), req.Method))
 		return
 	}
-	u, err := r.authn.Authenticate(req, layout.DefaultSpace)
-	if err != nil {
-		fail(apierrors.NewUnauthorized("Unauthorized"))
-		return
+	if r.authorizePath(w, req, MembersPath) {
+		writeStatusJSON(w, http.StatusOK, r.MemberList())
 	}
-	attrs := authorizer.AttributesRecord{User: u, Verb: "get", Path: MembersPath}
-	if dec, reason, _ := r.authz.Authorize(req.Context(), layout.DefaultSpace, attrs); dec != authorizer.DecisionAllow {
-		msg := "user " + u.GetName() + " cannot get path " + MembersPath
-		if reason != "" {
-			msg += ": " + reason
-		}
-		fail(apierrors.NewForbidden(metav1.SchemeGroupVersion.WithResource("").GroupResource(), "", errors.New(msg)))
-		return
-	}
-	writeStatusJSON(w, http.StatusOK, r.MemberList())
 }
 
 func writeStatusJSON(w http.ResponseWriter, code int, v any) {
