@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/rest"
 
+	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/layout"
 )
 
@@ -31,11 +31,7 @@ func (r *Root) authorizePath(w http.ResponseWriter, req *http.Request, path stri
 	}
 	attrs := authorizer.AttributesRecord{User: u, Verb: "get", Path: path}
 	if dec, reason, _ := r.authz.Authorize(req.Context(), layout.DefaultSpace, attrs); dec != authorizer.DecisionAllow {
-		msg := "user " + u.GetName() + " cannot get path " + path
-		if reason != "" {
-			msg += ": " + reason
-		}
-		writeStatusError(w, apierrors.NewForbidden(nonResource(""), "", errors.New(msg)))
+		writeStatusError(w, auth.NewForbidden(u, attrs, reason))
 		return false
 	}
 	return true
