@@ -3,13 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -17,17 +12,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 )
 
 func newMembersCommand() *cobra.Command {
 	var (
-		dataDir, kubeconfig, serverURL, output string
-		timeout                                time.Duration
+		root    rootFlags
+		output  string
+		timeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "members [--data-dir=DIR | --kubeconfig=FILE] [--server=URL] [-o table|json]",
@@ -60,27 +53,9 @@ when the replica asked answered, whatever the others' health, 1 otherwise.`,
 			if timeout <= 0 {
 				return usageError{flagErrorf("timeout", "must be positive, not %s", timeout)}
 			}
-			if serverURL != "" {
-				if u, err := url.Parse(serverURL); err != nil || u.Scheme != "https" || u.Host == "" {
-					return usageError{flagErrorf("server", "%q is not an https:// URL", serverURL)}
-				}
-			}
-			path := kubeconfig
-			if path == "" {
-				if dataDir == "" {
-					return usageError{flagErrorf("data-dir", "must not be empty")}
-				}
-				path = filepath.Join(dataDir, pki.AdminKubeconfigFile)
-				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-					return fmt.Errorf("no %s in %s: start a root with --data-dir=%s first, or pass --kubeconfig", pki.AdminKubeconfigFile, dataDir, dataDir)
-				}
-			}
-			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-				&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
-				&clientcmd.ConfigOverrides{ClusterInfo: clientcmdapi.Cluster{Server: serverURL}})
-			rc, err := cc.ClientConfig()
+			rc, err := root.restConfig()
 			if err != nil {
-				return fmt.Errorf("reading %s: %w", path, err)
+				return err
 			}
 			rc.Timeout = timeout
 			view, err := readMembers(cmd.Context(), rc)
@@ -96,9 +71,7 @@ when the replica asked answered, whatever the others' health, 1 otherwise.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", defaultDataDir(defaultName), "data directory of a root replica, whose admin.kubeconfig is used")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of a root's admin (instead of --data-dir)")
-	f.StringVar(&serverURL, "server", "", "https URL of the replica to ask (default: the kubeconfig's current server)")
+	root.add(f, "ask")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for each replica's answer")
 	return cmd

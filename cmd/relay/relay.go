@@ -88,6 +88,6 @@ func newRelayCommand() *cobra.Command {
 	}
 	o.addFlags(cmd.Flags())
 	cmd.SetFlagErrorFunc(flagParseError)
-	cmd.AddCommand(newKubeconfigCommand(), newTokenCommand(), newVersionCommand(), newSimulateCommand(), newRenderCommand(), newPKICommand(), newMembersCommand())
+	cmd.AddCommand(newKubeconfigCommand(), newTokenCommand(), newVersionCommand(), newSimulateCommand(), newRenderCommand(), newPKICommand(), newMembersCommand(), newBackupCommand(), newRestoreCommand())
 	return cmd
 }
