@@ -38,7 +38,13 @@ type relayProcess struct {
 // addresses and waits until its kubeconfig exists and it answers /readyz.
 func startRelayProcess(t *testing.T, dataDir, apiAddr, linkAddr string) *relayProcess {
 	t.Helper()
-	cmd := exec.Command(relaybin.For(t), "--role=root", "--name=root", "--data-dir="+dataDir,
+	return startRootBinary(t, relaybin.For(t), dataDir, apiAddr, linkAddr)
+}
+
+// startRootBinary is startRelayProcess with the relay binary bin.
+func startRootBinary(t *testing.T, bin, dataDir, apiAddr, linkAddr string) *relayProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "--role=root", "--name=root", "--data-dir="+dataDir,
 		"--api-addr="+apiAddr, "--link-addr="+linkAddr)
 	p := &relayProcess{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr

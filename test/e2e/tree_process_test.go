@@ -25,6 +25,7 @@ import (
 // childProcess is a region or edge relay running as a process, with its
 // status endpoint.
 type childProcess struct {
+	bin    string // the relay binary; empty: relaybin.For
 	args   []string
 	status string
 	cmd    *exec.Cmd
@@ -41,7 +42,11 @@ func startChildProcess(t *testing.T, args ...string) *childProcess {
 
 func (p *childProcess) start(t *testing.T) {
 	t.Helper()
-	p.cmd = exec.Command(relaybin.For(t), append(p.args, "--status-addr="+p.status)...)
+	bin := p.bin
+	if bin == "" {
+		bin = relaybin.For(t)
+	}
+	p.cmd = exec.Command(bin, append(p.args, "--status-addr="+p.status)...)
 	p.out, p.done = &syncBuffer{}, make(chan struct{})
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

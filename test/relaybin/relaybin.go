@@ -1,14 +1,13 @@
 // Package relaybin gives tests that run relays as processes the relay
-// binary: $RELAY_BIN, or one built from this module once per test binary.
+// binary: $RELAY_BIN, or one built from this module once per test binary;
+// and the previous release's (Previous), built from this clone's history.
 package relaybin
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -32,14 +31,9 @@ func Path() (string, error) {
 			}
 			return
 		}
-		out, err := exec.Command("go", "env", "GOMOD").Output()
+		root, err := moduleRoot()
 		if err != nil {
-			built = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		gomod := strings.TrimSpace(string(out))
-		if gomod == "" || gomod == os.DevNull {
-			built = errors.New("the working directory is not inside the module")
+			built = err
 			return
 		}
 		if dir, built = os.MkdirTemp("", "canopy-relay-"); built != nil {
@@ -47,7 +41,7 @@ func Path() (string, error) {
 		}
 		path = filepath.Join(dir, "relay")
 		cmd := exec.Command("go", "build", "-o", path, "./cmd/relay")
-		cmd.Dir = filepath.Dir(gomod)
+		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			built = fmt.Errorf("go build ./cmd/relay in %s: %v\n%s", cmd.Dir, err, out)
 		}
