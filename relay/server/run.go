@@ -54,6 +54,7 @@ type Root struct {
 	authn   *auth.Authenticator
 	authz   *auth.Authorizer
 	tls     *tls.Config
+	serving *servingCert // presented by tls and the link listener
 	ca      *pki.CA
 	token   string
 	ln      net.Listener
@@ -158,7 +159,8 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		return nil, err
 	}
 	st.SetLog(node)
-	lc := link.ListenConfig{TLS: pki.LinkServerTLS(cert, ca.Cert), Addr: cfg.LinkAddr}
+	serving := newServingCert(ca, pkiDir, hosts, cert, log)
+	lc := link.ListenConfig{TLS: serving.serve(pki.LinkServerTLS(cert, ca.Cert)), Addr: cfg.LinkAddr}
 	if cfg.Network != nil {
 		if lc, err = cfg.Network.listenConfig(cfg.LinkAddr, lc.TLS); err != nil {
 			_ = ln.Close()
@@ -238,13 +240,13 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	r = &Root{
 		down: down, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
-		tls: &tls.Config{
-			Certificates: []tls.Certificate{cert},
-			ClientAuth:   tls.VerifyClientCertIfGiven,
-			ClientCAs:    ca.Pool(),
-			MinVersion:   tls.VersionTLS12,
-			NextProtos:   []string{"h2", "http/1.1"},
-		},
+		serving: serving,
+		tls: serving.serve(&tls.Config{
+			ClientAuth: tls.VerifyClientCertIfGiven,
+			ClientCAs:  ca.Pool(),
+			MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"h2", "http/1.1"},
+		}),
 	}
 	var cancel context.CancelFunc
 	if cfg.HA.Enabled() {
@@ -401,6 +403,7 @@ func (r *Root) Serve(ctx context.Context) error {
 	g.add("authorizer", r.authz)
 	g.add("downlink", r.down)
 	g.add("kubeconfig", PartFunc(r.maintainKubeconfig))
+	g.add("serving certificate", r.serving)
 	g.add("reports", PartFunc(r.reports.follow))
 	if r.cfg.HA.Enabled() {
 		g.add("report pump", PartFunc(func(ctx context.Context) error { return r.reports.pump(ctx, r.node) }))
