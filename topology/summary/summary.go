@@ -1,0 +1,203 @@
+package summary
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/reports"
+)
+
+// Child is one child of a tier, as the tier lists it for its Summarizer.
+type Child struct {
+	// Name names the child; its reports are the objects of its reports
+	// space (layout.ReportsSpace).
+	Name string
+	// Reports is the store that holds that space, nil when the child's
+	// reports are not at hand here (yet): it is not merged, and a Hold
+	// waits for it.
+	Reports *store.Store
+	// Out leaves the child out of the merge while a Hold still waits for
+	// it: it claims a destination that now reaches this tier through
+	// another child, whose reports count it, or (a region) its link has
+	// been down for longer than the grace.
+	Out bool
+}
+
+// Sink writes a tier's merged reports.
+type Sink interface {
+	// Write brings what the tier holds of its children's reports in line
+	// with m. m shares decoded reports with the Summarizer: read it, do not
+	// change it.
+	Write(ctx context.Context, m reports.Merged) error
+}
+
+// Config configures a Summarizer.
+type Config struct {
+	// Children lists the tier's children, sorted by name. written, when
+	// not nil, is called once a merge of exactly these children has been
+	// written to Sink (a region then announces what the merge left out:
+	// session.Downlink.Summarized).
+	Children func() (children []Child, written func(), err error)
+	// Placed is where the tier's placed objects are, in PlacedSpace (a
+	// region's inbox, the root's downsync space): which forwarded reports
+	// travel on (reports.ForwardFilter).
+	Placed      store.Reader
+	PlacedSpace string
+	Sink        Sink
+	// Hold, when set, holds the merge back until the children have
+	// reported again.
+	Hold *Hold
+
+	// The rest is for Run.
+
+	// Reports is the store Run follows: each of its events is a report,
+	// or a Collector's cursor.
+	Reports *store.Store
+	// Changed, when set, returns a channel closed when who counts may have
+	// changed (a child connected, left or was superseded).
+	Changed func() <-chan struct{}
+	// Window is how long reports must stay quiet before Run merges them
+	// (reports.Window).
+	Window time.Duration
+	// Recheck, when positive, is how often Run merges with nothing
+	// reported: a child whose grace ends leaves the merge, and no report
+	// says so.
+	Recheck time.Duration
+	Logger  *slog.Logger
+}
+
+// Summarizer merges a tier's children's reports; see the package doc.
+type Summarizer struct {
+	cfg Config
+	log *slog.Logger
+	dec reports.Decoded // the children's reports, decoded once per version
+}
+
+// New returns a Summarizer for cfg.
+func New(cfg Config) *Summarizer {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Summarizer{cfg: cfg, log: log}
+}
+
+// ErrReportsMoved: a store of reports (Child.Reports) was closed while it
+// was read, replaced by another; the merge is done again later.
+var ErrReportsMoved = errors.New("summary: a store of reports was replaced")
+
+// Flush merges the children's reports and writes the result to the Sink,
+// unless the Hold holds it back; it reports whether it wrote.
+func (s *Summarizer) Flush(ctx context.Context) (bool, error) {
+	children, written, err := s.cfg.Children()
+	if err != nil {
+		return false, err
+	}
+	if !s.cfg.Hold.Ready(children) {
+		return false, nil
+	}
+	var lists [][]*store.Object
+	for _, c := range children {
+		if c.Out || c.Reports == nil {
+			continue
+		}
+		lr, err := c.Reports.List(store.ListOptions{Space: layout.ReportsSpace(c.Name)})
+		if errors.Is(err, store.ErrClosed) {
+			return false, ErrReportsMoved
+		}
+		if err != nil {
+			return false, err
+		}
+		lists = append(lists, lr.Items)
+	}
+	m := s.dec.Merge(lists, reports.ForwardFilter(s.cfg.Placed, s.cfg.PlacedSpace))
+	if err := s.cfg.Sink.Write(ctx, m); err != nil {
+		return false, err
+	}
+	if written != nil {
+		written()
+	}
+	return true, nil
+}
+
+// Run merges after each burst of reports (Config.Reports), and whenever
+// who counts changes, until ctx is done.
+func (s *Summarizer) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := s.follow(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrTooSlow) && !errors.Is(err, store.ErrExpired) {
+			return err
+		}
+		s.log.Debug("summaries: watch restarted", "reason", err)
+	}
+	return nil
+}
+
+func (s *Summarizer) follow(ctx context.Context) error {
+	rs := s.cfg.Reports
+	w, err := rs.Watch(ctx, store.WatchOptions{Since: rs.Revision()})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	flush := func() error {
+		_, err := s.Flush(ctx) // held: the window looks again (below)
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	// Reports wait until window passes without another, or
+	// reports.MaxWaits windows after the burst's first.
+	win := reports.NewWindow(s.cfg.Window)
+	defer win.Stop()
+	if s.cfg.Hold.Holding() {
+		win.Note()
+	}
+	var tick <-chan time.Time
+	if s.cfg.Recheck > 0 {
+		t := time.NewTicker(s.cfg.Recheck)
+		defer t.Stop()
+		tick = t.C
+	}
+	var changed <-chan struct{}
+	if s.cfg.Changed != nil {
+		changed = s.cfg.Changed()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			if err := flush(); err != nil {
+				return err
+			}
+		case <-changed:
+			changed = s.cfg.Changed()
+			win.Note()
+		case ev, ok := <-w.Events():
+			if !ok {
+				return w.Err()
+			}
+			if ev.Object == nil {
+				continue
+			}
+			win.Note()
+		case <-win.C():
+			win.Fired()
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if s.cfg.Hold.Holding() && !win.Pending() {
+			win.Note() // still waiting for the children's reports
+		}
+	}
+}
