@@ -118,26 +118,34 @@ func retryTransient(ctx context.Context, log *slog.Logger, what string, f func(c
 	}
 }
 
+// placementConfig configures the leader's placement controller: it reads
+// the children's reports from memory (reportSet), and reported state
+// waits, after a restart or an election, until they have reported again
+// (reportSet.hold). It leaves out children whose claims are superseded.
+func (r *Root) placementConfig() placement.Config {
+	return placement.Config{Store: r.store, Inventory: layout.InventorySpace, Downsync: layout.DownsyncSpace,
+		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement"),
+		Reports: r.reports.Store, ReportsChanged: r.reports.Changed(), Hold: r.reports.hold,
+		Claims: &routeClaims{st: r.store, space: layout.DownsyncSpace}}
+}
+
+// routeClaims answers placement.Claims from the route records of space,
+// through a cache of its own.
+type routeClaims struct {
+	cache tree.RouteCache
+	st    store.Reader
+	space string
+}
+
+func (c *routeClaims) Superseded(above map[string]int64) (map[string]map[string]int64, error) {
+	return c.cache.Superseded(c.st, c.space, above)
+}
+
 // leaderWork runs the parts of the root that only one replica may run: the
 // kube API's controllers, the inventory, the workload CRDs and placement.
 // It returns when ctx ends (leadership lost), or as soon as one part
 // returns: a part that stops while ctx is live is an error, so that
 // RunAsLeader starts the group again.
-// placementConfig configures the leader's placement controller: it reads
-// the children's reports from memory (reportSet), and reported state
-// waits, after a restart or an election, until they have reported again.
-// It leaves out children whose claims are superseded, read through a
-// route cache of its own.
-func (r *Root) placementConfig() placement.Config {
-	routes := new(tree.RouteCache)
-	return placement.Config{Store: r.store, Inventory: layout.InventorySpace, Downsync: layout.DownsyncSpace,
-		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement"),
-		Reports: r.reports.Store, ReportsChanged: r.reports.Changed(), ReportsReady: r.reports.Ready,
-		Superseded: func(rd store.Reader, space string) (map[string]map[string]int64, error) {
-			return routes.Superseded(rd, space, nil)
-		}}
-}
-
 func (r *Root) leaderWork(ctx context.Context) error {
 	r.reports.beginTerm()
 	var g group

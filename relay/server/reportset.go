@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/canopy-dev/canopy/consensus"
@@ -19,6 +18,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/topology/summary"
 )
 
 // reportSet holds a root's children's reports in memory, out of the log
@@ -37,11 +37,14 @@ type reportSet struct {
 	ha    bool
 	log   *slog.Logger
 
+	// hold holds reported state back from when this replica opens or
+	// becomes leader (beginTerm) until the children have reported again:
+	// placement.Config.Hold.
+	hold *summary.Hold
+
 	mu      sync.Mutex
 	mirrors map[string]*mirror // on the leader: other replicas' reports
 	owners  map[string]owner   // by child: the replica its link record names
-	term    time.Time          // when this replica last became leader (or opened)
-	ready   atomic.Bool        // ready latched for this term
 	changed chan struct{}      // signalled when any report store changes
 }
 
@@ -76,7 +79,7 @@ func newReportSet(self string, hard *store.Store, ha bool, log *slog.Logger) *re
 		local:   newReportStore(),
 		mirrors: map[string]*mirror{},
 		owners:  map[string]owner{},
-		term:    time.Now(),
+		hold:    summary.NewHold(summaryGrace),
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -142,41 +145,16 @@ func (rs *reportSet) Store(space string) *store.Store {
 
 // beginTerm starts a term as leader: the mirrors of an earlier term are
 // dropped (every follower sends its reports again to this leader), and
-// reported state waits again until the reports are in (Ready).
+// reported state waits again until the reports are in (hold).
 func (rs *reportSet) beginTerm() {
 	rs.mu.Lock()
 	for _, m := range rs.mirrors {
 		m.close()
 	}
 	rs.mirrors = map[string]*mirror{}
-	rs.term = time.Now()
-	rs.ready.Store(false)
+	rs.hold.Reset()
 	rs.mu.Unlock()
 	rs.signal()
-}
-
-// Ready reports whether the reports at hand are complete enough to
-// rewrite reported state from (placement.Config.ReportsReady): every
-// child with a reports space has reported to the replica it is linked to
-// since that replica opened, and that replica's reports reached this one;
-// or summaryGrace has passed since this replica opened or became leader
-// (a child that stays away no longer counts). Once true it stays true for
-// the term.
-func (rs *reportSet) Ready() bool {
-	if rs.ready.Load() {
-		return true
-	}
-	rs.mu.Lock()
-	term := rs.term
-	rs.mu.Unlock()
-	if time.Since(term) < summaryGrace {
-		names, err := rs.spaces()
-		if err != nil || !reportedAgain(names, rs.Store) {
-			return false
-		}
-	}
-	rs.ready.Store(true)
-	return true
 }
 
 // spaces names the reports spaces the replicated store holds.

@@ -115,7 +115,7 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	<-root.Ready()
 	pt.root = root
 	waitFor(t, "r1 reported again", func() bool { in, err := tree.Collected(root.Reports(), space); return err == nil && in })
-	waitFor(t, "reported state written again", root.reports.Ready)
+	waitFor(t, "reported state written again", func() bool { return !root.reports.hold.Holding() })
 	time.Sleep(3 * DefaultStatusWindow) // a rewrite from the reports, if any, has landed
 	if seen := wrong(); len(seen) > 0 {
 		t.Fatalf("while the root restarted, the CombinedStatus read %v, want [3 3] throughout", seen)
@@ -177,7 +177,7 @@ func TestReportsReachTheLeaderFromAFollower(t *testing.T) {
 	waitFor(t, rs[third].cfg.Name+" leading", func() bool { return rs[third].IsLeader() && !rs[leader].IsLeader() })
 	// With nothing changing, the follower sees the new leader and sends it
 	// everything again (without, the new leader would wait a minute).
-	waitFor(t, "the follower's reports at the new leader", rs[third].reports.Ready)
+	waitFor(t, "the follower's reports at the new leader", func() bool { return !rs[third].reports.hold.Holding() })
 	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
 	pt.waitCombined(t, "three destinations, six ready, after the transfer", 3, 6)
 	oc.check(t, "leadership transfer")

@@ -40,7 +40,7 @@ func (c *Child) serveStatus(ctx context.Context, addr string) error {
 		cursor, _ := c.uplink.Cursor()
 		out := map[string]any{"objects": inbox.Objects, "hash": inbox.Hash, "cursor": cursor, "connected": c.uplink.Connected()}
 		if d := c.Downlink(); d != nil {
-			mailboxes := map[string]summary{}
+			mailboxes := map[string]contentSummary{}
 			for _, child := range d.Children() {
 				space := layout.MailboxSpace(child.Identity.Name)
 				if mailboxes[space], err = mailboxSummary(c.store, layout.InboxSpace, d.Routing(child.Identity.Name)); err != nil {
@@ -82,29 +82,29 @@ func (l childLinks) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-type summary struct {
+type contentSummary struct {
 	Objects int    `json:"objects"`
 	Hash    string `json:"hash"`
 }
 
 // mailboxSummary is the summary of a child's mailbox routed over space.
-func mailboxSummary(st *store.Store, space string, rt tree.Routing) (summary, error) {
+func mailboxSummary(st *store.Store, space string, rt tree.Routing) (contentSummary, error) {
 	objs, err := tree.RoutedObjects(st, space, rt)
 	if err != nil {
-		return summary{}, err
+		return contentSummary{}, err
 	}
 	hash, err := tree.HashObjects(objs)
-	return summary{Objects: len(objs), Hash: hash}, err
+	return contentSummary{Objects: len(objs), Hash: hash}, err
 }
 
-func spaceSummary(st *store.Store, space string) (summary, error) {
+func spaceSummary(st *store.Store, space string) (contentSummary, error) {
 	hash, err := tree.ContentHash(st, space)
 	if err != nil {
-		return summary{}, err
+		return contentSummary{}, err
 	}
 	list, err := st.List(store.ListOptions{Space: space})
 	if err != nil {
-		return summary{}, err
+		return contentSummary{}, err
 	}
-	return summary{Objects: len(list.Items), Hash: hash}, nil
+	return contentSummary{Objects: len(list.Items), Hash: hash}, nil
 }

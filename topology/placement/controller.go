@@ -19,6 +19,7 @@ import (
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
 	"github.com/canopy-dev/canopy/topology/selection"
+	"github.com/canopy-dev/canopy/topology/summary"
 )
 
 // Config configures a Controller.
@@ -43,19 +44,28 @@ type Config struct {
 	// receives after they change.
 	Reports        func(space string) *store.Store
 	ReportsChanged <-chan struct{}
-	// ReportsReady, when set, holds reported state back while it returns
-	// false: after a restart, until the children have reported again, so
-	// that statuses are not rewritten from a partial set of reports.
-	ReportsReady func() bool
-	// Superseded, when set, returns the destinations that each child of
-	// space still claims although they now reach the root through
-	// another child (the relay tree's tree.RouteCache.Superseded): a child
-	// with any is left out of reported state until it drops them, so that
-	// no destination is counted twice. It reads route records
-	// (layout.RouteResource) from r; it is called from the controller's
-	// loop only, at each report flush. Nil: no child is superseded.
-	Superseded func(r store.Reader, space string) (map[string]map[string]int64, error)
-	Logger     *slog.Logger
+	// Hold, when set, holds reported state back after a restart or an
+	// election until the children have reported again, so that statuses
+	// are not rewritten from a partial set of reports (summary.Hold).
+	Hold *summary.Hold
+	// Claims, when set, says which children of Downsync still claim
+	// destinations that now reach the root through another child: a
+	// child with any is left out of reported state until it drops them,
+	// so that no destination is counted twice. It is asked from the
+	// controller's loop only, at each report flush. Nil: no child is
+	// superseded.
+	Claims Claims
+	Logger *slog.Logger
+}
+
+// Claims is what the controller asks of the relay tree's record of its
+// children's claims (relay/transport/mailbox.Mailboxes answers it).
+type Claims interface {
+	// Superseded returns, per child, the destinations it claims that now
+	// reach the root through another child (above: what this relay's
+	// parent said had moved away; nil at the root). The answer may be
+	// shared: read it, do not change it.
+	Superseded(above map[string]int64) (map[string]map[string]int64, error)
 }
 
 // Controller runs the placement loop; see the package doc.
@@ -90,14 +100,10 @@ type Controller struct {
 	// writer and was dropped: the flush is done again.
 	redo bool
 	last *outcome
-	// decoded keeps the children's reports decoded between report flushes.
-	decoded reports.Decoded
-	// combined remembers, per CombinedStatus written, the result it was
-	// last found equal to (writeCombined).
-	combined map[store.Key]combinedMemo
-	// upsynced says, per placement with upsync clauses, what became of
-	// its upsync at the last report flush (writeUpsynced).
-	upsynced map[scheduler.PlacementRef]*upsyncReport
+	// summary merges the children's reports into reported (its Sink) at
+	// each report flush.
+	summary  *summary.Summarizer
+	reported *reportedState
 	// pagers keep each placement's slices stable across recomputations.
 	pagers map[scheduler.PlacementRef]*scheduler.Pager
 	// wrote remembers, per downsync key (Space empty), what the last
@@ -220,8 +226,15 @@ func New(cfg Config) *Controller {
 	if cfg.ReportWindow == 0 {
 		cfg.ReportWindow = 200 * time.Millisecond
 	}
-	return &Controller{
-		cfg: cfg, st: cfg.Store, log: cfg.Logger,
+	c := &Controller{cfg: cfg}
+	c.reset()
+	return c
+}
+
+// reset makes c's state that of a new Controller.
+func (c *Controller) reset() {
+	*c = Controller{
+		cfg: c.cfg, st: c.cfg.Store, log: c.cfg.Logger,
 		eng:             scheduler.New(),
 		spaces:          map[string]*wds{},
 		targets:         map[string]*v1alpha1.SyncTarget{},
@@ -231,6 +244,9 @@ func New(cfg Config) *Controller {
 		wrote:           map[store.Key]written{},
 		touched:         map[store.Key]bool{},
 	}
+	c.reported = &reportedState{c: c}
+	c.summary = summary.New(summary.Config{Children: c.reportChildren, Placed: c.st, PlacedSpace: c.cfg.Downsync,
+		Sink: c.reported, Hold: c.cfg.Hold})
 }
 
 var (
@@ -281,7 +297,7 @@ func (c *Controller) run(ctx context.Context) error {
 	// reports.MaxWaits windows after the burst's first.
 	win := reports.NewWindow(c.cfg.ReportWindow)
 	defer win.Stop()
-	if c.reportsDirty { // held back by ReportsReady, or reports kept apart
+	if c.reportsDirty { // held back by Config.Hold, or reports kept apart
 		win.Note()
 	}
 	for {
@@ -324,7 +340,7 @@ func (c *Controller) run(ctx context.Context) error {
 
 // load rebuilds the in-memory state from the store.
 func (c *Controller) load() error {
-	*c = *New(c.cfg)
+	c.reset()
 	spaces, err := c.st.List(store.ListOptions{Resource: layout.SpaceResource})
 	if err != nil {
 		return err
@@ -373,7 +389,7 @@ func (c *Controller) observe(ev store.Event) bool {
 }
 
 // isReport says whether k is a report from below or one of the children's
-// route records (which of them counts: Config.Superseded).
+// route records (which of them counts: Config.Claims).
 func isReport(k store.Key) bool {
 	_, report := layout.ReportsChild(k.Space)
 	return report || k.Space == "" && k.Resource == layout.RouteResource
@@ -588,30 +604,20 @@ func (c *Controller) flush(ctx context.Context) error {
 		}
 	}
 	// Reported state (CombinedStatuses, singleton statuses, placement
-	// statuses) is one Txn: one log entry per flush. It waits while the
-	// children have not reported since a restart (Config.ReportsReady):
-	// reportsDirty stays set, so the window looks again.
-	if c.cfg.ReportsReady != nil && !c.cfg.ReportsReady() {
-		return nil
-	}
-	c.reportsDirty = false
-	rb := &batch{st: c.st, redo: &c.redo, keys: map[store.Key]bool{}}
-	syncs, err := c.reported(ctx, c.last, rb)
-	if errors.Is(err, errReportsMoved) {
+	// statuses) is one Txn: one log entry per flush. It is merged here,
+	// not apart, because it is written against this flush's outcome
+	// (reportedState). It waits while the children have not reported
+	// since a restart (Config.Hold): reportsDirty stays set, so the window
+	// looks again.
+	wrote, err := c.summary.Flush(ctx)
+	switch {
+	case errors.Is(err, summary.ErrReportsMoved):
 		c.reportsDirty = true
 		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return err
-	}
-	if err := c.writeStatuses(ctx, c.last, syncs, rb); err != nil {
-		return err
-	}
-	if err := rb.flush(ctx); err != nil {
-		return err
-	}
-	if c.redo {
-		c.reportsDirty = true
+	case wrote:
+		c.reportsDirty = c.redo
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/status"
+	"github.com/canopy-dev/canopy/topology/summary"
 )
 
 const (
@@ -471,26 +471,36 @@ func newMemStore(t testing.TB) *store.Store {
 	return st
 }
 
-// Reports kept apart wait for Config.ReportsReady: a partial reported
-// while it returns false makes no CombinedStatus; one is written once it
-// returns true, with no other report. (The placement is set up while it
-// returns true: its status, too, waits.)
-func TestReportsReadyHoldsReportedState(t *testing.T) {
-	var ready atomic.Bool
-	ready.Store(true)
+// Reports kept apart wait for Config.Hold: after the hold begins again
+// (a new term), a partial reported while the child has not reported
+// again (its Collector's cursor went with the reports of the last term)
+// makes no CombinedStatus; one is written once the cursor is back, with
+// no other report.
+func TestHoldHoldsReportedState(t *testing.T) {
+	hold := summary.NewHold(time.Hour)
 	f := newFixtureWith(t, func(c *Config) {
 		keptApart(t, c)
-		c.ReportsReady, c.ReportWindow = ready.Load, 10*time.Millisecond
+		c.Hold, c.ReportWindow = hold, 10*time.Millisecond
 	})
+	ctx := context.Background()
+	cursor := layout.UpsyncCursor("reports-r1")
+	if _, err := f.rs.Create(ctx, cursor, []byte(`{"metadata":{"name":"cursor"}}`)); err != nil {
+		t.Fatal(err)
+	}
 	ref, _ := setUpReported(t, f)
-	ready.Store(false)
+	if _, err := f.rs.Delete(ctx, cursor, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	hold.Reset()
 	partial := reportedPartial(t, f, ref)
 	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
 	time.Sleep(300 * time.Millisecond) // thirty windows
 	if _, err := f.st.Get(store.Key{Space: ws, Resource: combinedRes, Namespace: "app", Name: "a.configmaps.p"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a CombinedStatus before the reports were ready: %v", err)
 	}
-	ready.Store(true)
+	if _, err := f.rs.Create(ctx, cursor, []byte(`{"metadata":{"name":"cursor"}}`)); err != nil {
+		t.Fatal(err)
+	}
 	if cs := f.waitCombined("app", "a.configmaps.p"); cs.Destinations != 2 {
 		t.Fatalf("CombinedStatus = %+v", cs)
 	}

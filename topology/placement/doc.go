@@ -26,8 +26,14 @@
 //     different Locations for an object that is customized, the placement
 //     first by (space, name) wins and every placement involved lists the
 //     conflict in its status;
-//   - placement status: matched destinations, conflicts, observed
-//     generation;
+//   - reported state, as the root's summary.Sink (reportedState): what the
+//     children reported, merged by a topology/summary Summarizer, becomes
+//     a CombinedStatus per (object, placement), the singleton status of
+//     objects with one destination, and each placement's status (matched
+//     destinations, conflicts, observed generation, Synced and Ready). The
+//     merge runs inside the controller's flush, not apart: it is written
+//     against that flush's outcome, and it waits for the children to
+//     report again after a restart or an election (Config.Hold);
 //   - upsync into the workload description spaces: the objects
 //     destinations report as upsynced are written into the space of each
 //     placement whose upsync clause names them and that has the
@@ -50,5 +56,5 @@
 // transport (relay/transport): space names, kinds and shared records come
 // from relay/layout, annotations and labels from topology/api/v1alpha1,
 // and what only the tree knows (where the children's reports are held,
-// which children's claims are superseded) from Config.
+// which children's claims are superseded: Config.Claims) from Config.
 package placement

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,72 +23,83 @@ import (
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/scheduler"
 	"github.com/canopy-dev/canopy/topology/status"
+	"github.com/canopy-dev/canopy/topology/summary"
 )
 
 var combinedRes = store.Resource{Group: v1alpha1.GroupName, Resource: "combinedstatuses"}
 
-// reported merges what the root's children reported (their reports-<child>
-// spaces) into the reported state of the workload description spaces:
+// reportedState is the root's summary.Sink: it writes what the root's
+// children reported, merged, into the workload description spaces, as
 // a CombinedStatus per (object, placement) with collectors, the
 // singleton status of objects placed on one destination by a placement
-// that wants it, and the objects upsync clauses bring back (upsynced.go),
-// added to b. It returns the placement sync reports for the
-// statuses.
-func (c *Controller) reported(ctx context.Context, out *outcome, b *batch) (map[scheduler.PlacementRef]reports.PlacementSync, error) {
-	spaces, err := c.st.List(store.ListOptions{Resource: layout.SpaceResource})
-	if err != nil {
-		return nil, err
-	}
-	// A child that still claims a destination which re-homed below
-	// another child is left out until it drops the claim: its reports may
-	// count the destination, which the other child's reports count too.
-	var superseded map[string]map[string]int64
-	if c.cfg.Superseded != nil {
-		if superseded, err = c.cfg.Superseded(c.st, c.cfg.Downsync); err != nil {
-			return nil, err
-		}
-	}
-	var children [][]*store.Object
-	for _, sp := range spaces.Items { // sorted by name: a stable order
-		child, ok := layout.ReportsChild(sp.Key.Name)
-		if !ok || len(superseded[child]) > 0 {
-			continue
-		}
-		rs := c.st
-		if c.cfg.Reports != nil {
-			if rs = c.cfg.Reports(sp.Key.Name); rs == nil {
-				continue // not at hand: counted once they are
-			}
-		}
-		lr, err := rs.List(store.ListOptions{Space: sp.Key.Name})
-		if errors.Is(err, store.ErrClosed) && rs != c.st {
-			return nil, errReportsMoved
-		}
-		if err != nil {
-			return nil, err
-		}
-		children = append(children, lr.Items)
-	}
-	m := c.decoded.Merge(children, reports.ForwardFilter(c.st, c.cfg.Downsync))
+// that wants it, the objects upsync clauses bring back (upsynced.go) and
+// every placement's status, in one Txn per flush. It reads the
+// controller's state (the spaces, the last outcome) and is called from
+// its loop only, at each report flush (Controller.flush).
+type reportedState struct {
+	c *Controller
+	// combined remembers, per CombinedStatus written, the result it was
+	// last found equal to (writeCombined).
+	combined map[store.Key]combinedMemo
+	// upsynced says, per placement with upsync clauses, what became of
+	// its upsync at the last report flush (writeUpsynced).
+	upsynced map[scheduler.PlacementRef]*upsyncReport
+}
+
+// Write implements summary.Sink.
+func (r *reportedState) Write(ctx context.Context, m reports.Merged) error {
+	c := r.c
+	b := &batch{st: c.st, redo: &c.redo, keys: map[store.Key]bool{}}
 	syncs := map[scheduler.PlacementRef]reports.PlacementSync{}
 	for _, s := range m.Syncs {
 		syncs[scheduler.PlacementRef{Space: s.Placement.Space, Name: s.Placement.Name}] = s
 	}
-	if err := c.writeCombined(ctx, m, b); err != nil {
-		return nil, err
+	if err := r.writeCombined(ctx, m, b); err != nil {
+		return err
 	}
-	if err := c.writeSingletons(ctx, out, m, b); err != nil {
-		return nil, err
+	if err := r.writeSingletons(ctx, c.last, m, b); err != nil {
+		return err
 	}
-	if err := c.writeUpsynced(ctx, out, m, b); err != nil {
-		return nil, err
+	if err := r.writeUpsynced(ctx, c.last, m, b); err != nil {
+		return err
 	}
-	return syncs, nil
+	if err := r.writeStatuses(ctx, c.last, syncs, b); err != nil {
+		return err
+	}
+	return b.flush(ctx)
 }
 
-// errReportsMoved: a store of reports (Config.Reports) was replaced while
-// it was read; reported state is computed again at the next window.
-var errReportsMoved = errors.New("placement: a store of reports was replaced")
+// reportChildren lists the root's children for its summarizer, by name:
+// one per reports-<child> space the store names, its reports in the store
+// Config.Reports gives (Store without it), left out while it still
+// claims a destination that re-homed below another child
+// (Config.Claims): its reports may count the destination, which the
+// other child's reports count too.
+func (c *Controller) reportChildren() ([]summary.Child, func(), error) {
+	spaces, err := c.st.List(store.ListOptions{Resource: layout.SpaceResource})
+	if err != nil {
+		return nil, nil, err
+	}
+	var superseded map[string]map[string]int64
+	if c.cfg.Claims != nil {
+		if superseded, err = c.cfg.Claims.Superseded(nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	var children []summary.Child
+	for _, sp := range spaces.Items { // sorted by name
+		child, ok := layout.ReportsChild(sp.Key.Name)
+		if !ok {
+			continue
+		}
+		rs := c.st
+		if c.cfg.Reports != nil {
+			rs = c.cfg.Reports(sp.Key.Name) // nil: not at hand, counted once they are
+		}
+		children = append(children, summary.Child{Name: child, Reports: rs, Out: len(superseded[child]) > 0})
+	}
+	return children, nil, nil
+}
 
 // combinedKey groups partials by (placement, object).
 type combinedKey struct {
@@ -101,7 +111,8 @@ type combinedKey struct {
 // partials, in the object's namespace of the placement's space ("default"
 // for cluster-scoped objects), and deletes those it wrote that no longer
 // have any.
-func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *batch) error {
+func (r *reportedState) writeCombined(ctx context.Context, m reports.Merged, b *batch) error {
+	c := r.c
 	groups := map[combinedKey]map[string]status.Partial{}
 	for _, p := range m.Partials {
 		k := combinedKey{p.Placement, p.Object}
@@ -148,14 +159,14 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *bat
 		}
 		want[store.Key{Space: k.placement.Space, Resource: combinedRes, Namespace: ns, Name: cs.Name}] = data
 	}
-	if c.combined == nil {
-		c.combined = map[store.Key]combinedMemo{}
+	if r.combined == nil {
+		r.combined = map[store.Key]combinedMemo{}
 	}
 	listed := map[store.Key]bool{}
 	defer func() {
-		for k := range c.combined {
+		for k := range r.combined {
 			if !listed[k] {
-				delete(c.combined, k) // gone, or about to be replaced
+				delete(r.combined, k) // gone, or about to be replaced
 			}
 		}
 	}()
@@ -175,7 +186,7 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *bat
 			}
 			delete(want, o.Key)
 			listed[o.Key] = true
-			if m, ok := c.combined[o.Key]; ok && m.rev == o.Revision && bytes.Equal(m.want, data) {
+			if m, ok := r.combined[o.Key]; ok && m.rev == o.Revision && bytes.Equal(m.want, data) {
 				continue // found equal to the same result at this revision before
 			}
 			var cur v1alpha1.CombinedStatus
@@ -185,7 +196,7 @@ func (c *Controller) writeCombined(ctx context.Context, m reports.Merged, b *bat
 			next.UID, next.CreationTimestamp, next.ResourceVersion = cur.UID, cur.CreationTimestamp, ""
 			cur.ResourceVersion = ""
 			if bytes.Equal(mustJSON(cur), mustJSON(next)) {
-				c.combined[o.Key] = combinedMemo{rev: o.Revision, want: data}
+				r.combined[o.Key] = combinedMemo{rev: o.Revision, want: data}
 				continue
 			}
 			if data, err = json.Marshal(next); err != nil {
@@ -240,7 +251,8 @@ func qualified(o v1alpha1.ObjectReference) string {
 // reported state, the status its single destination reports for each
 // object it places there into the object's status in the workload
 // description space, exactly.
-func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m reports.Merged, b *batch) error {
+func (r *reportedState) writeSingletons(ctx context.Context, out *outcome, m reports.Merged, b *batch) error {
+	c := r.c
 	for ref, keys := range out.placed {
 		ps := c.spaces[ref.Space].placements[ref.Name]
 		if ps == nil || !ps.obj.Spec.WantSingletonReportedState {
@@ -259,7 +271,7 @@ func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m report
 			if !ok {
 				continue
 			}
-			if err := c.setStatus(ctx, b, ref.Space, k, st); err != nil {
+			if err := r.setStatus(ctx, b, ref.Space, k, st); err != nil {
 				return err
 			}
 		}
@@ -270,12 +282,12 @@ func (c *Controller) writeSingletons(ctx context.Context, out *outcome, m report
 // setStatus adds to b the write of st as the status of the object at k of
 // space, if it differs (a newer version of the object meanwhile fails b's
 // Txn, which the next flush redoes).
-func (c *Controller) setStatus(ctx context.Context, b *batch, space string, k store.Key, st any) error {
+func (r *reportedState) setStatus(ctx context.Context, b *batch, space string, k store.Key, st any) error {
 	k.Space = space
 	if b.holds(k) {
 		return nil // two placements place the object: the same status
 	}
-	o, err := c.st.Get(k)
+	o, err := r.c.st.Get(k)
 	if err != nil {
 		return nil
 	}

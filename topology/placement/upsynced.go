@@ -72,15 +72,16 @@ type upsyncCandidate struct {
 
 // writeUpsynced brings the upsynced objects of every workload description
 // space in line with the forwarded reports of m, adding the writes to b,
-// and records per placement what became of its upsync in c.upsynced.
-func (c *Controller) writeUpsynced(ctx context.Context, out *outcome, m reports.Merged, b *batch) error {
+// and records per placement what became of its upsync in r.upsynced.
+func (r *reportedState) writeUpsynced(ctx context.Context, out *outcome, m reports.Merged, b *batch) error {
+	c := r.c
 	type upsyncing struct {
 		ref   scheduler.PlacementRef
 		spec  []v1alpha1.UpsyncClause
 		dests map[string]bool
 	}
 	var ups []upsyncing
-	c.upsynced = map[scheduler.PlacementRef]*upsyncReport{}
+	r.upsynced = map[scheduler.PlacementRef]*upsyncReport{}
 	for _, sname := range sortedKeys(c.spaces) {
 		for _, pname := range sortedKeys(c.spaces[sname].placements) {
 			ps := c.spaces[sname].placements[pname]
@@ -88,7 +89,7 @@ func (c *Controller) writeUpsynced(ctx context.Context, out *outcome, m reports.
 				continue
 			}
 			ref := scheduler.PlacementRef{Space: sname, Name: pname}
-			c.upsynced[ref] = &upsyncReport{}
+			r.upsynced[ref] = &upsyncReport{}
 			dests := map[string]bool{}
 			for _, d := range out.matched[ref] {
 				dests[d.SyncTargetName] = true
@@ -149,17 +150,17 @@ func (c *Controller) writeUpsynced(ctx context.Context, out *outcome, m reports.
 					continue
 				}
 				seen[ref] = true
-				r := c.upsynced[ref]
+				up := r.upsynced[ref]
 				switch {
 				case blocked != "":
-					r.blocked++
-					r.note(fmt.Sprintf("%s from %s not written: %s", what, strings.Join(dests, ", "), blocked))
+					up.blocked++
+					up.note(fmt.Sprintf("%s from %s not written: %s", what, strings.Join(dests, ", "), blocked))
 				case len(cs) > 1:
-					r.objects++
-					r.conflicts++
-					r.note(fmt.Sprintf("%s upsynced by %s; %s's is kept", what, strings.Join(dests, ", "), cs[0].dest))
+					up.objects++
+					up.conflicts++
+					up.note(fmt.Sprintf("%s upsynced by %s; %s's is kept", what, strings.Join(dests, ", "), cs[0].dest))
 				default:
-					r.objects++
+					up.objects++
 				}
 			}
 		}

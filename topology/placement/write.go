@@ -464,7 +464,8 @@ func sliceData(p *v1alpha1.EdgePlacement, name string, dests []v1alpha1.Destinat
 // writeStatuses writes each placement's status where it changed: observed
 // generation, matched destinations and conflicts. (Synced and Ready come
 // from reported state.)
-func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[scheduler.PlacementRef]reports.PlacementSync, b *batch) error {
+func (r *reportedState) writeStatuses(ctx context.Context, out *outcome, syncs map[scheduler.PlacementRef]reports.PlacementSync, b *batch) error {
+	c := r.c
 	for _, sname := range sortedKeys(c.spaces) {
 		s := c.spaces[sname]
 		for _, pname := range sortedKeys(s.placements) {
@@ -487,14 +488,14 @@ func (c *Controller) writeStatuses(ctx context.Context, out *outcome, syncs map[
 			st.Conditions = setCondition(st.Conditions, customizedCondition(ps, out.failures[ref], out.failed[ref]))
 			syncConditions(&st, ps.obj.Generation, len(out.matched[ref]), out.latest(ref), syncs[ref])
 			if len(ps.obj.Spec.Upsync) > 0 {
-				st.Conditions = setCondition(st.Conditions, upsyncedCondition(ps, c.upsynced[ref]))
+				st.Conditions = setCondition(st.Conditions, upsyncedCondition(ps, r.upsynced[ref]))
 			} else {
 				st.Conditions = slices.DeleteFunc(slices.Clone(st.Conditions), func(c metav1.Condition) bool { return c.Type == ConditionUpsynced })
 			}
 			if equality.Semantic.DeepEqual(st, ps.obj.Status) {
 				continue
 			}
-			if err := c.updateStatus(ctx, b, ref, st); err != nil {
+			if err := r.updateStatus(ctx, b, ref, st); err != nil {
 				return err
 			}
 		}
@@ -518,7 +519,7 @@ func compareConflicts(a, b v1alpha1.Conflict) int {
 
 // updateStatus adds to b the write of st into the placement's status
 // (setStatus).
-func (c *Controller) updateStatus(ctx context.Context, b *batch, ref scheduler.PlacementRef, st v1alpha1.EdgePlacementStatus) error {
+func (r *reportedState) updateStatus(ctx context.Context, b *batch, ref scheduler.PlacementRef, st v1alpha1.EdgePlacementStatus) error {
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -527,7 +528,7 @@ func (c *Controller) updateStatus(ctx context.Context, b *batch, ref scheduler.P
 	if err := json.Unmarshal(raw, &sm); err != nil {
 		return err
 	}
-	return c.setStatus(ctx, b, ref.Space, store.Key{Resource: placementsRes, Name: ref.Name}, sm)
+	return r.setStatus(ctx, b, ref.Space, store.Key{Resource: placementsRes, Name: ref.Name}, sm)
 }
 
 // placementCondition is the Scheduled condition: whether the placement's
