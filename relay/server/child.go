@@ -360,7 +360,8 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	close(c.serving)
 	c.log.Info("serving children", "link", ln.Addr().String(), "path", id.String())
 	go func() {
-		if err := summarize(ctx, c.store, c.reports, down, cmp.Or(c.cfg.StatusWindow, DefaultStatusWindow), c.log); err != nil && ctx.Err() == nil {
+		sum := regionSummarizer(c.store, c.reports, down, cmp.Or(c.cfg.StatusWindow, DefaultStatusWindow), c.log)
+		if err := sum.Run(ctx); err != nil && ctx.Err() == nil {
 			c.log.Error("summarizing reports stopped", "error", err)
 		}
 	}()

@@ -17,7 +17,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/session"
-	"github.com/canopy-dev/canopy/relay/transport/tree"
 	"github.com/canopy-dev/canopy/topology/summary"
 )
 
@@ -170,22 +169,6 @@ func (rs *reportSet) spaces() ([]string, error) {
 		}
 	}
 	return names, nil
-}
-
-// reportedAgain reports whether each of spaces holds a report set that a
-// Collector made since the store that storeOf gives it was new (nil: not
-// at hand): what a root or a region waits for after it opened.
-func reportedAgain(spaces []string, storeOf func(space string) *store.Store) bool {
-	for _, sp := range spaces {
-		st := storeOf(sp)
-		if st == nil {
-			return false
-		}
-		if in, err := tree.Collected(st, sp); err != nil || !in {
-			return false
-		}
-	}
-	return true
 }
 
 // follow signals Changed on every change of the local store and, with

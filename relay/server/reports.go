@@ -1,0 +1,76 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/topology/summary"
+)
+
+// DefaultStatusWindow is how long a region waits for its children's
+// reports to fall quiet before merging them into its own (DESIGN.md
+// section 5: a short window; an isolated report waits this long), and how
+// long the root waits for them to fall quiet before rewriting reported
+// state. reports.MaxWaits windows bound either wait under a stream of
+// reports: a wave of status from many children spreads over seconds on a
+// busy machine, and each tier merges it about once per reports.MaxWaits
+// windows instead of once per window.
+const DefaultStatusWindow = 200 * time.Millisecond
+
+// Bounds of --status-window.
+const (
+	MinStatusWindow = 10 * time.Millisecond
+	MaxStatusWindow = time.Minute
+)
+
+// summaryGrace is how long the reports of a disconnected child still count
+// in its parent's summaries, so that a short outage does not empty them,
+// and how long reported state waits at most for the children to report
+// again (summary.Hold). A child that stays away longer is left out; one
+// that comes back counts again at once. (A child that re-homed is left out
+// at once: session.ChildStatus.Superseded.) A variable for tests.
+var summaryGrace = summary.DefaultGrace
+
+// regionSummarizer keeps a region's outbox (in st) equal to the merge of
+// its children's reports (in rs, in memory: DESIGN.md section 2), after
+// each burst of them (window) and whenever its children change (down).
+// After the region opens, the outbox waits until the children it knew of
+// have reported again (summary.Hold).
+func regionSummarizer(st, rs *store.Store, down *session.Downlink, window time.Duration, log *slog.Logger) *summary.Summarizer {
+	return summary.New(summary.Config{
+		Children: regionChildren(down, rs),
+		Placed:   st, PlacedSpace: layout.InboxSpace,
+		Sink:    summary.Outbox{Store: st, Space: layout.OutboxSpace},
+		Hold:    summary.NewHold(summaryGrace),
+		Reports: rs, Changed: down.Changed, Window: window,
+		// Children leave the summaries when their grace expires, which no
+		// report announces: look again now and then.
+		Recheck: max(summaryGrace/4, window),
+		Logger:  log,
+	})
+}
+
+// regionChildren lists a region's children for its summarizer: those of
+// its downlink, their reports in rs. A child that claims a destination
+// which has moved elsewhere (session.ChildStatus.Superseded) is neither
+// merged nor waited for: the destination's new path counts it. One whose
+// link has been down for summaryGrace is left out. Once a merge of them is
+// written, the downlink may announce what it left out
+// (session.Downlink.Summarized).
+func regionChildren(down *session.Downlink, rs *store.Store) func() ([]summary.Child, func(), error) {
+	return func() ([]summary.Child, func(), error) {
+		gen := down.ClaimsGeneration() // before the children: a later change waits for the next merge
+		var children []summary.Child
+		for _, c := range down.Children() { // sorted by name
+			if c.Superseded {
+				continue
+			}
+			away := !c.Connected && time.Since(c.LastSeen) >= summaryGrace
+			children = append(children, summary.Child{Name: c.Identity.Name, Reports: rs, Out: away})
+		}
+		return children, func() { down.Summarized(gen) }, nil
+	}
+}
