@@ -85,7 +85,7 @@ func (c *RouteCache) Routes(r store.Reader, space string) (Claims, error) {
 		if ok {
 			hits++
 		} else {
-			rt, err := decodeRoute(o)
+			rt, err := DecodeRoute(o)
 			if err != nil {
 				return nil, err
 			}

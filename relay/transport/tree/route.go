@@ -155,7 +155,7 @@ type RouteDestination struct {
 	Path []string `json:"path,omitempty"`
 	// Since is when the destination's edge began to be served along this
 	// path (wire.Destination.Since): the newest claim of a destination
-	// supersedes the others (Superseded).
+	// supersedes the others (relay/transport/mailbox, Claims.Superseded).
 	Since int64 `json:"since,omitempty"`
 	// Connected and LastSeen are the destination's link state below the
 	// child, as the child announced it (wire.Destination): kept here so
@@ -174,11 +174,12 @@ func ReadRoute(r store.Reader, k store.Key) (Route, *store.Object, error) {
 	if err != nil {
 		return Route{}, nil, err
 	}
-	rt, err := decodeRoute(o)
+	rt, err := DecodeRoute(o)
 	return rt, o, err
 }
 
-func decodeRoute(o *store.Object) (Route, error) {
+// DecodeRoute decodes a route record (a zero Route for nil).
+func DecodeRoute(o *store.Object) (Route, error) {
 	var rt Route
 	if o == nil {
 		return rt, nil
@@ -202,7 +203,7 @@ func (rt Route) names() map[string]bool {
 // a route's destinations (none when it does not decode: the Sender fails
 // on it anyway).
 func routeNames(o *store.Object) []string {
-	rt, err := decodeRoute(o)
+	rt, err := DecodeRoute(o)
 	if err != nil {
 		return nil
 	}
@@ -237,13 +238,13 @@ func rerouted(ev store.Event) (map[string]bool, error) {
 	var err error
 	switch ev.Type {
 	case store.Added:
-		after, err = decodeRoute(ev.Object)
+		after, err = DecodeRoute(ev.Object)
 	case store.Modified:
-		if before, err = decodeRoute(ev.Prev); err == nil {
-			after, err = decodeRoute(ev.Object)
+		if before, err = DecodeRoute(ev.Prev); err == nil {
+			after, err = DecodeRoute(ev.Object)
 		}
 	case store.Deleted:
-		before, err = decodeRoute(ev.Prev)
+		before, err = DecodeRoute(ev.Prev)
 	}
 	if err != nil {
 		return nil, err

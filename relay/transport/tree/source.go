@@ -301,7 +301,7 @@ func (s *source) resumeRoute(cursor int64, lr store.ListResult) error {
 	}
 	then, since := &router{Routing: r.Routing}, &router{Routing: r.Routing, subtree: map[string]bool{}}
 	for i, o := range append([]*store.Object{at}, later...) {
-		rt, err := decodeRoute(o)
+		rt, err := DecodeRoute(o)
 		if err != nil {
 			return err
 		}
