@@ -24,6 +24,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/siblings"
 	"github.com/canopy-dev/canopy/simulations/vcluster"
@@ -107,7 +108,7 @@ const (
 
 // storeOptions are the options of the child's own store.
 func (cfg ChildConfig) storeOptions() store.Options {
-	o := store.Options{Fields: withDestinations(nil), Addresses: targetsOf, HistorySize: cfg.StoreHistory}
+	o := store.Options{Fields: mailbox.Fields(nil), Addresses: mailbox.Targets, HistorySize: cfg.StoreHistory}
 	if o.HistorySize <= 0 && cfg.InMemory {
 		o.HistorySize = DefaultInMemoryRegionHistory
 		if cfg.Role == pki.RoleEdge {
@@ -138,9 +139,10 @@ type Child struct {
 	node    *consensus.Node
 	uplink  *session.Uplink
 
-	mu       sync.Mutex // guards ln, downlink and siblings, set once the region has its identity
-	ln       *link.Listener
-	downlink *session.Downlink
+	mu        sync.Mutex // guards ln, mailboxes, downlink and siblings, set once the region has its identity
+	ln        *link.Listener
+	mailboxes *mailbox.Mailboxes
+	downlink  *session.Downlink
 	// moved is the parent's last session.Moved, for a downlink started after it.
 	moved   *session.Moved
 	serving chan struct{} // closed once a region serves its children
@@ -251,6 +253,14 @@ func (c *Child) Siblings() *siblings.Gossip {
 	return c.siblings
 }
 
+// Mailboxes are a region's children's mailboxes over its inbox (nil until
+// it serves).
+func (c *Child) Mailboxes() *mailbox.Mailboxes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mailboxes
+}
+
 // Downlink is a region's server for its children (nil until it serves).
 func (c *Child) Downlink() *session.Downlink {
 	c.mu.Lock()
@@ -338,11 +348,11 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		c.mu.Unlock()
 		c.log.Info("gossiping with siblings", "peer", sib.PeerAddr(), "join", c.cfg.Join)
 	}
+	mailboxes := mailbox.New(mailbox.Config{Store: c.store, Space: layout.InboxSpace})
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: c.cfg.Name, Path: id.Path, Store: c.store, ReportStore: c.reports, Listener: ln, Logger: c.log,
 		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path, Registrar: c.uplink},
-		Registrar: c.uplink,
-		Space:     layout.InboxSpace, Targets: c.store.Addresses, Trim: trimDestinations,
+		Registrar: c.uplink, Mailboxes: mailboxes,
 		Reports: func(_ context.Context, child pki.Identity) (string, error) {
 			return layout.ReportsSpace(child.Name), nil
 		},
@@ -352,7 +362,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 		Ready: c.uplink.WaitRouted,
 	})
 	c.mu.Lock()
-	c.ln, c.downlink = ln, down
+	c.ln, c.mailboxes, c.downlink = ln, mailboxes, down
 	if c.moved != nil {
 		down.SetMoved(c.moved)
 	}

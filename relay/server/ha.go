@@ -12,7 +12,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/transport/tree"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/placement"
 )
@@ -121,24 +120,13 @@ func retryTransient(ctx context.Context, log *slog.Logger, what string, f func(c
 // placementConfig configures the leader's placement controller: it reads
 // the children's reports from memory (reportSet), and reported state
 // waits, after a restart or an election, until they have reported again
-// (reportSet.hold). It leaves out children whose claims are superseded.
+// (reportSet.hold). It leaves out children whose claims are superseded
+// (mailbox.Mailboxes.Superseded, through the root's route cache).
 func (r *Root) placementConfig() placement.Config {
 	return placement.Config{Store: r.store, Inventory: layout.InventorySpace, Downsync: layout.DownsyncSpace,
 		ReportWindow: cmp.Or(r.cfg.StatusWindow, DefaultStatusWindow), Logger: r.log.With("controller", "placement"),
 		Reports: r.reports.Store, ReportsChanged: r.reports.Changed(), Hold: r.reports.hold,
-		Claims: &routeClaims{st: r.store, space: layout.DownsyncSpace}}
-}
-
-// routeClaims answers placement.Claims from the route records of space,
-// through a cache of its own.
-type routeClaims struct {
-	cache tree.RouteCache
-	st    store.Reader
-	space string
-}
-
-func (c *routeClaims) Superseded(above map[string]int64) (map[string]map[string]int64, error) {
-	return c.cache.Superseded(c.st, c.space, above)
+		Claims: r.mailboxes}
 }
 
 // leaderWork runs the parts of the root that only one replica may run: the

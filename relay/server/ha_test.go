@@ -185,7 +185,7 @@ func TestRootReplicasFailover(t *testing.T) {
 	}
 	converged := func(ref *replica, n int) func() bool {
 		return func() bool {
-			want, err := tree.RoutedContentHash(ref.Store(), layout.DownsyncSpace, ref.down.Routing("edge-1"))
+			want, err := tree.RoutedContentHash(ref.Store(), layout.DownsyncSpace, ref.Routing("edge-1"))
 			if err != nil {
 				return false
 			}

@@ -91,11 +91,11 @@ func makeTree(t testing.TB, net *Network, fanouts ...int) *testTree {
 // holds for it (the root's or its region's mailbox).
 func (tt *testTree) converged() error {
 	for _, e := range tt.edges {
-		parentStore, space, down := tt.root.Store(), layout.DownsyncSpace, tt.root.down
+		parentStore, space, mb := tt.root.Store(), layout.DownsyncSpace, tt.root.mailboxes
 		if p := tt.parents[e]; p != nil {
-			parentStore, space, down = p.Store(), layout.InboxSpace, p.Downlink()
+			parentStore, space, mb = p.Store(), layout.InboxSpace, p.Mailboxes()
 		}
-		want, err := tree.RoutedContentHash(parentStore, space, down.Routing(e.cfg.Name))
+		want, err := tree.RoutedContentHash(parentStore, space, mb.Routing(e.cfg.Name))
 		if err != nil {
 			return err
 		}

@@ -141,7 +141,7 @@ func (pt *placementTree) waitInboxes(t *testing.T, what string, want map[string]
 			if !slices.Equal(got, want[name]) {
 				return false, fmt.Sprintf("%s holds %v, want %v", name, got, want[name])
 			}
-			mb, err1 := tree.RoutedContentHash(pt.region.Store(), layout.InboxSpace, pt.region.Downlink().Routing(name))
+			mb, err1 := tree.RoutedContentHash(pt.region.Store(), layout.InboxSpace, pt.region.Mailboxes().Routing(name))
 			in, err2 := tree.ContentHash(e.Store(), layout.InboxSpace)
 			if err1 != nil || err2 != nil || mb != in {
 				return false, fmt.Sprintf("%s's inbox differs from its mailbox", name)

@@ -16,6 +16,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/topology/summary"
 )
@@ -85,7 +86,7 @@ func newReportSet(self string, hard *store.Store, ha bool, log *slog.Logger) *re
 
 // newReportStore returns an empty store in memory for reports.
 func newReportStore() *store.Store {
-	return store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor)})
+	return store.New(store.Options{Fields: mailbox.Fields(kubeapi.FieldsFor)})
 }
 
 func (rs *reportSet) close() {

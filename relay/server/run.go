@@ -36,6 +36,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/registry"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
@@ -60,10 +61,12 @@ type Root struct {
 	ln      net.Listener
 	links   *link.Listener
 	down    *session.Downlink
-	lock    *os.File
-	ready   chan struct{}
-	server  string
-	crds    startupCRDs // the edge.canopy.dev CRDs /readyz waits for
+	// mailboxes are the children's mailboxes over the downsync space.
+	mailboxes *mailbox.Mailboxes
+	lock      *os.File
+	ready     chan struct{}
+	server    string
+	crds      startupCRDs // the edge.canopy.dev CRDs /readyz waits for
 	// kubeconfigStale is signalled when a child's space appears: the
 	// admin kubeconfig is rewritten soon after (maintainKubeconfig).
 	kubeconfigStale chan struct{}
@@ -146,7 +149,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		_ = ln.Close()
 		return nil, err
 	}
-	st := store.New(store.Options{Fields: withDestinations(kubeapi.FieldsFor), Addresses: targetsOf})
+	st := store.New(store.Options{Fields: mailbox.Fields(kubeapi.FieldsFor), Addresses: mailbox.Targets})
 	// The children's reports are kept in memory, out of the log: reported
 	// state is soft (DESIGN.md section 2). A replica's followers mirror
 	// theirs to the leader (reportSet).
@@ -191,11 +194,11 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		rcfg.ReadIndex = node // a token or a move recorded through another replica is seen
 	}
 	reg := registry.New(rcfg)
+	mailboxes := mailbox.New(mailbox.Config{Store: st, Space: layout.DownsyncSpace})
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, ReportStore: reports.local, Listener: links, Logger: log,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}, Registrar: reg},
-		Registrar: reg,
-		Space:     layout.DownsyncSpace, Targets: st.Addresses, Trim: trimDestinations,
+		Registrar: reg, Mailboxes: mailboxes,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {
 			_, err := r.childSpace(ctx, layout.MailboxSpace(c.Name))
 			return err
@@ -218,14 +221,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 			}
 			return cmp.Or(reports.Store(space), reports.local)
 		},
-		MailboxView: func(space string) (string, func(*store.Object) bool, error) {
-			child, ok := layout.MailboxChild(space)
-			if !ok {
-				return "", nil, nil // a reports space: itself
-			}
-			match, err := down.Routing(child).Matcher(st)
-			return layout.DownsyncSpace, match, err
-		},
+		MailboxView: mailboxes.View,
 		Ready: func() error {
 			if !authz.Synced() {
 				return errors.New("authorizer not synced")
@@ -238,7 +234,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		return kind == layout.SpaceKindWDS
 	})
 	r = &Root{
-		down: down, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
+		down: down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
 		serving: serving,
 		tls: serving.serve(&tls.Config{
@@ -323,7 +319,7 @@ func (r *Root) Children() []session.ChildStatus { return r.down.Children() }
 
 // Routing is how the root routes to child: its mailbox over the downsync
 // space, as the child receives it (tree.RoutedContentHash).
-func (r *Root) Routing(child string) tree.Routing { return r.down.Routing(child) }
+func (r *Root) Routing(child string) tree.Routing { return r.mailboxes.Routing(child) }
 
 // Addr is the API's listen address (useful with port 0).
 func (r *Root) Addr() string { return r.ln.Addr().String() }

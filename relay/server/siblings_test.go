@@ -76,7 +76,7 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 		return func() bool {
 			for _, name := range names {
 				e := edges[name]
-				want, err1 := tree.RoutedContentHash(region.Store(), layout.InboxSpace, region.Downlink().Routing(name))
+				want, err1 := tree.RoutedContentHash(region.Store(), layout.InboxSpace, region.Mailboxes().Routing(name))
 				got, err2 := tree.ContentHash(e.Store(), layout.InboxSpace)
 				lr, err3 := e.Store().List(store.ListOptions{Space: layout.InboxSpace})
 				if err1 != nil || err2 != nil || err3 != nil || want != got || len(lr.Items) != n ||

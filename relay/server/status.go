@@ -39,11 +39,11 @@ func (c *Child) serveStatus(ctx context.Context, addr string) error {
 		}
 		cursor, _ := c.uplink.Cursor()
 		out := map[string]any{"objects": inbox.Objects, "hash": inbox.Hash, "cursor": cursor, "connected": c.uplink.Connected()}
-		if d := c.Downlink(); d != nil {
+		if d, mb := c.Downlink(), c.Mailboxes(); d != nil {
 			mailboxes := map[string]contentSummary{}
 			for _, child := range d.Children() {
 				space := layout.MailboxSpace(child.Identity.Name)
-				if mailboxes[space], err = mailboxSummary(c.store, layout.InboxSpace, d.Routing(child.Identity.Name)); err != nil {
+				if mailboxes[space], err = mailboxSummary(c.store, layout.InboxSpace, mb.Routing(child.Identity.Name)); err != nil {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
 					return
 				}

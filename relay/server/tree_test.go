@@ -21,6 +21,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -175,7 +176,7 @@ func TestTreeDepthTwo(t *testing.T) {
 		}
 	}
 	waitFor(t, "the region's inbox to equal its mailbox at the root", func() bool {
-		want, err1 := tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.down.Routing("region-a"))
+		want, err1 := tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.Routing("region-a"))
 		got, err2 := tree.ContentHash(region.Store(), layout.InboxSpace)
 		n, _ := region.Store().List(store.ListOptions{Space: layout.InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
 		return err1 == nil && err2 == nil && want == got && len(n.Items) == 10
@@ -247,7 +248,7 @@ func TestTreeDepthTwo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := targetsOf(o); len(got) != 1 || got[0] != want {
+		if got := mailbox.Targets(o); len(got) != 1 || got[0] != want {
 			t.Fatalf("%s holds to-both with destinations %v, want [%s]", c.cfg.Name, got, want)
 		}
 	}
@@ -355,7 +356,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 	}
 	var want string
 	waitFor(t, "inbox synced", func() bool {
-		want, _ = tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.down.Routing("edge-1"))
+		want, _ = tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.Routing("edge-1"))
 		got, err := tree.ContentHash(c.Store(), layout.InboxSpace)
 		n, _ := c.Store().List(store.ListOptions{Space: layout.InboxSpace})
 		return err == nil && got == want && len(n.Items) == 5
@@ -446,7 +447,7 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 	waitFor(t, "mover under r2 in the inventory", func() bool { p, c := pathOf("mover"); return p == "root/r2/mover" && c })
 	put("after-the-move", "mover")
 	waitFor(t, "mover's inbox at r2", func() bool {
-		want, err1 := tree.RoutedContentHash(regions["r2"].Store(), layout.InboxSpace, regions["r2"].Downlink().Routing("mover"))
+		want, err1 := tree.RoutedContentHash(regions["r2"].Store(), layout.InboxSpace, regions["r2"].Mailboxes().Routing("mover"))
 		got, err2 := tree.ContentHash(mover.Store(), layout.InboxSpace)
 		return err1 == nil && err2 == nil && want == got && holds(mover, 4)()
 	})

@@ -559,11 +559,11 @@ func (f *fleet) routing(parent *relay, child string) (store.Reader, string, tree
 		return root.Store(), layout.DownsyncSpace, root.Routing(child), nil
 	}
 	c := parent.current()
-	d := c.Downlink()
-	if d == nil {
+	mb := c.Mailboxes()
+	if mb == nil {
 		return nil, "", tree.Routing{}, fmt.Errorf("%s does not serve children", parent.name)
 	}
-	return c.Store(), layout.InboxSpace, d.Routing(child), nil
+	return c.Store(), layout.InboxSpace, mb.Routing(child), nil
 }
 
 // hashConverged reports whether e's inbox equals what its parent holds

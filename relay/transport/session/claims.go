@@ -10,7 +10,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
-	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // claimsSettle is how long followClaims collects route record changes
@@ -78,7 +77,7 @@ func (d *Downlink) followClaims(ctx context.Context) error {
 }
 
 func (d *Downlink) watchClaims(ctx context.Context, w store.Watcher) error {
-	prefix := d.cfg.Space + "."
+	prefix := d.space() + "."
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -120,7 +119,7 @@ func (d *Downlink) refreshClaims() error {
 	d.mu.Lock()
 	above := d.above
 	d.mu.Unlock()
-	routes, err := tree.Routes(d.cfg.Store, d.cfg.Space)
+	routes, err := d.cfg.Mailboxes.Routes()
 	if err != nil {
 		return err
 	}

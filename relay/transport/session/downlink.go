@@ -10,16 +10,17 @@
 // granted it (register.go): who a relay is and which destinations it may
 // claim are decided at the root (relay/transport/registry), never by a child.
 //
-// It must not decide what goes into a mailbox (placement, routing) nor
-// what a child reports (the syncer): it moves whatever the mailbox and
-// outbox spaces hold.
+// It must not decide what goes into a mailbox (placement writes the
+// objects, relay/transport/mailbox indexes them per child: the downlink
+// records each child's announcements there and tells the child what its
+// mailboxes say has moved away) nor what a child reports (the syncer): it
+// moves whatever the mailbox and outbox spaces hold.
 //
 // Streams: the child opens all three (control, downsync, upsync); the
 // kinds a parent opens are kept for the proxy feature.
 package session
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -36,12 +37,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/canopy-dev/canopy/consensus"
-	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
@@ -58,25 +59,21 @@ type DownlinkConfig struct {
 	Name    string
 	Replica string
 	Path    []string
-	// Store holds the mailboxes and, unless ReportStore is set, the
-	// collected reports.
+	// Store holds the mailboxes, the records of the children's links and,
+	// unless ReportStore is set, the collected reports.
 	Store *store.Store
 	// ReportStore, when set, holds the collected reports (and the
 	// Collectors' cursors) instead of Store: the root keeps them in memory,
 	// out of its log, and its children report everything again after a
 	// restart (DESIGN.md section 2).
 	ReportStore *store.Store
-	// Space holds what every child must receive, each object once,
-	// targeting destinations (Targets): a child's mailbox is the index of
-	// the objects targeting a destination it announced (tree.Routing).
-	// The Downlink keeps each child's announced destinations in a route
-	// record (tree.RouteKey(Space, child)), and reloads them on start, so
-	// that a restarted parent routes as before its children reconnect.
-	Space   string
-	Targets func(o *store.Object) []string
-	// Trim, when set, reduces an object's destinations to the child's
-	// subtree as it is sent (tree.Routing.Trim).
-	Trim func(o *store.Object, keep []string) []byte
+	// Mailboxes are this relay's children's mailboxes over its shared
+	// space (in Store): a child's mailbox is the index of the objects
+	// targeting a destination it announced (mailbox.Mailboxes.Routing).
+	// The Downlink records each child's announced destinations there (its
+	// route record), and reloads them on start, so that a restarted
+	// parent routes as before its children reconnect.
+	Mailboxes *mailbox.Mailboxes
 	// Listener accepts the children's links (a *link.Listener).
 	Listener Listener
 	// Authority certifies joining children.
@@ -110,11 +107,8 @@ type Downlink struct {
 	cfg DownlinkConfig
 	log *slog.Logger
 
-	// routeLocks serializes the writes of each child's route record (a
-	// *sync.Mutex per child name); different children's go to the log
-	// together. recordLocks serializes the recording of each child's
-	// announcements (record), checks and write together.
-	routeLocks  sync.Map
+	// recordLocks serializes the recording of each child's announcements
+	// (record), checks and write together.
 	recordLocks sync.Map
 	// epoch identifies this parent's store (Welcome.Epoch); set by Start.
 	epoch string
@@ -127,8 +121,8 @@ type Downlink struct {
 	changed chan struct{}
 	// above is what this relay's parent said had moved away from it
 	// (SetMoved); superseded is, per child, its claims that are now
-	// reached elsewhere (tree.Superseded over the route records and
-	// above), kept current by followClaims.
+	// reached elsewhere (mailbox.Claims.Superseded over the route records
+	// and above), kept current by followClaims.
 	above      map[string]int64
 	superseded map[string]map[string]int64
 	// claimsGen counts changes of superseded; hidden is superseded as of
@@ -211,7 +205,7 @@ func NewDownlink(cfg DownlinkConfig) *Downlink {
 // done.
 func (d *Downlink) Start(ctx context.Context) error {
 	var err error
-	if d.epoch, err = loadEpoch(ctx, d.cfg.Store, d.cfg.Space); err != nil {
+	if d.epoch, err = loadEpoch(ctx, d.cfg.Store, d.space()); err != nil {
 		return err
 	}
 	if err := d.load(ctx); err != nil {
@@ -314,26 +308,17 @@ func mergeClaims(claims []claim) []wire.Destination {
 // load recreates, from their route records, the children known before a
 // restart, disconnected, with the destinations they last announced.
 func (d *Downlink) load(ctx context.Context) error {
-	lr, err := d.cfg.Store.List(store.ListOptions{Resource: layout.RouteResource})
+	routes, err := d.cfg.Mailboxes.Routes()
 	if err != nil {
 		return err
 	}
-	prefix := d.cfg.Space + "."
-	for _, o := range lr.Items {
-		name, ok := strings.CutPrefix(o.Key.Name, prefix)
-		if !ok {
-			continue
-		}
-		rt, _, err := tree.ReadRoute(d.cfg.Store, o.Key)
-		if err != nil {
-			return err
-		}
+	for _, name := range slices.Sorted(maps.Keys(routes)) {
 		id := pki.Identity{Name: name, Path: append(slices.Clone(d.cfg.Path), name)}
 		c, err := d.newChild(ctx, id)
 		if err != nil {
 			return err
 		}
-		for _, rd := range rt.Destinations {
+		for _, rd := range routes[name] {
 			c.announced = append(c.announced, wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path, Since: rd.Since,
 				Connected: rd.Connected, LastSeen: rd.LastSeen})
 		}
@@ -347,6 +332,9 @@ func (d *Downlink) load(ctx context.Context) error {
 	}
 	return nil
 }
+
+// space is the shared space the children's mailboxes index.
+func (d *Downlink) space() string { return d.cfg.Mailboxes.Space() }
 
 // epochResource holds, in the system space, the epoch of each routed space
 // (Welcome.Epoch): random, created with the store, so a cursor of another
@@ -409,64 +397,13 @@ func (d *Downlink) newChild(ctx context.Context, id pki.Identity) (*childState, 
 	if err != nil {
 		return nil, err
 	}
-	routing := &tree.Routing{Record: tree.RouteKey(d.cfg.Space, id.Name), Targets: d.cfg.Targets, Trim: d.cfg.Trim}
+	routing := d.cfg.Mailboxes.Routing(id.Name)
 	return &childState{
 		moved:     make(chan struct{}, 1),
 		id:        id,
-		sender:    tree.NewSender(d.cfg.Store, d.cfg.Space, tree.SenderOptions{Logger: d.log, Routing: routing}),
+		sender:    tree.NewSender(d.cfg.Store, d.space(), tree.SenderOptions{Logger: d.log, Routing: &routing}),
 		collector: tree.NewCollector(cmp.Or(d.cfg.ReportStore, d.cfg.Store), reports, tree.CollectorOptions{}),
 	}, nil
-}
-
-// Routing returns how a child's mailbox is found in Space: with
-// tree.RoutedContentHash, what the child should hold.
-func (d *Downlink) Routing(child string) tree.Routing {
-	return tree.Routing{Record: tree.RouteKey(d.cfg.Space, child), Targets: d.cfg.Targets, Trim: d.cfg.Trim}
-}
-
-// saveRoute writes the child's route record if its destinations (names,
-// labels, paths) differ from the stored ones, and returns the revision of
-// the record that holds them.
-func (d *Downlink) saveRoute(ctx context.Context, child string, dests []wire.Destination) (uint64, error) {
-	rd := make([]tree.RouteDestination, len(dests))
-	for i, dest := range dests {
-		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path, Since: dest.Since,
-			Connected: dest.Connected, LastSeen: dest.LastSeen}
-	}
-	k := tree.RouteKey(d.cfg.Space, child)
-	data, err := tree.EncodeRoute(k.Name, rd)
-	if err != nil {
-		return 0, err
-	}
-	mu, _ := d.routeLocks.LoadOrStore(child, new(sync.Mutex))
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
-	_, cur, err := tree.ReadRoute(d.cfg.Store, k)
-	switch {
-	case err != nil:
-		return 0, err
-	case cur == nil:
-		cur, err = d.cfg.Store.Create(ctx, k, data)
-	case !bytes.Equal(withoutResourceVersion(cur.Data), data):
-		cur, err = d.cfg.Store.Update(ctx, k, data, cur.Revision)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return uint64(cur.Revision), nil
-}
-
-// withoutResourceVersion re-encodes a route record as EncodeRoute would.
-func withoutResourceVersion(data []byte) []byte {
-	var rt tree.Route
-	if json.Unmarshal(data, &rt) != nil {
-		return data
-	}
-	out, err := tree.EncodeRoute(rt.Metadata.Name, rt.Destinations)
-	if err != nil {
-		return data
-	}
-	return out
 }
 
 // notifyLocked signals a subtree change; d.mu must be held.
@@ -502,7 +439,12 @@ func (d *Downlink) record(ctx context.Context, c *childState, a *wire.Announce) 
 	if err != nil {
 		return 0, err
 	}
-	rev, err := d.saveRoute(ctx, c.id.Name, dests)
+	rd := make([]tree.RouteDestination, len(dests))
+	for i, dest := range dests {
+		rd[i] = tree.RouteDestination{Name: dest.Name, Labels: dest.Labels, Path: dest.Path, Since: dest.Since,
+			Connected: dest.Connected, LastSeen: dest.LastSeen}
+	}
+	rev, err := d.cfg.Mailboxes.SaveRoute(ctx, c.id.Name, rd)
 	if err != nil {
 		return 0, fmt.Errorf("session: saving the route of %s: %w", c.id.Name, err)
 	}
@@ -516,9 +458,8 @@ func (d *Downlink) record(ctx context.Context, c *childState, a *wire.Announce) 
 }
 
 // markDisconnected records, in the route record of a child whose link is
-// down, its destinations as disconnected (last seen now), unless it linked
-// again meanwhile: its claims then lose to those of a child the
-// destinations are connected to (tree.Superseded).
+// down, its destinations as disconnected (mailbox.Mailboxes.MarkDisconnected),
+// unless it linked again meanwhile.
 func (d *Downlink) markDisconnected(ctx context.Context, c *childState) error {
 	mu, _ := d.recordLocks.LoadOrStore(c.id.Name, new(sync.Mutex))
 	mu.(*sync.Mutex).Lock()
@@ -529,20 +470,7 @@ func (d *Downlink) markDisconnected(ctx context.Context, c *childState) error {
 	if linked {
 		return nil
 	}
-	rt, _, err := tree.ReadRoute(d.cfg.Store, tree.RouteKey(d.cfg.Space, c.id.Name))
-	if err != nil || !slices.ContainsFunc(rt.Destinations, func(rd tree.RouteDestination) bool { return rd.Connected }) {
-		return err
-	}
-	now := time.Now().UnixNano()
-	dests := make([]wire.Destination, len(rt.Destinations))
-	for i, rd := range rt.Destinations {
-		dests[i] = wire.Destination{Name: rd.Name, Labels: rd.Labels, Path: rd.Path, Since: rd.Since, LastSeen: rd.LastSeen}
-		if rd.Connected {
-			dests[i].LastSeen = now
-		}
-	}
-	_, err = d.saveRoute(ctx, c.id.Name, dests)
-	return err
+	return d.cfg.Mailboxes.MarkDisconnected(ctx, c.id.Name)
 }
 
 func (d *Downlink) serve(ctx context.Context, conn link.Conn) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
-	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 )
 
 // LinkResource holds, in the system space, whether each child's link is up
@@ -163,7 +163,7 @@ func (d *Downlink) writeLinks(batch map[string]bool) error {
 		var ops []store.Op
 		for _, child := range slices.Sorted(maps.Keys(batch)) {
 			connected := batch[child]
-			k := linkKey(d.cfg.Space, child)
+			k := linkKey(d.space(), child)
 			cur, o, err := readLink(d.cfg.Store, k)
 			if err != nil {
 				return err
@@ -207,7 +207,7 @@ func (d *Downlink) clearLinks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	prefix := d.cfg.Space + "."
+	prefix := d.space() + "."
 	for _, o := range lr.Items {
 		child, ok := strings.CutPrefix(o.Key.Name, prefix)
 		if !ok {
@@ -235,9 +235,9 @@ func (d *Downlink) clearLinks(ctx context.Context) error {
 // Fleet returns the destinations below every child of space, as the
 // replicated route and link records show them: what Subtree gives, but
 // for the children of every replica. A destination that re-homed is
-// given by its newest claim (tree.Superseded).
+// given by its newest claim (mailbox.Claims.Superseded).
 func Fleet(r store.Reader, space string) ([]wire.Destination, error) {
-	routes, err := tree.Routes(r, space)
+	routes, err := mailbox.Routes(r, space)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 )
 
 // Link records of children that connect together are written in a few
@@ -12,7 +14,7 @@ import (
 // asked for.
 func TestSaveLinkBatches(t *testing.T) {
 	st := newStore(t)
-	d := NewDownlink(DownlinkConfig{Name: "root", Store: st, Space: downsync, Logger: quiet})
+	d := NewDownlink(DownlinkConfig{Name: "root", Store: st, Mailboxes: mailbox.New(mailbox.Config{Store: st, Space: downsync}), Logger: quiet})
 	ctx := context.Background()
 	before := st.Revision()
 	const n = 1000

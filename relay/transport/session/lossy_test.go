@@ -104,7 +104,7 @@ func restartOn(t *testing.T, r *rootRelay, lc link.ListenConfig) *rootRelay {
 	down := NewDownlink(DownlinkConfig{
 		Name: "root", Path: []string{"root"}, Store: r.st, Listener: ln, Logger: quiet,
 		Authority: &join.Authority{CA: r.ca, Root: r.ca.Cert, Path: []string{"root"}},
-		Space:     r.down.cfg.Space, Targets: r.down.cfg.Targets, Reports: r.down.cfg.Reports,
+		Mailboxes: r.down.cfg.Mailboxes, Reports: r.down.cfg.Reports,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

@@ -238,7 +238,7 @@ type grantRecord struct {
 // grant returns what dest was granted through child, and whether it was.
 func (d *Downlink) grant(child, dest string) (grantRecord, bool, error) {
 	var g grantRecord
-	o, err := d.cfg.Store.Get(grantKey(d.cfg.Space, child, dest))
+	o, err := d.cfg.Store.Get(grantKey(d.space(), child, dest))
 	if errors.Is(err, store.ErrNotFound) {
 		return g, false, nil
 	}
@@ -256,7 +256,7 @@ func (d *Downlink) grant(child, dest string) (grantRecord, bool, error) {
 // entries at the root, not one each.
 func (d *Downlink) saveGrant(ctx context.Context, child, dest string, g grantRecord) error {
 	ctx = store.Bulk(ctx)
-	k := grantKey(d.cfg.Space, child, dest)
+	k := grantKey(d.space(), child, dest)
 	g.Metadata.Name = k.Name
 	data, err := json.Marshal(g)
 	if err != nil {

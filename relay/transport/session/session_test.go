@@ -2,11 +2,9 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,14 +14,18 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// newStore returns a store in memory that reads objects' destinations
+// (mailbox.Targets), as a relay's does.
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	st := store.New(store.Options{})
+	st := store.New(store.Options{Fields: mailbox.Fields(nil), Addresses: mailbox.Targets})
 	st.SetLog(store.NewMemLog(st))
 	t.Cleanup(st.Close)
 	return st
@@ -62,8 +64,8 @@ func startRootWith(t *testing.T, tweak func(*DownlinkConfig)) *rootRelay {
 	cfg := DownlinkConfig{
 		Name: "root", Path: []string{"root"}, Store: st, Listener: ln, Logger: quiet,
 		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{"root"}},
-		Space:     downsync, Targets: testTargets,
-		Reports: func(_ context.Context, c pki.Identity) (string, error) { return "reports-" + c.Name, nil },
+		Mailboxes: mailbox.New(mailbox.Config{Store: st, Space: downsync}),
+		Reports:   func(_ context.Context, c pki.Identity) (string, error) { return "reports-" + c.Name, nil },
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -118,7 +120,7 @@ func upsert(t *testing.T, st *store.Store, space, dest, name, value string) {
 	k := store.Key{Space: space, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
 	ann := ""
 	if dest != "" {
-		ann = fmt.Sprintf(`,"annotations":{"dest":%q}`, dest)
+		ann = fmt.Sprintf(`,"annotations":{%q:%q}`, v1alpha1.DestinationsAnnotation, dest)
 	}
 	data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default"%s},"data":{"v":%q}}`, name, ann, value)
 	if _, err := st.Get(k); err == nil {
@@ -132,21 +134,9 @@ func upsert(t *testing.T, st *store.Store, space, dest, name, value string) {
 	}
 }
 
-// downsync is the parent's shared space: every object once, its
-// annotation "dest" naming the destinations it targets.
+// downsync is the parent's shared space: every object once, annotated
+// with the destinations it targets (v1alpha1.DestinationsAnnotation).
 const downsync = "downsync"
-
-func testTargets(o *store.Object) []string {
-	var m struct {
-		Metadata struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(o.Data, &m) != nil || m.Metadata.Annotations["dest"] == "" {
-		return nil
-	}
-	return strings.Split(m.Metadata.Annotations["dest"], ",")
-}
 
 // send writes a ConfigMap for destination dest into the parent's shared
 // space.
@@ -158,7 +148,7 @@ func send(t *testing.T, st *store.Store, dest, name, value string) {
 func inSync(t *testing.T, root *rootRelay, child string, st *store.Store) {
 	t.Helper()
 	converge(t, child+"'s mailbox", func() (string, error) {
-		rt := root.down.Routing(child)
+		rt := root.down.cfg.Mailboxes.Routing(child)
 		if _, err := root.st.Get(rt.Record); err != nil {
 			return "", fmt.Errorf("%s has not announced: %w", child, err)
 		}

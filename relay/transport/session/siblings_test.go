@@ -12,6 +12,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 )
 
 // siblingSet is a DownlinkConfig.Siblings that a test changes.
@@ -66,7 +67,7 @@ func startSiblingParents(t *testing.T, set *siblingSet) (a, b *rootRelay, stopA 
 		down := NewDownlink(DownlinkConfig{
 			Name: "root", Path: []string{"root"}, Store: st, Listener: ln, Logger: quiet,
 			Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{"root"}},
-			Space:     downsync, Targets: testTargets, Siblings: siblings,
+			Mailboxes: mailbox.New(mailbox.Config{Store: st, Space: downsync}), Siblings: siblings,
 			Reports: func(_ context.Context, c pki.Identity) (string, error) { return "reports-" + c.Name, nil },
 		})
 		ctx, cancel := context.WithCancel(context.Background())
