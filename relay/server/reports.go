@@ -69,7 +69,7 @@ func regionChildren(down *session.Downlink, rs *store.Store) func() ([]summary.C
 				continue
 			}
 			away := !c.Connected && time.Since(c.LastSeen) >= summaryGrace
-			children = append(children, summary.Child{Name: c.Identity.Name, Reports: rs, Out: away})
+			children = append(children, summary.Child{Space: layout.ReportsSpace(c.Identity.Name), Reports: rs, Out: away})
 		}
 		return children, func() { down.Summarized(gen) }, nil
 	}

@@ -144,8 +144,8 @@ func TestReportMirror(t *testing.T) {
 	ready := func() bool {
 		var children []summary.Child
 		for c := range 10 {
-			child := fmt.Sprintf("c%d", c)
-			children = append(children, summary.Child{Name: child, Reports: leader.Store(layout.ReportsSpace(child))})
+			space := layout.ReportsSpace(fmt.Sprintf("c%d", c))
+			children = append(children, summary.Child{Space: space, Reports: leader.Store(space)})
 		}
 		return leader.hold.Ready(children)
 	}

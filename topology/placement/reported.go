@@ -86,7 +86,7 @@ func (c *Controller) reportChildren() ([]summary.Child, func(), error) {
 			return nil, nil, err
 		}
 	}
-	var children []summary.Child
+	children := make([]summary.Child, 0, len(spaces.Items))
 	for _, sp := range spaces.Items { // sorted by name
 		child, ok := layout.ReportsChild(sp.Key.Name)
 		if !ok {
@@ -96,7 +96,7 @@ func (c *Controller) reportChildren() ([]summary.Child, func(), error) {
 		if c.cfg.Reports != nil {
 			rs = c.cfg.Reports(sp.Key.Name) // nil: not at hand, counted once they are
 		}
-		children = append(children, summary.Child{Name: child, Reports: rs, Out: len(superseded[child]) > 0})
+		children = append(children, summary.Child{Space: sp.Key.Name, Reports: rs, Out: len(superseded[child]) > 0})
 	}
 	return children, nil, nil
 }

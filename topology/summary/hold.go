@@ -86,7 +86,7 @@ func reportedAgain(children []Child) bool {
 		if c.Reports == nil {
 			return false
 		}
-		if _, err := c.Reports.Get(layout.UpsyncCursor(layout.ReportsSpace(c.Name))); err != nil {
+		if _, err := c.Reports.Get(layout.UpsyncCursor(c.Space)); err != nil {
 			return false
 		}
 	}

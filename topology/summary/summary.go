@@ -6,19 +6,18 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
 // Child is one child of a tier, as the tier lists it for its Summarizer.
 type Child struct {
-	// Name names the child; its reports are the objects of its reports
-	// space (layout.ReportsSpace).
-	Name string
-	// Reports is the store that holds that space, nil when the child's
-	// reports are not at hand here (yet): it is not merged, and a Hold
-	// waits for it.
+	// Space is the child's reports space (layout.ReportsSpace): its
+	// reports are the objects of that space.
+	Space string
+	// Reports is the store that holds Space, nil when the child's reports
+	// are not at hand here (yet): it is not merged, and a Hold waits for
+	// it.
 	Reports *store.Store
 	// Out leaves the child out of the merge while a Hold still waits for
 	// it: it claims a destination that now reaches this tier through
@@ -37,7 +36,9 @@ type Sink interface {
 
 // Config configures a Summarizer.
 type Config struct {
-	// Children lists the tier's children, sorted by name. written, when
+	// Children lists the tier's children, sorted by their names (the
+	// order of their merge, which decides which of two children's
+	// versions of a forwarded object travels on). written, when
 	// not nil, is called once a merge of exactly these children has been
 	// written to Sink (a region then announces what the merge left out:
 	// session.Downlink.Summarized).
@@ -105,7 +106,7 @@ func (s *Summarizer) Flush(ctx context.Context) (bool, error) {
 		if c.Out || c.Reports == nil {
 			continue
 		}
-		lr, err := c.Reports.List(store.ListOptions{Space: layout.ReportsSpace(c.Name)})
+		lr, err := c.Reports.List(store.ListOptions{Space: c.Space})
 		if errors.Is(err, store.ErrClosed) {
 			return false, ErrReportsMoved
 		}

@@ -91,7 +91,12 @@ func TestFlushMergesTheChildrenThatCount(t *testing.T) {
 	reportSync(t, rs, "c2", 5) // left out
 	reportSync(t, rs, "c4", 1)
 	reportForwarded(t, rs, "c4", "d1", "from c4") // a destination that moved: c1's counts
-	children := []Child{{Name: "c1", Reports: rs}, {Name: "c2", Reports: rs, Out: true}, {Name: "c3"}, {Name: "c4", Reports: rs}}
+	children := []Child{
+		{Space: layout.ReportsSpace("c1"), Reports: rs},
+		{Space: layout.ReportsSpace("c2"), Reports: rs, Out: true},
+		{Space: layout.ReportsSpace("c3")},
+		{Space: layout.ReportsSpace("c4"), Reports: rs},
+	}
 	var got reports.Merged
 	var sinkErr error
 	written := 0
@@ -140,7 +145,7 @@ func jsonHas(data []byte, v string) bool {
 // waits for none; a nil Hold holds nothing.
 func TestHold(t *testing.T) {
 	rs := newMemStore(t)
-	children := []Child{{Name: "a", Reports: rs}, {Name: "b", Reports: rs, Out: true}}
+	children := []Child{{Space: layout.ReportsSpace("a"), Reports: rs}, {Space: layout.ReportsSpace("b"), Reports: rs, Out: true}}
 	h := NewHold(time.Hour)
 	if h.Ready(children) || !h.Holding() {
 		t.Fatal("ready before any child reported")
@@ -153,22 +158,22 @@ func TestHold(t *testing.T) {
 	if !h.Ready(children) || h.Holding() {
 		t.Fatal("not ready once every child reported")
 	}
-	if !h.Ready(append(children, Child{Name: "c"})) {
+	if !h.Ready(append(children, Child{Space: layout.ReportsSpace("c")})) {
 		t.Fatal("ready is not latched")
 	}
 	h.Reset()
-	if h.Ready(append(children, Child{Name: "c"})) || !h.Holding() {
+	if h.Ready(append(children, Child{Space: layout.ReportsSpace("c")})) || !h.Holding() {
 		t.Fatal("ready after Reset, with c's reports not at hand")
 	}
 	if !h.Ready(children) {
 		t.Fatal("not ready after Reset with every child reported")
 	}
 
-	if !NewHold(0).Ready([]Child{{Name: "never", Reports: rs}}) {
+	if !NewHold(0).Ready([]Child{{Space: layout.ReportsSpace("never"), Reports: rs}}) {
 		t.Fatal("a Hold whose grace has passed still waits")
 	}
 	var none *Hold
-	if !none.Ready([]Child{{Name: "x"}}) || none.Holding() {
+	if !none.Ready([]Child{{Space: layout.ReportsSpace("x")}}) || none.Holding() {
 		t.Fatal("a nil Hold holds")
 	}
 }
@@ -249,7 +254,7 @@ func TestRun(t *testing.T) {
 			defer mu.Unlock()
 			var out []Child
 			for _, c := range counted {
-				out = append(out, Child{Name: c, Reports: rs})
+				out = append(out, Child{Space: layout.ReportsSpace(c), Reports: rs})
 			}
 			return out, nil, nil
 		},
