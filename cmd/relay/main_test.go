@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		relayBin = filepath.Join(dir, "relay")
 		build := exec.Command("go", "build", "-o", relayBin,
-			"-ldflags", "-X main.version="+testVersion+" -X main.commit="+testCommit, ".")
+			"-ldflags", "-X github.com/canopy-dev/canopy/relay/buildinfo.version="+testVersion+" -X github.com/canopy-dev/canopy/relay/buildinfo.commit="+testCommit, ".")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building relay:", err)

@@ -4,22 +4,16 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
-)
 
-// version and commit override what the build info says, for builds made
-// with -ldflags "-X main.version=v1.2.3 -X main.commit=abc123".
-var (
-	version string
-	commit  string
+	"github.com/canopy-dev/canopy/relay/buildinfo"
 )
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of relay and of what it was built with",
+		Short: "Print the version and commit relay was built from, and what it was built with",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return writeVersion(cmd.OutOrStdout())
@@ -27,42 +21,12 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-// writeVersion writes the relay version, its git commit, the Go version and
-// the version of the Kubernetes API types compiled in.
+// writeVersion writes the relay version, its git commit (stamped by the
+// Makefile, or read from the build info: relay/buildinfo), the Go version
+// and platform, and the version of the Kubernetes API types compiled in.
 func writeVersion(w io.Writer) error {
-	v, c, kubeAPI := "(devel)", "unknown", "unknown"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if info.Main.Version != "" {
-			v = info.Main.Version
-		}
-		var modified bool
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				c = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if modified {
-			c += "-dirty"
-		}
-		for _, dep := range info.Deps {
-			if dep.Path == "k8s.io/api" {
-				if dep.Replace != nil {
-					dep = dep.Replace
-				}
-				kubeAPI = dep.Version
-			}
-		}
-	}
-	if version != "" {
-		v = version
-	}
-	if commit != "" {
-		c = commit
-	}
+	bi := buildinfo.Get()
 	_, err := fmt.Fprintf(w, "relay version: %s\ngit commit:    %s\ngo version:    %s %s/%s\nk8s.io/api:    %s\n",
-		v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH, kubeAPI)
+		bi.Version, bi.Commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, bi.KubeAPI)
 	return err
 }

@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
+	"github.com/canopy-dev/canopy/relay/buildinfo"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -474,27 +474,16 @@ func (r *Root) close() {
 	}
 }
 
-// Version is what /version reports: the Kubernetes API version compiled in
-// (from k8s.io/api), marked as Canopy's.
+// Version is what /version reports: the Kubernetes release of the API
+// types compiled in, marked as Canopy's with the relay's version, and the
+// commit it was built from (buildinfo.Get).
 func Version() version.Info {
-	v := version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.0+canopy", GoVersion: runtime.Version(),
+	bi := buildinfo.Get()
+	minor, _ := bi.Kube()
+	v := version.Info{Major: "1", Minor: minor, GitVersion: bi.KubeGitVersion(), GoVersion: runtime.Version(),
 		Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "k8s.io/api" {
-				// k8s.io/api v0.X.Y ships with Kubernetes 1.X.Y.
-				parts := strings.Split(strings.TrimPrefix(d.Version, "v0."), ".")
-				if len(parts) >= 2 {
-					v.Minor = parts[0]
-					v.GitVersion = "v1." + parts[0] + "." + parts[1] + "+canopy"
-				}
-			}
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				v.GitCommit = s.Value
-			}
-		}
+	if bi.Commit != buildinfo.Unknown {
+		v.GitCommit = bi.Commit
 	}
 	return v
 }
