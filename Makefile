@@ -11,7 +11,7 @@ DATA      ?= $(CURDIR)/.data
 # Use the kubectl on PATH when there is one; otherwise build it into bin/.
 KUBECTL   ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/kubectl)
 
-.PHONY: all build run test test-unit test-race test-e2e bench bench-10k vet fmt clean kubectl kube-bins
+.PHONY: all build run test test-unit test-race test-e2e bench bench-10k vet fmt clean kubectl kube-bins FORCE
 
 all: build
 
@@ -21,9 +21,32 @@ build: $(BIN)/relay
 # edit in any package linked into relay rebuilds it.
 RELAY_SRCS = $(shell $(GO) list -deps -f '{{with .Module}}{{if eq .Path "github.com/canopy-dev/canopy"}}{{range $$.GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{range $$.EmbedFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}{{end}}' ./cmd/relay)
 
-$(BIN)/relay: $(RELAY_SRCS) go.mod go.sum
+# What relay binaries say they were built from (`relay version`, the root's
+# /version; relay/buildinfo): the nearest tag or the commit, -dirty when
+# tracked files have changes. Outside a git checkout, pass VERSION and
+# COMMIT. Evaluated once per make run.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+VERSION := $(VERSION)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)$(if $(filter %-dirty,$(VERSION)),-dirty)
+COMMIT  := $(COMMIT)
+BUILDINFO := github.com/canopy-dev/canopy/relay/buildinfo
+RELAY_LDFLAGS = -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT)
+
+# The stamp the binaries were linked with, rewritten only when it changes:
+# a new commit relinks them once, a make run with nothing new relinks
+# nothing.
+STAMP := $(BIN)/.buildinfo
+$(STAMP): FORCE
 	@mkdir -p $(BIN)
-	$(GO) build -o $@ ./cmd/relay
+	@echo '$(VERSION) $(COMMIT)' | cmp -s - $@ || echo '$(VERSION) $(COMMIT)' > $@
+
+# Static (no cgo) and without local paths (-trimpath): bin/relay runs on
+# any Linux host of its architecture.
+RELAY_BUILD = CGO_ENABLED=0 $(GO) build -trimpath
+
+$(BIN)/relay: $(RELAY_SRCS) go.mod go.sum $(STAMP)
+	@mkdir -p $(BIN)
+	$(RELAY_BUILD) -ldflags '$(RELAY_LDFLAGS)' -o $@ ./cmd/relay
 
 $(BIN)/kubectl:
 	@mkdir -p $(BIN)
