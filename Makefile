@@ -122,10 +122,13 @@ run: build kubectl
 	@BIN=$(BIN) DATA=$(DATA) KUBECTL=$(KUBECTL) hack/run.sh
 
 # Every package runs under the race detector: the store, the log, the API
-# and the end-to-end suite are all concurrent.
+# and the end-to-end suite are all concurrent. test/observability (the
+# dashboard and alert rules against running relays) is a module of its
+# own, to keep the Prometheus server's dependencies out of go.mod.
 test: build kubectl kube-bins
 	$(GO) vet ./...
 	RELAY_BIN=$(BIN)/relay KUBECTL=$(KUBECTL) $(GO) test -race -count=1 -timeout=20m ./...
+	cd test/observability && $(GO) vet ./... && RELAY_BIN=$(BIN)/relay KUBECTL=$(KUBECTL) $(GO) test -race -count=1 -timeout=5m ./...
 
 # A simulated fleet of 500 virtual clusters (root, 10 regions, 50 edges
 # each) in one process: a rollout for 30 s, measured; report.md and plots

@@ -153,17 +153,15 @@ func readPrevious(path string) (string, error) {
 	return commit, nil
 }
 
-// moduleRoot is the directory of this module's go.mod.
+// moduleRoot is this module's directory, from this module or from one
+// that requires it (test/observability).
 func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		return "", fmt.Errorf("go list -m %s: the working directory is not inside this module or one that requires it (%v)", module, err)
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("the working directory is not inside the module")
-	}
-	return filepath.Dir(gomod), nil
+	return dir, nil
 }
 
 // untar extracts the regular files and directories of a tar stream into

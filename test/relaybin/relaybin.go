@@ -12,6 +12,9 @@ import (
 	"testing"
 )
 
+// module is the module whose relay Path builds.
+const module = "github.com/canopy-dev/canopy"
+
 var (
 	once  sync.Once
 	dir   string // the temporary directory of a built binary
@@ -21,7 +24,8 @@ var (
 
 // Path returns $RELAY_BIN if set, else the relay of this module
 // (./cmd/relay, as `make build` does) built into a temporary directory,
-// once per test binary; the working directory must be inside the module.
+// once per test binary; the working directory must be inside the module
+// or inside a module that requires it.
 // Main deletes what it built.
 func Path() (string, error) {
 	once.Do(func() {
