@@ -24,6 +24,13 @@
 //   - Watch: per-watcher bounded queues fed by Apply without ever blocking
 //     it, kube selection semantics (Added on entering a selection, Deleted
 //     on leaving it) and bookmarks.
+//   - Spaces (space.go): Space is one space's objects behind an interface
+//     (get, list, watch, Txn, revisions), which the kube API server serves
+//     every request through; Store.Space is the embedded implementation,
+//     ReadOnly and View (a read-only, filtered view of another space) wrap
+//     any implementation. Parts that write several spaces in one Txn or
+//     watch every space (placement, the summarizer, the tree transport,
+//     the API server's own controllers) take the *Store itself.
 //
 // # What it must not do
 //
