@@ -295,7 +295,7 @@ func (lc *lifecycle) deleteKey(ctx context.Context, k store.Key, policy metav1.D
 		}
 		return err
 	}
-	_, _, err := lc.s.deleteObject(ctx, k.Space, sv, k, metav1.DeleteOptions{PropagationPolicy: &policy})
+	_, _, err := lc.s.deleteObject(ctx, lc.s.store.Space(k.Space), sv, k, metav1.DeleteOptions{PropagationPolicy: &policy})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -371,7 +371,7 @@ func (lc *lifecycle) getDeleting(k store.Key) (*store.Object, *unstructured.Unst
 
 // get reads an object; u is nil (and err too) when it is gone.
 func (lc *lifecycle) get(k store.Key) (*store.Object, *unstructured.Unstructured, error) {
-	obj, u, err := lc.s.getObject(k)
+	obj, u, err := getObject(lc.s.store, k)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil
 	}

@@ -72,7 +72,7 @@ func (s *Server) serveDelete(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
-	data, deleted, err := s.deleteObject(rq.r.Context(), rq.space, sv, rq.key(sv, rq.info.Name), opts)
+	data, deleted, err := s.deleteObject(rq.r.Context(), rq.sp, sv, rq.key(sv, rq.info.Name), opts)
 	if err != nil {
 		rq.writeError(err)
 		return
@@ -111,19 +111,19 @@ func (s *Server) serveDelete(rq *request, sv *served) {
 // until they are removed), and the propagation policy (Foreground and Orphan
 // add their finalizers, which the garbage collector then honours).
 // It returns the object's last JSON and whether it is gone.
-func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key store.Key, opts metav1.DeleteOptions) ([]byte, bool, error) {
+func (s *Server) deleteObject(ctx context.Context, sp store.Space, sv *served, key store.Key, opts metav1.DeleteOptions) ([]byte, bool, error) {
 	dry := len(opts.DryRun) > 0
 	synced := false // confirmed
 	for attempt := 0; ; attempt++ {
-		curObj, cur, err := s.getObject(key)
+		curObj, cur, err := getObject(sp, key)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) && s.confirmed(ctx, &synced) {
+			if errors.Is(err, store.ErrNotFound) && s.confirmed(ctx, sp, &synced) {
 				continue
 			}
 			return nil, false, storeError(err, sv.gr(), key.Name)
 		}
 		if err := preconditionsFailed(opts.Preconditions, sv, key.Name, cur); err != nil {
-			if s.confirmed(ctx, &synced) {
+			if s.confirmed(ctx, sp, &synced) {
 				continue
 			}
 			return nil, false, err
@@ -141,7 +141,7 @@ func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key
 			if dry {
 				return curObj.Data, true, nil
 			}
-			_, err := s.store.Txn(ctx, store.Op{Type: store.OpDelete, Key: key, ExpectRevision: curObj.Revision})
+			_, err := sp.Txn(ctx, store.Op{Type: store.OpDelete, Key: key, ExpectRevision: curObj.Revision})
 			if errors.Is(err, store.ErrConflict) && attempt < maxConflictRetries {
 				continue
 			}
@@ -173,7 +173,7 @@ func (s *Server) deleteObject(ctx context.Context, space string, sv *served, key
 		if dry {
 			return data, false, nil
 		}
-		res, err := s.store.Txn(ctx, store.Op{Type: store.OpUpdate, Key: key, Data: data, ExpectRevision: curObj.Revision})
+		res, err := sp.Txn(ctx, store.Op{Type: store.OpUpdate, Key: key, Data: data, ExpectRevision: curObj.Revision})
 		if errors.Is(err, store.ErrConflict) && attempt < maxConflictRetries {
 			continue
 		}
@@ -228,7 +228,7 @@ func (s *Server) serveDeleteCollection(rq *request, sv *served) {
 		return
 	}
 	lo.Limit, lo.After = 0, ""
-	list, err := s.store.List(lo)
+	list, err := rq.sp.List(lo)
 	if err != nil {
 		rq.writeError(storeError(err, sv.gr(), ""))
 		return
@@ -239,7 +239,7 @@ func (s *Server) serveDeleteCollection(rq *request, sv *served) {
 	}
 	items := make([][]byte, 0, len(list.Items))
 	for _, obj := range list.Items {
-		data, _, err := s.deleteObject(rq.r.Context(), rq.space, sv, obj.Key, opts)
+		data, _, err := s.deleteObject(rq.r.Context(), rq.sp, sv, obj.Key, opts)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -268,12 +268,12 @@ func (s *Server) beforeDeleteKey(rq *request, sv *served, key store.Key) error {
 	if s.cfg.BeforeDelete == nil {
 		return nil
 	}
-	obj, err := s.store.Get(key)
-	if errors.Is(err, store.ErrNotFound) && s.cfg.ReadIndex != nil {
-		if err := s.readIndex(rq.r.Context()); err != nil {
+	obj, err := rq.sp.Get(key)
+	if errors.Is(err, store.ErrNotFound) && s.onLog(rq.sp) {
+		if err := s.readIndex(rq.r.Context(), rq.sp); err != nil {
 			return err
 		}
-		obj, err = s.store.Get(key)
+		obj, err = rq.sp.Get(key)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

@@ -106,10 +106,7 @@ func (s *Server) serveGet(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
-	obj, err := rq.st.Get(rq.key(sv, rq.info.Name))
-	if err == nil && rq.match != nil && !rq.match(obj) {
-		err = store.ErrNotFound // in the source, not in the view
-	}
+	obj, err := rq.sp.Get(rq.key(sv, rq.info.Name))
 	if err != nil {
 		rq.writeError(storeError(err, sv.gr(), rq.info.Name))
 		return
@@ -220,17 +217,17 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 	}
 	if dry {
 		// As kube's dry-run storage: the name must be free.
-		if _, err := s.store.Get(rq.key(sv, obj.GetName())); err == nil {
+		if _, err := rq.sp.Get(rq.key(sv, obj.GetName())); err == nil {
 			return nil, apierrors.NewAlreadyExists(sv.gr(), obj.GetName())
 		}
 		return data, nil
 	}
-	stored, err := s.store.Create(rq.r.Context(), rq.key(sv, obj.GetName()), data)
+	res, err := rq.sp.Txn(rq.r.Context(), store.Op{Type: store.OpCreate, Key: rq.key(sv, obj.GetName()), Data: data})
 	if err != nil {
 		return nil, storeError(err, sv.gr(), obj.GetName())
 	}
-	rq.stored = stored
-	return stored.Data, nil
+	rq.stored = res.Objects[0]
+	return rq.stored.Data, nil
 }
 
 // admitCreate enforces the namespace lifecycle: objects go only into
@@ -238,7 +235,7 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 // rules (CRDs).
 func (s *Server) admitCreate(rq *request, sv *served, obj *unstructured.Unstructured) error {
 	if sv.namespaced {
-		_, ns, err := s.getObject(nsKey(rq.space, obj.GetNamespace()))
+		_, ns, err := getObject(rq.sp, nsKey(rq.data, obj.GetNamespace()))
 		if errors.Is(err, store.ErrNotFound) {
 			return apierrors.NewNotFound(namespacesGR, obj.GetNamespace())
 		}
@@ -338,15 +335,15 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 	ctx := rq.r.Context()
 	synced := false // confirmed
 	for attempt := 0; ; attempt++ {
-		curObj, cur, err := s.getObject(key)
+		curObj, cur, err := getObject(rq.sp, key)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) && s.confirmed(ctx, &synced) {
+			if errors.Is(err, store.ErrNotFound) && s.confirmed(ctx, rq.sp, &synced) {
 				continue
 			}
 			return nil, storeError(err, sv.gr(), name)
 		}
 		if pinnedRev != 0 && curObj.Revision != pinnedRev {
-			if s.confirmed(ctx, &synced) {
+			if s.confirmed(ctx, rq.sp, &synced) {
 				continue
 			}
 			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
@@ -356,7 +353,7 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 			return nil, err
 		}
 		if rv := next.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
-			if s.confirmed(ctx, &synced) {
+			if s.confirmed(ctx, rq.sp, &synced) {
 				continue
 			}
 			return nil, apierrors.NewConflict(sv.gr(), name, errors.New(registryConflictMessage))
@@ -407,13 +404,13 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 		}
 		var res store.Result
 		if next.GetDeletionTimestamp() != nil && len(next.GetFinalizers()) == 0 && !hasSpecFinalizers(next) {
-			res, err = s.store.Txn(ctx, store.Op{Type: store.OpDelete, Key: key, ExpectRevision: curObj.Revision})
+			res, err = rq.sp.Txn(ctx, store.Op{Type: store.OpDelete, Key: key, ExpectRevision: curObj.Revision})
 			if err == nil {
 				// The response shows the final state, as kube's does.
 				return data, nil
 			}
 		} else {
-			res, err = s.store.Txn(ctx, store.Op{Type: store.OpUpdate, Key: key, Data: data, ExpectRevision: curObj.Revision})
+			res, err = rq.sp.Txn(ctx, store.Op{Type: store.OpUpdate, Key: key, Data: data, ExpectRevision: curObj.Revision})
 		}
 		if err == nil {
 			rq.stored = res.Objects[0]

@@ -31,7 +31,7 @@ const tooLargeRVWait = 3 * time.Second
 // deletecollection.
 func (rq *request) listOptions(sv *served) (store.ListOptions, error) {
 	q := rq.r.URL.Query()
-	lo := store.ListOptions{Space: rq.data, Resource: sv.storeResource(), Namespace: rq.info.Namespace, Match: rq.match}
+	lo := store.ListOptions{Space: rq.data, Resource: sv.storeResource(), Namespace: rq.info.Namespace}
 	if v := q.Get("labelSelector"); v != "" {
 		sel, err := labels.Parse(v)
 		if err != nil {
@@ -128,8 +128,8 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 		if match == string(metav1.ResourceVersionMatchExact) {
 			return apierrors.NewBadRequest("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
 		}
-		if rv == "" && rq.info.Verb != "watch" && rq.st == s.store {
-			return s.readIndex(ctx) // a soft store has no log to read from
+		if rv == "" && rq.info.Verb != "watch" {
+			return s.readIndex(ctx, rq.sp)
 		}
 		return nil
 	}
@@ -140,8 +140,8 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 	switch metav1.ResourceVersionMatch(match) {
 	case "", metav1.ResourceVersionMatchNotOlderThan:
 	case metav1.ResourceVersionMatchExact:
-		if want != rq.st.Revision() {
-			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", want, rq.st.Revision()))
+		if want != rq.sp.Revision() {
+			return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", want, rq.sp.Revision()))
 		}
 		return nil
 	default:
@@ -149,11 +149,11 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 	}
 	wctx, cancel := context.WithTimeout(ctx, tooLargeRVWait)
 	defer cancel()
-	if err := rq.st.WaitForRevision(wctx, want); err != nil {
+	if err := rq.sp.WaitForRevision(wctx, want); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return tooLargeResourceVersion(want, rq.st.Revision())
+		return tooLargeResourceVersion(want, rq.sp.Revision())
 	}
 	return nil
 }
@@ -162,21 +162,28 @@ func (s *Server) waitForResourceVersion(ctx context.Context, rq *request) error 
 // (a read-modify-write, a delete's preconditions): the store may lag a
 // write the leader has acknowledged. Once per request (done records it),
 // it waits until the store has caught up with the leader, and reports
-// true: look again before answering. On a single node, or the second time,
-// it reports false.
-func (s *Server) confirmed(ctx context.Context, done *bool) bool {
-	if s.cfg.ReadIndex == nil || *done {
+// true: look again before answering. On a single node, the second time,
+// or for a space kept elsewhere than Config.Store, it reports false.
+func (s *Server) confirmed(ctx context.Context, sp store.Space, done *bool) bool {
+	if !s.onLog(sp) || *done {
 		return false
 	}
 	*done = true
-	return s.readIndex(ctx) == nil
+	return s.readIndex(ctx, sp) == nil
 }
 
-// readIndex makes a read without resourceVersion linearizable on a
+// onLog reports whether reads of sp must be confirmed with the leader
+// (Config.ReadIndex): it is kept in Config.Store, on the replicated log.
+// A space kept elsewhere (in memory, say) has no log to read from.
+func (s *Server) onLog(sp store.Space) bool {
+	return s.cfg.ReadIndex != nil && store.StoreOf(sp) == s.store
+}
+
+// readIndex makes a read of sp without resourceVersion linearizable on a
 // replica (Config.ReadIndex): it waits until the store has applied
 // everything committed when the read arrived.
-func (s *Server) readIndex(ctx context.Context) error {
-	if s.cfg.ReadIndex == nil {
+func (s *Server) readIndex(ctx context.Context, sp store.Space) error {
+	if !s.onLog(sp) {
 		return nil
 	}
 	idx, err := s.cfg.ReadIndex.ReadIndex(ctx)
@@ -205,7 +212,7 @@ func (s *Server) serveList(rq *request, sv *served) {
 		rq.writeError(err)
 		return
 	}
-	res, err := rq.st.List(lo)
+	res, err := rq.sp.List(lo)
 	switch {
 	case errors.Is(err, store.ErrExpired):
 		rq.writeError(apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."))

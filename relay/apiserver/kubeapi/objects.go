@@ -537,8 +537,8 @@ func sameObject(a, b *unstructured.Unstructured) bool {
 }
 
 // getObject reads and decodes one stored object.
-func (s *Server) getObject(k store.Key) (*store.Object, *unstructured.Unstructured, error) {
-	obj, err := s.store.Get(k)
+func getObject(r store.Reader, k store.Key) (*store.Object, *unstructured.Unstructured, error) {
+	obj, err := r.Get(k)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -157,7 +157,7 @@ func (s *Server) Handler() http.Handler { return s }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	rq := &request{w: rw, r: r, srv: s, st: s.store}
+	rq := &request{w: rw, r: r, srv: s}
 	s.serve(rq)
 	s.metrics.observe(rq, rw.code, time.Since(start))
 }
@@ -168,13 +168,13 @@ type request struct {
 	r     *http.Request
 	srv   *Server
 	space string
-	// data is the space whose objects are read: space, or for a mailbox
-	// view its source, with match selecting the view's objects.
-	data  string
-	match func(*store.Object) bool
-	// st is the store that holds data: the server's, or a soft one
+	// data is the space whose objects are served: space, or for a
+	// resource request the Space's name (a view's source).
+	data string
+	// sp holds the objects of a resource request: the store's space, a
+	// mailbox view (Config.MailboxView), or a space kept in a soft store
 	// (Config.SoftStore).
-	st   *store.Store
+	sp   store.Space
 	user user.Info
 	info *genericrequest.RequestInfo
 	// yamlBody is the body as sent when it was YAML (readBody converts
@@ -262,6 +262,7 @@ func (s *Server) serve(rq *request) {
 		return
 	}
 	view := false
+	rq.sp = s.store.Space(space)
 	if kind == layout.SpaceKindMailbox && s.cfg.MailboxView != nil {
 		var source string
 		var match func(*store.Object) bool
@@ -270,7 +271,7 @@ func (s *Server) serve(rq *request) {
 			return
 		}
 		if view = source != ""; view {
-			rq.data, rq.match = source, match
+			rq.sp = store.View(s.store.Space(source), match)
 		}
 	}
 	if err := mailboxReadOnly(space, kind, view, u, info); err != nil {
@@ -278,14 +279,15 @@ func (s *Server) serve(rq *request) {
 		return
 	}
 	if s.cfg.SoftStore != nil {
-		if st := s.cfg.SoftStore(rq.data); st != nil {
+		if st := s.cfg.SoftStore(rq.sp.Name()); st != nil {
 			if err := softReadOnly(space, info); err != nil {
 				rq.writeError(err)
 				return
 			}
-			rq.st = st
+			rq.sp = st.Space(rq.sp.Name())
 		}
 	}
+	rq.data = rq.sp.Name()
 	s.serveResource(rq)
 }
 

@@ -80,7 +80,7 @@ func (s *Server) serveScale(rq *request, sv *served) {
 	key := rq.key(sv, rq.info.Name)
 	switch rq.info.Verb {
 	case "get":
-		obj, err := rq.st.Get(key)
+		obj, err := rq.sp.Get(key)
 		var u *unstructured.Unstructured
 		if err == nil {
 			u, err = parseObject(obj.Data)
@@ -174,7 +174,7 @@ func (s *Server) serveTokenRequest(rq *request, sv *served) {
 			return
 		}
 	}
-	_, u, err := s.getObject(rq.key(sv, rq.info.Name))
+	_, u, err := getObject(rq.sp, rq.key(sv, rq.info.Name))
 	if err != nil {
 		rq.writeError(storeError(err, sv.gr(), rq.info.Name))
 		return

@@ -78,7 +78,7 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 			}
 		}
 		lo.Limit, lo.After = 0, ""
-		list, err := rq.st.List(lo)
+		list, err := rq.sp.List(lo)
 		if err != nil {
 			rq.writeError(storeError(err, sv.gr(), ""))
 			return
@@ -86,7 +86,7 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 		initial, since = list.Items, list.Revision
 	default:
 		if rv == "" || rv == "0" {
-			since = rq.st.Revision()
+			since = rq.sp.Revision()
 		} else {
 			n, err := strconv.ParseInt(rv, 10, 64)
 			if err != nil || n < 0 {
@@ -103,11 +103,11 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 	if since == 0 {
 		// Revision 0 would mean "from now" to the store; the store's
 		// revision is where "now" is when nothing was ever written.
-		wopts.Since = rq.st.Revision()
+		wopts.Since = rq.sp.Revision()
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	w, werr := rq.st.Watch(wctx, wopts)
+	w, werr := rq.sp.Watch(wctx, wopts)
 
 	form, proto := rq.negotiate(sv)
 	h := rq.w.Header()
@@ -128,7 +128,7 @@ func (s *Server) serveWatch(rq *request, sv *served) {
 	}
 	if werr != nil {
 		if errors.Is(werr, store.ErrExpired) {
-			enc.writeError(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", since, rq.st.Stats().OldestRevision)))
+			enc.writeError(apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", since, rq.sp.Stats().OldestRevision)))
 		} else {
 			enc.writeError(werr)
 		}
