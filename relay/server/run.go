@@ -215,13 +215,11 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}, destinationsCollector{st}},
 		Validate: validateEdgeKinds, BeforeDelete: beforeDeleteOf(&r), ReadIndex: readIndex,
-		SoftStore: func(space string) *store.Store {
-			if _, ok := layout.ReportsChild(space); !ok {
-				return nil
-			}
-			return cmp.Or(reports.Store(space), reports.local)
-		},
-		MailboxView: mailboxes.View,
+		Space: rootSpaces{
+			store:   st,
+			mailbox: mailboxes.Matcher,
+			reports: func(space string) *store.Store { return cmp.Or(reports.Store(space), reports.local) },
+		}.space,
 		Ready: func() error {
 			if !authz.Synced() {
 				return errors.New("authorizer not synced")

@@ -15,15 +15,19 @@
 // namespace deletion, garbage collection through ownerReferences and custom
 // resource cleanup.
 //
-// It must not keep state of its own beyond caches: every object lives in the
-// store (package relay/store), and every write goes through store.Txn so that
-// the log (and later Raft) sees it. It knows nothing about placement or the
-// relay tree.
+// It must not keep state of its own beyond caches: a request reaches the
+// objects of its space through a store.Space, the one Config.Space returns
+// or by default the embedded store's (Config.Store), and every write goes
+// through the Space's Txn so that the log (and Raft) sees it. The space
+// records, CustomResourceDefinitions and the controllers work on
+// Config.Store. It knows nothing about placement or the relay tree: what
+// the tree keeps in a space (a child's mailbox, its reports) reaches it
+// only as the Space that Config.Space returns.
 //
 // Request flow: ServeHTTP → space prefix → authenticate → space lookup →
 // impersonate → request info → authorize → handler. Writes of RBAC
 // objects also go through the Authorizer's escalation check when it has
-// one (EscalationChecker). Handlers read from the store and write
+// one (EscalationChecker). Handlers read from the Space and write
 // with optimistic concurrency, retrying read-modify-write cycles on conflict
 // unless the client pinned a resourceVersion.
 package kubeapi

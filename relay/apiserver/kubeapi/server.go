@@ -2,7 +2,7 @@ package kubeapi
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -75,19 +75,17 @@ type Config struct {
 	// resource cleanup) do not ask it. The root uses it to keep what it
 	// installs and what its relay tree owns.
 	BeforeDelete func(ctx context.Context, space string, gr schema.GroupResource, objs []*unstructured.Unstructured) error
-	// MailboxView, when set, makes mailbox spaces read-only views: reads
-	// of space are served from the objects of source for which match is
-	// true (as of the request), and every write is refused. A space for
-	// which it returns source "" is served as itself. The
-	// relay tree keeps a child's mailbox as such an index over one shared
-	// space (DESIGN.md section 3).
-	MailboxView func(space string) (source string, match func(*store.Object) bool, err error)
-	// SoftStore, when set, gives the store that holds a space which is not
-	// kept in Store, or nil. The root keeps its children's reports in
-	// memory, out of its log (DESIGN.md section 2). Such a space is served
-	// for get, list and watch, from that store and with its revisions, and
-	// refuses every write.
-	SoftStore func(space string) *store.Store
+	// Space, when set, gives the objects a resource request to space (of
+	// kind kind, by user u once impersonated) is served from: the
+	// embedded store's space (Store.Space(space)) when it returns nil, a
+	// space kept elsewhere, or a wrapper such as store.ReadOnly or
+	// store.View. Reads, revisions and writes are the Space's; a write to
+	// a Space that is not Writable is refused at once, with its error (a
+	// 403 unless the error is a kube Status). An error answers the request.
+	// Discovery and OpenAPI describe the space by its own name; resources
+	// are looked up in the space the Space names (Space.Name), whose
+	// CustomResourceDefinitions are kept in Store.
+	Space func(space, kind string, u user.Info) (store.Space, error)
 	// ProcessMetrics adds the Go runtime and process collectors to
 	// /metrics. A relay's own API sets it; servers embedded by the
 	// thousand (virtual clusters) leave it off.
@@ -171,9 +169,7 @@ type request struct {
 	// data is the space whose objects are served: space, or for a
 	// resource request the Space's name (a view's source).
 	data string
-	// sp holds the objects of a resource request: the store's space, a
-	// mailbox view (Config.MailboxView), or a space kept in a soft store
-	// (Config.SoftStore).
+	// sp holds the objects of a resource request (Config.Space).
 	sp   store.Space
 	user user.Info
 	info *genericrequest.RequestInfo
@@ -261,46 +257,45 @@ func (s *Server) serve(rq *request) {
 		s.serveNonResource(rq, rest)
 		return
 	}
-	view := false
-	rq.sp = s.store.Space(space)
-	if kind == layout.SpaceKindMailbox && s.cfg.MailboxView != nil {
-		var source string
-		var match func(*store.Object) bool
-		if source, match, err = s.cfg.MailboxView(space); err != nil {
-			rq.writeError(err)
-			return
-		}
-		if view = source != ""; view {
-			rq.sp = store.View(s.store.Space(source), match)
-		}
-	}
-	if err := mailboxReadOnly(space, kind, view, u, info); err != nil {
+	if rq.sp, err = s.space(space, kind, u); err != nil {
 		rq.writeError(err)
 		return
 	}
-	if s.cfg.SoftStore != nil {
-		if st := s.cfg.SoftStore(rq.sp.Name()); st != nil {
-			if err := softReadOnly(space, info); err != nil {
-				rq.writeError(err)
-				return
-			}
-			rq.sp = st.Space(rq.sp.Name())
-		}
-	}
 	rq.data = rq.sp.Name()
+	if err := refusesWrite(rq.sp, info); err != nil {
+		rq.writeError(err)
+		return
+	}
 	s.serveResource(rq)
 }
 
-// softReadOnly refuses every write to a space kept in a soft store
-// (Config.SoftStore): only the relay link writes it.
-func softReadOnly(space string, info *genericrequest.RequestInfo) error {
+// space is the Space a resource request to space is served from
+// (Config.Space).
+func (s *Server) space(space, kind string, u user.Info) (store.Space, error) {
+	if s.cfg.Space != nil {
+		if sp, err := s.cfg.Space(space, kind, u); sp != nil || err != nil {
+			return sp, err
+		}
+	}
+	return s.store.Space(space), nil
+}
+
+// refusesWrite refuses a write to a space that takes none
+// (store.Space.Writable) before anything else is done: a 403 with the
+// space's reason, or the kube Status it gives.
+func refusesWrite(sp store.Space, info *genericrequest.RequestInfo) error {
 	switch info.Verb {
 	case "get", "list", "watch":
 		return nil
 	}
+	err := sp.Writable()
+	var status apierrors.APIStatus
+	if err == nil || errors.As(err, &status) {
+		return err
+	}
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
-		Message: fmt.Sprintf("space %q holds what a child reports, kept in memory: it is read-only", space),
+		Message: err.Error(),
 	}}
 }
 
@@ -409,34 +404,3 @@ func (s *statusRecorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// mailboxReadOnly refuses writes to the spaces Canopy maintains: mailbox
-// views to everyone, mailbox and downsync spaces to all but the admin
-// (system:masters), who may write there to drive the tree by hand. Users
-// may read them to see what a child receives.
-func mailboxReadOnly(space, kind string, view bool, u user.Info, info *genericrequest.RequestInfo) error {
-	switch info.Verb {
-	case "get", "list", "watch":
-		return nil
-	}
-	if kind != layout.SpaceKindMailbox && kind != layout.SpaceKindDownsync {
-		return nil
-	}
-	what := "a mailbox maintained by Canopy"
-	if view {
-		what = "a mailbox: a view of what the child receives"
-	} else {
-		if kind == layout.SpaceKindDownsync {
-			what = "the downsync space maintained by Canopy"
-		}
-		for _, g := range u.GetGroups() {
-			if g == user.SystemPrivilegedGroup {
-				return nil
-			}
-		}
-	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
-		Message: fmt.Sprintf("space %q is %s: it is read-only", space, what),
-	}}
-}

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -137,49 +140,78 @@ func TestListExactResourceVersion(t *testing.T) {
 	}
 }
 
-// asUser authenticates every request as one non-admin user, allowed
-// everything by authorization: only the mailbox rule can refuse it.
-type asUser struct{ allowAll }
-
-func (asUser) Authenticate(*http.Request, string) (user.Info, error) {
-	return &user.DefaultInfo{Name: "alice", Groups: []string{"system:authenticated"}}, nil
-}
-
-// Mailbox spaces are read-only but to the admin.
-func TestMailboxSpacesAreReadOnly(t *testing.T) {
+// Config.Space serves a space's resource requests from the Space it
+// returns: a read-only one refuses writes first (a 403 with its reason, or
+// its kube Status as it is), a View shows its source's matching objects,
+// and nil is the store's own space.
+func TestSpaceHook(t *testing.T) {
 	st := store.New(store.Options{Fields: FieldsFor})
 	st.SetLog(store.NewMemLog(st))
 	t.Cleanup(st.Close)
 	ctx := context.Background()
-	admin := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{}})
-	if err := admin.EnsureSpace(ctx, "mailbox-x", layout.SpaceKindMailbox); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.EnsureSpace(ctx, layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
-		t.Fatal(err)
-	}
-	alice := New(Config{Store: st, Authenticator: asUser{}, Authorizer: asUser{}})
-	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`
-	for _, c := range []struct {
-		srv  *Server
-		path string
-		want int
-	}{
-		{alice, "/spaces/mailbox-x/api/v1/namespaces/default/configmaps", http.StatusForbidden},
-		{admin, "/spaces/mailbox-x/api/v1/namespaces/default/configmaps", http.StatusCreated},
-		{alice, "/spaces/default/api/v1/namespaces/default/configmaps", http.StatusCreated},
-	} {
-		hs := httptest.NewServer(c.srv)
-		resp, body := do(t, "POST", hs.URL+c.path, cm)
-		hs.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("POST %s: %d %s, want %d", c.path, resp.StatusCode, body, c.want)
+	gone := apierrors.NewGone("this space is gone")
+	var mu sync.Mutex
+	var asked []string
+	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{},
+		Space: func(space, kind string, u user.Info) (store.Space, error) {
+			mu.Lock()
+			asked = append(asked, space+"/"+kind+"/"+u.GetName())
+			mu.Unlock()
+			switch space {
+			case "frozen":
+				return store.ReadOnly(st.Space(space), errors.New(`space "frozen" is frozen`)), nil
+			case "gone":
+				return store.ReadOnly(st.Space(space), gone), nil
+			case "view":
+				return store.View(st.Space(layout.DefaultSpace), func(o *store.Object) bool { return o.Labels["seen"] == "yes" }), nil
+			}
+			return nil, nil
+		}})
+	for _, sp := range []string{layout.DefaultSpace, "frozen", "gone", "view"} {
+		if err := s.EnsureSpace(ctx, sp, layout.SpaceKindWDS); err != nil {
+			t.Fatal(err)
 		}
 	}
-	hs := httptest.NewServer(alice)
-	defer hs.Close()
-	if resp, _ := do(t, "GET", hs.URL+"/spaces/mailbox-x/api/v1/namespaces/default/configmaps", ""); resp.StatusCode != http.StatusOK {
-		t.Errorf("reading a mailbox as a user: %d, want 200", resp.StatusCode)
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	cm := func(name, seen string) string {
+		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","labels":{"seen":"` + seen + `"}}}`
+	}
+	for _, c := range []struct {
+		space, body string
+		want        int
+		message     string
+	}{
+		{layout.DefaultSpace, cm("shown", "yes"), http.StatusCreated, ""},
+		{layout.DefaultSpace, cm("hidden", "no"), http.StatusCreated, ""},
+		{"frozen", cm("c", "yes"), http.StatusForbidden, `"message":"space \"frozen\" is frozen","reason":"Forbidden"`},
+		{"gone", cm("c", "yes"), http.StatusGone, `"message":"this space is gone"`},
+		{"view", cm("c", "yes"), http.StatusForbidden, `"message":"store: read-only space","reason":"Forbidden"`},
+		{"view", "not even JSON", http.StatusForbidden, `"reason":"Forbidden"`},
+	} {
+		resp, body := do(t, "POST", hs.URL+"/spaces/"+c.space+"/api/v1/namespaces/default/configmaps", c.body)
+		if resp.StatusCode != c.want || !strings.Contains(string(body), c.message) {
+			t.Errorf("POST into %s: %d %s, want %d with %s", c.space, resp.StatusCode, body, c.want, c.message)
+		}
+	}
+	if resp, body := do(t, "GET", hs.URL+"/spaces/frozen/api/v1/namespaces/default/configmaps", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("reading a read-only space: %d %s", resp.StatusCode, body)
+	}
+	views := hs.URL + "/spaces/view/api/v1/namespaces/default/configmaps"
+	resp, body := do(t, "GET", views, "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"shown"`) || strings.Contains(string(body), `"name":"hidden"`) {
+		t.Errorf("listing the view: %d %s, want shown and not hidden", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, "GET", views+"/hidden", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("getting an object outside the view: %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := do(t, "GET", views+"/shown", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("getting an object in the view: %d, want 200", resp.StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(asked, "view/"+layout.SpaceKindWDS+"/tester") {
+		t.Errorf("the hook was asked %v, want view/%s/tester among them", asked, layout.SpaceKindWDS)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
@@ -55,18 +54,6 @@ func (m *Mailboxes) Routing(child string) tree.Routing {
 // child's mailbox, for its route record as of now.
 func (m *Mailboxes) Matcher(child string) (func(*store.Object) bool, error) {
 	return m.Routing(child).Matcher(m.cfg.Store)
-}
-
-// View makes a child's mailbox space a read-only view of Space, filtered
-// by Matcher: it is kubeapi.Config.MailboxView. A space that names no
-// mailbox (a reports space) is served as itself (source "").
-func (m *Mailboxes) View(space string) (source string, match func(*store.Object) bool, err error) {
-	child, ok := layout.MailboxChild(space)
-	if !ok {
-		return "", nil, nil
-	}
-	match, err = m.Matcher(child)
-	return m.cfg.Space, match, err
 }
 
 // Route reads child's route record (a zero Route when it has none).

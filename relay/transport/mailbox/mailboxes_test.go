@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -41,9 +40,9 @@ func TestMailboxes(t *testing.T) {
 		t.Fatalf("the same route saved again at revision %d (%v), want %d unwritten", again, err, rev)
 	}
 
-	source, match, err := m.View(layout.MailboxSpace("c1"))
-	if err != nil || source != shared {
-		t.Fatalf("View = %q, %v", source, err)
+	match, err := m.Matcher("c1")
+	if err != nil {
+		t.Fatalf("Matcher: %v", err)
 	}
 	objs, err := tree.RoutedObjects(st, shared, m.Routing("c1"))
 	if err != nil || len(objs) != 1 || objs[0].Key.Name != "a" {
@@ -62,9 +61,6 @@ func TestMailboxes(t *testing.T) {
 		if want := o.Key.Name == "a"; match(o) != want {
 			t.Fatalf("the view of c1's mailbox matches %s: %v, want %v", o.Key.Name, !want, want)
 		}
-	}
-	if source, match, err := m.View(layout.ReportsSpace("c1")); source != "" || match != nil || err != nil {
-		t.Fatalf("View of a reports space = %q, %v, %v; want itself", source, match != nil, err)
 	}
 
 	if _, err := m.SaveRoute(ctx, "c2", []tree.RouteDestination{{Name: "e1", Connected: true, Since: 2}}); err != nil {
