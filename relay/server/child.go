@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/apiserver/vcluster"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -27,7 +28,6 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/siblings"
-	"github.com/canopy-dev/canopy/simulations/vcluster"
 	"github.com/canopy-dev/canopy/syncer"
 )
 

@@ -10,7 +10,7 @@
 // gossip over loopback TCP, sharing one PKI, each of the root's children
 // given all three link addresses), every region and edge with server.OpenChild
 // (in-memory stores), each edge with a virtual cluster
-// (simulations/vcluster). Links are QUIC over one in-memory packet
+// (relay/apiserver/vcluster). Links are QUIC over one in-memory packet
 // network (relay/transport/link/memnet: latency, loss, partitions, no sockets: the
 // only way 10 000 edges fit under the open-file limit) or over loopback
 // UDP, a socket per relay.

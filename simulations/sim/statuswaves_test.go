@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/canopy-dev/canopy/simulations/vcluster"
+	"github.com/canopy-dev/canopy/relay/apiserver/vcluster"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 

@@ -1,6 +1,6 @@
 // Package vcluster is an in-memory Kubernetes cluster with a simulated
-// control plane and kubelet, for simulations (DESIGN.md section 8, issue 7)
-// and for edge relays started with --virtual-cluster.
+// control plane and kubelet, for edge relays started with --virtual-cluster
+// and for simulations (DESIGN.md section 8, package simulations/sim).
 //
 // # What it owns
 //

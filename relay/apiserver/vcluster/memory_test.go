@@ -45,7 +45,7 @@ func perCluster(b *testing.B, name string, n int, f func()) {
 // BenchmarkClusterMemory measures the heap that clusters hold, averaged
 // over 200 of each: run it with
 //
-//	go test -run=NONE -bench=ClusterMemory -benchtime=1x ./simulations/vcluster/
+//	go test -run=NONE -bench=ClusterMemory -benchtime=1x ./relay/apiserver/vcluster/
 func BenchmarkClusterMemory(b *testing.B) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
