@@ -12,7 +12,9 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/inventory"
 	"github.com/canopy-dev/canopy/topology/placement"
 )
 
@@ -129,6 +131,36 @@ func (r *Root) placementConfig() placement.Config {
 		Claims: r.mailboxes}
 }
 
+// inventoryController is the leader's inventory controller: it installs
+// the inventory CRDs through the root's own API, as the admin, and keeps a
+// SyncTarget per destination below the children of every replica (the
+// replicated route and link records: session.Fleet).
+func (r *Root) inventoryController() (*inventory.Controller, error) {
+	dc, err := r.spaceClient(layout.InventorySpace)
+	if err != nil {
+		return nil, err
+	}
+	manifests, err := edgev1alpha1.InventoryCRDs()
+	if err != nil {
+		return nil, err
+	}
+	return inventory.New(inventory.Config{
+		Store: r.store, Client: dc, Root: r.cfg.treeName(), Logger: r.log,
+		Fleet: func() ([]inventory.Destination, error) {
+			dests, err := session.Fleet(r.store, layout.DownsyncSpace)
+			out := make([]inventory.Destination, len(dests))
+			for i, d := range dests {
+				out[i] = inventory.Destination{Name: d.Name, Labels: d.Labels, Path: d.Path, Connected: d.Connected, LastSeen: d.LastSeen}
+			}
+			return out, err
+		},
+		FleetRecords: []store.Resource{layout.RouteResource, session.LinkResource},
+		InstallCRDs:  func(ctx context.Context) error { return installCRDs(ctx, dc, manifests) },
+		CRDChanged:   crdTouched,
+		Installed:    func() { r.crds.inventory.Store(true) },
+	}), nil
+}
+
 // leaderWork runs the parts of the root that only one replica may run: the
 // kube API's controllers, the inventory, the workload CRDs and placement.
 // It returns when ctx ends (leadership lost), or as soon as one part
@@ -136,9 +168,13 @@ func (r *Root) placementConfig() placement.Config {
 // RunAsLeader starts the group again.
 func (r *Root) leaderWork(ctx context.Context) error {
 	r.reports.beginTerm()
+	inv, err := r.inventoryController()
+	if err != nil {
+		return err
+	}
 	var g group
 	g.add("kube API controllers", PartFunc(r.api.StartControllers))
-	g.add("inventory", PartFunc(r.maintainInventory))
+	g.add("inventory", inv)
 	g.add("workload CRDs", PartFunc(r.maintainWorkloadCRDs))
 	g.add("placement", PartFunc(placement.New(r.placementConfig()).Run))
 	return g.run(ctx, r.log, nil)

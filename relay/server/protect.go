@@ -26,14 +26,15 @@ import (
 //     kind in the space, every EdgePlacement and so everything placed.
 //     A delete is refused with 403 Forbidden. One that is gone or changed
 //     all the same (deleted while the root was down) is installed again
-//     at once: maintainInventory and maintainWorkloadCRDs watch them;
+//     at once: the inventory controller (topology/inventory) and
+//     maintainWorkloadCRDs watch them;
 //   - the SyncTarget of a destination whose edge is connected: the edge
 //     announces it and owns it. Deleted, it would come back only when the
 //     edge reconnects, and meanwhile the placements would drop the
 //     destination and the edge would delete everything it applied. A
 //     delete is refused with 403 Forbidden; to retire an edge, stop it,
-//     then delete its SyncTarget (maintainInventory creates SyncTargets
-//     for connected destinations only, so it stays deleted).
+//     then delete its SyncTarget (the inventory controller creates
+//     SyncTargets for connected destinations only, so it stays deleted).
 //
 // A deletecollection that selects any of them deletes nothing. The server's
 // own controllers (a space being deleted, garbage collection) are not
@@ -47,8 +48,11 @@ const (
 	ManagedBy      = "canopy"
 )
 
-// crdStoreResource is where CRDs are kept in the store.
-var crdStoreResource = store.Resource{Group: crdGVR.Group, Resource: crdGVR.Resource}
+var (
+	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	// crdStoreResource is where CRDs are kept in the store.
+	crdStoreResource = store.Resource{Group: crdGVR.Group, Resource: crdGVR.Resource}
+)
 
 // canopyCRDs returns the resources whose CRDs the root installs in a space
 // of kind: the inventory's, or the workload ones in a workload description

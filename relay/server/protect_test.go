@@ -233,7 +233,7 @@ func TestCanopyCRDsAndSyncTargetsComeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pt.root.Store().Delete(ctx, store.Key{Space: layout.InventorySpace, Resource: syncTargetResource, Name: "e1"}, 0, ""); err != nil {
+	if _, err := pt.root.Store().Delete(ctx, store.Key{Space: layout.InventorySpace, Resource: store.Resource{Group: edgev1alpha1.GroupName, Resource: edgev1alpha1.ResourceSyncTargets}, Name: "e1"}, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "e1's SyncTarget back, connected", func() bool {

@@ -78,11 +78,18 @@ func reopenRoot(t testing.TB, cfg Config, root *Root, stop func()) *Root {
 
 func startTestChild(t testing.TB, cfg ChildConfig) *Child {
 	t.Helper()
+	c := startChildOnly(t, cfg)
+	serveInBackground(t, cfg.Name, c.Serve)
+	return c
+}
+
+// startChildOnly opens a child relay without serving it.
+func startChildOnly(t testing.TB, cfg ChildConfig) *Child {
+	t.Helper()
 	c, err := OpenChild(cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveInBackground(t, cfg.Name, c.Serve)
 	return c
 }
 
@@ -311,7 +318,7 @@ func inventoryClient(t *testing.T, root *Root) dynamic.ResourceInterface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dc.Resource(syncTargetGVR)
+	return dc.Resource(edgev1alpha1.SyncTargetsGVR)
 }
 
 func adminClient(t testing.TB, root *Root, space string) *kubernetes.Clientset {

@@ -33,7 +33,7 @@ import (
 // through its own kube API as the admin, like any client would:
 //
 //   - the inventory space gets edgev1alpha1.InventoryCRDs (SyncTarget,
-//     Location), from maintainInventory;
+//     Location), from the inventory controller (inventoryController);
 //   - every workload description space (kind wds) gets
 //     edgev1alpha1.WorkloadCRDs (EdgePlacement, SinglePlacementSlice,
 //     Customizer, StatusCollector, CombinedStatus), from maintainWorkloadCRDs: the default space at start

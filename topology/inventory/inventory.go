@@ -1,6 +1,7 @@
-package server
+package inventory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,83 +15,117 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
-	"github.com/canopy-dev/canopy/relay/transport/session"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 var (
-	crdGVR        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	syncTargetGVR = edgev1alpha1.SyncTargetsGVR
 	// syncTargetResource is where SyncTargets are kept in the store.
 	syncTargetResource = store.Resource{Group: edgev1alpha1.GroupName, Resource: edgev1alpha1.ResourceSyncTargets}
+	// crdResource is where CRDs are kept in the store.
+	crdResource = store.Resource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 )
 
-// inventoryRetry is how soon SyncTarget writes that failed are tried
-// again. A variable for tests.
-var inventoryRetry = time.Second
+// retryAfter is how soon SyncTarget or CRD writes that failed are tried
+// again.
+const retryAfter = time.Second
 
 // NoPath is the status.path of a SyncTarget that no edge relay serves
 // (one an admin made before its edge joined, or whose edge its relays no
 // longer announce): what kubectl prints for an absent value.
 const NoPath = "<none>"
 
-// maintainInventory installs the inventory CRDs (SyncTarget, Location:
-// edgev1alpha1.InventoryCRDs) in the inventory space, again at once if one
-// is deleted or changed, and keeps the SyncTargets in line with the
-// destinations the relay tree announces, until ctx is done. It writes
-// through the root's own kube API as the admin, like any client, and only
+// Destination is one destination of the fleet, as the relay tree
+// announces it.
+type Destination struct {
+	Name   string
+	Labels map[string]string
+	// Path lists the relays from the root's child down to the edge relay
+	// that serves the destination.
+	Path []string
+	// Connected reports whether the serving edge relay's link is up.
+	Connected bool
+	// LastSeen is when the destination was last heard from, in unix
+	// nanoseconds; 0 if never.
+	LastSeen int64
+}
+
+// Config is what a Controller needs.
+type Config struct {
+	// Store is the root's store: the Controller lists and watches the
+	// inventory space's SyncTargets and CRDs there (it never writes it).
+	Store store.Reader
+	// Client is the inventory space of the root's own kube API, as the
+	// admin: every write goes through it, like any client's.
+	Client dynamic.Interface
+	// Root is the root's name, the first element of every SyncTarget's
+	// status.path.
+	Root string
+	// Fleet returns every destination the relay tree announces, and
+	// FleetRecords are the resources of the system space whose changes
+	// may change its answer (route and link records): the Controller
+	// reads Fleet again after each.
+	Fleet        func() ([]Destination, error)
+	FleetRecords []store.Resource
+	// InstallCRDs installs the inventory CRDs (edgev1alpha1.InventoryCRDs)
+	// in the inventory space, or puts them back as they were; CRDChanged
+	// reports whether a store event of one of them deletes it or changes
+	// what InstallCRDs keeps of it, which makes the Controller install
+	// them again.
+	InstallCRDs func(ctx context.Context) error
+	CRDChanged  func(store.Event) bool
+	// Installed, when set, is called once the CRDs are first installed.
+	Installed func()
+	Logger    *slog.Logger
+}
+
+// Controller keeps the inventory space: see the package doc.
+type Controller struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Controller; Start runs it.
+func New(cfg Config) *Controller {
+	return &Controller{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default())}
+}
+
+// Start installs the inventory CRDs, again at once if one is deleted or
+// changed, and keeps the SyncTargets in line with the destinations the
+// relay tree announces (Config.Fleet), until ctx is done. It writes only
 // what changed: a change in the subtree costs writes for the destinations
-// it touched, not for the whole fleet.
-//
-//   - A connected destination has a SyncTarget: created if missing (the
-//     edge owns it), labelled as announced, its status the path from the
-//     root, CONNECTED True and LAST-SEEN when it (re)connected.
-//   - A disconnected one keeps its SyncTarget, if it has one, with
-//     CONNECTED False and LAST-SEEN when it was last heard from: when the
-//     root saw it go, or, if that was not seen by this process (a root
-//     restart), the time already shown or announced. Its SyncTarget is not
-//     created again once deleted, so an edge is retired by stopping it and
-//     then deleting its SyncTarget.
-//   - A SyncTarget that no edge relay announces shows PATH NoPath and
-//     CONNECTED False.
-func (r *Root) maintainInventory(ctx context.Context) error {
-	dc, err := r.spaceClient(layout.InventorySpace)
-	if err != nil {
-		return err
-	}
-	manifests, err := edgev1alpha1.InventoryCRDs()
-	if err != nil {
-		return err
-	}
+// it touched, not for the whole fleet. It returns an error when it cannot
+// follow the store.
+func (c *Controller) Start(ctx context.Context) error {
 	// The watches start first: whatever changes after them is seen.
-	changes, names, err := r.watchInventory(ctx)
+	changes, names, err := c.watch(ctx)
 	if err != nil {
 		return err
 	}
-	if err := installCRDs(ctx, dc, manifests); err != nil {
-		return fmt.Errorf("server: installing the inventory CRDs: %w", err)
+	if err := c.cfg.InstallCRDs(ctx); err != nil {
+		return fmt.Errorf("inventory: installing the inventory CRDs: %w", err)
 	}
-	r.crds.inventory.Store(true)
-	inv := &inventory{targets: dc.Resource(syncTargetGVR), rootName: r.cfg.treeName(), log: r.log,
+	if c.cfg.Installed != nil {
+		c.cfg.Installed()
+	}
+	inv := &inventory{targets: c.cfg.Client.Resource(edgev1alpha1.SyncTargetsGVR), rootName: c.cfg.Root, log: c.log,
 		names: names, written: map[string]string{}, live: map[string]bool{}, created: map[string]bool{}}
 	for {
 		crds, targets, ok := changes.take()
 		if !ok {
-			return errors.New("server: a watch of the inventory or of route and link records ended")
+			return errors.New("inventory: a watch of the inventory or of the fleet's records ended")
 		}
 		var retry <-chan time.Time // set when a write failed: no change may come to retry it
 		if crds {
-			if err := installCRDs(ctx, dc, manifests); err != nil {
+			if err := c.cfg.InstallCRDs(ctx); err != nil {
 				if ctx.Err() == nil {
-					r.log.Warn("installing the inventory CRDs again", "error", err)
+					c.log.Warn("installing the inventory CRDs again", "error", err)
 				}
 				changes.crdsAgain()
-				retry = time.After(inventoryRetry)
+				retry = time.After(retryAfter)
 			}
 		}
 		for name, present := range targets {
@@ -109,14 +144,14 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 				delete(inv.names, name)
 			}
 		}
-		// Every replica's children, from the replicated route and link
-		// records: the leader may not be the replica a child dialed.
-		dests, err := session.Fleet(r.store, layout.DownsyncSpace)
+		// Every replica's children, from the replicated records: the
+		// leader may not be the replica a child dialed.
+		dests, err := c.cfg.Fleet()
 		if err != nil {
 			return err
 		}
 		if !inv.sync(ctx, dests) {
-			retry = time.After(inventoryRetry)
+			retry = time.After(retryAfter)
 		}
 		select {
 		case <-ctx.Done():
@@ -127,9 +162,9 @@ func (r *Root) maintainInventory(ctx context.Context) error {
 	}
 }
 
-// inventoryChanges gathers what maintainInventory's watches saw between
-// two of its passes. Safe for concurrent use.
-type inventoryChanges struct {
+// changes gathers what the Controller's watches saw between two of its
+// passes. Safe for concurrent use.
+type changes struct {
 	wake chan struct{} // signalled (coalesced) at every change
 
 	mu      sync.Mutex
@@ -138,7 +173,7 @@ type inventoryChanges struct {
 	ended   bool            // a watch ended
 }
 
-func (c *inventoryChanges) note(f func()) {
+func (c *changes) note(f func()) {
 	c.mu.Lock()
 	f()
 	c.mu.Unlock()
@@ -149,7 +184,7 @@ func (c *inventoryChanges) note(f func()) {
 }
 
 // take returns and forgets what changed; ok is false once a watch ended.
-func (c *inventoryChanges) take() (crds bool, targets map[string]bool, ok bool) {
+func (c *changes) take() (crds bool, targets map[string]bool, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	crds, targets = c.crds, c.targets
@@ -158,17 +193,18 @@ func (c *inventoryChanges) take() (crds bool, targets map[string]bool, ok bool) 
 }
 
 // crdsAgain asks the next pass to install the CRDs again.
-func (c *inventoryChanges) crdsAgain() {
+func (c *changes) crdsAgain() {
 	c.mu.Lock()
 	c.crds = true
 	c.mu.Unlock()
 }
 
-// watchInventory lists the SyncTargets, then watches from that revision
-// the route and link records (the fleet), the SyncTargets and the
-// inventory CRDs, until ctx is done.
-func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[string]bool, error) {
-	list, err := r.store.List(store.ListOptions{Space: layout.InventorySpace, Resource: syncTargetResource})
+// watch lists the SyncTargets, then watches from that revision the
+// fleet's records (Config.FleetRecords), the SyncTargets and the inventory
+// CRDs, until ctx is done.
+func (c *Controller) watch(ctx context.Context) (*changes, map[string]bool, error) {
+	st := c.cfg.Store
+	list, err := st.List(store.ListOptions{Space: layout.InventorySpace, Resource: syncTargetResource})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -177,35 +213,37 @@ func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[strin
 		names[o.Key.Name] = true
 	}
 	canopy := map[string]bool{}
-	for _, k := range crdKeys(layout.InventorySpace, edgev1alpha1.InventoryResources) {
-		canopy[k.Name] = true
+	for _, res := range edgev1alpha1.InventoryResources {
+		canopy[edgev1alpha1.CRDName(res)] = true
 	}
-	c := &inventoryChanges{wake: make(chan struct{}, 1)}
+	ch := &changes{wake: make(chan struct{}, 1)}
 	since := list.Revision
-	watches := []struct {
+	type watch struct {
 		opts  store.WatchOptions
 		event func(store.Event)
-	}{
-		{store.WatchOptions{Resource: layout.RouteResource}, func(store.Event) {}},
-		{store.WatchOptions{Resource: session.LinkResource}, func(store.Event) {}},
-		{store.WatchOptions{Space: layout.InventorySpace, Resource: syncTargetResource}, func(ev store.Event) {
-			if ev.Type == store.Added || ev.Type == store.Deleted {
-				if c.targets == nil {
-					c.targets = map[string]bool{}
-				}
-				c.targets[ev.Object.Key.Name] = ev.Type == store.Added
-			}
-		}},
-		{store.WatchOptions{Space: layout.InventorySpace, Resource: crdStoreResource}, func(ev store.Event) {
-			if canopy[ev.Object.Key.Name] && crdTouched(ev) {
-				c.crds = true
-			}
-		}},
 	}
+	var watches []watch
+	for _, res := range c.cfg.FleetRecords {
+		watches = append(watches, watch{store.WatchOptions{Resource: res}, func(store.Event) {}})
+	}
+	watches = append(watches,
+		watch{store.WatchOptions{Space: layout.InventorySpace, Resource: syncTargetResource}, func(ev store.Event) {
+			if ev.Type == store.Added || ev.Type == store.Deleted {
+				if ch.targets == nil {
+					ch.targets = map[string]bool{}
+				}
+				ch.targets[ev.Object.Key.Name] = ev.Type == store.Added
+			}
+		}},
+		watch{store.WatchOptions{Space: layout.InventorySpace, Resource: crdResource}, func(ev store.Event) {
+			if canopy[ev.Object.Key.Name] && c.cfg.CRDChanged(ev) {
+				ch.crds = true
+			}
+		}})
 	var ws []store.Watcher
 	for _, w := range watches {
 		w.opts.Since = since
-		sw, err := r.store.Watch(ctx, w.opts)
+		sw, err := st.Watch(ctx, w.opts)
 		if err != nil {
 			for _, sw := range ws {
 				sw.Stop()
@@ -219,16 +257,16 @@ func (r *Root) watchInventory(ctx context.Context) (*inventoryChanges, map[strin
 			defer sw.Stop()
 			for ev := range sw.Events() {
 				if ev.Object != nil {
-					c.note(func() { watches[i].event(ev) })
+					ch.note(func() { watches[i].event(ev) })
 				}
 			}
-			c.note(func() { c.ended = ctx.Err() == nil })
+			ch.note(func() { ch.ended = ctx.Err() == nil })
 		}()
 	}
-	return c, names, nil
+	return ch, names, nil
 }
 
-// inventory is the state of maintainInventory's passes. Not safe for
+// inventory is the state of the Controller's passes. Not safe for
 // concurrent use.
 type inventory struct {
 	targets  dynamic.NamespaceableResourceInterface
@@ -251,7 +289,7 @@ const unserved = "\x00unserved"
 
 // sync brings the SyncTargets in line with dests; it reports whether
 // every write succeeded.
-func (inv *inventory) sync(ctx context.Context, dests []session.Destination) bool {
+func (inv *inventory) sync(ctx context.Context, dests []Destination) bool {
 	ok := true
 	announced := make(map[string]bool, len(dests))
 	for _, d := range dests {
@@ -293,7 +331,7 @@ func (inv *inventory) sync(ctx context.Context, dests []session.Destination) boo
 
 // fingerprint is what a SyncTarget shows of a destination: its path,
 // connectivity and labels.
-func fingerprint(d session.Destination) string {
+func fingerprint(d Destination) string {
 	keys := make([]string, 0, len(d.Labels))
 	for k := range d.Labels {
 		keys = append(keys, k)
@@ -357,7 +395,7 @@ func (inv *inventory) lastSeen(name string, cur shown, announced int64) time.Tim
 // upsert writes one destination's SyncTarget, if it differs: labels from
 // the announcement, status from its path and link state. A missing one is
 // created only for a connected destination.
-func (inv *inventory) upsert(ctx context.Context, d session.Destination) error {
+func (inv *inventory) upsert(ctx context.Context, d Destination) error {
 	labels := map[string]string{}
 	for k, v := range d.Labels {
 		labels[k] = v
