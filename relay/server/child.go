@@ -108,14 +108,7 @@ const (
 
 // storeOptions are the options of the child's own store.
 func (cfg ChildConfig) storeOptions() store.Options {
-	o := store.Options{Fields: mailbox.Fields(nil), Addresses: mailbox.Targets, HistorySize: cfg.StoreHistory}
-	if o.HistorySize <= 0 && cfg.InMemory {
-		o.HistorySize = DefaultInMemoryRegionHistory
-		if cfg.Role == pki.RoleEdge {
-			o.HistorySize = DefaultInMemoryEdgeHistory
-		}
-	}
-	return o
+	return store.Options{Fields: mailbox.Fields(nil), Addresses: mailbox.Targets, HistorySize: cfg.StoreHistory}
 }
 
 // RunChild runs a region or edge relay until ctx is done.
@@ -160,8 +153,14 @@ type Child struct {
 }
 
 // OpenChild prepares a child relay: its data directory, its store on a
-// local log (so the inbox survives restarts), and its uplink.
+// local log (so the inbox survives restarts), and its uplink. It completes
+// cfg and refuses it, creating and opening nothing, when Validate finds
+// problems.
 func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
+	cfg.Complete()
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, invalid(errs)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}

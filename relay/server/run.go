@@ -99,11 +99,17 @@ func Open(cfg Config, log *slog.Logger) (*Root, error) {
 	return OpenContext(context.Background(), cfg, log)
 }
 
-// OpenContext is Open bounded by ctx. A replica of a cluster (cfg.HA)
-// waits, until ctx ends, for the cluster to have a leader and for its store
-// to catch up (consensus.Node.WaitReady) before it makes sure the initial
-// spaces exist; a single root waits at most 30 s for those writes.
+// OpenContext is Open bounded by ctx. It completes cfg and refuses it,
+// creating and opening nothing, when Validate finds problems. A replica of
+// a cluster (cfg.HA) waits, until ctx ends, for the cluster to have a
+// leader and for its store to catch up (consensus.Node.WaitReady) before
+// it makes sure the initial spaces exist; a single root waits at most 30 s
+// for those writes.
 func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, error) {
+	cfg.Complete()
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, invalid(errs)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
