@@ -24,6 +24,11 @@ func TestHelpKubeconfig(t *testing.T) {
 	if !strings.Contains(flag, "applies its inbox to") {
 		t.Errorf("--kubeconfig is described as %q; want the cluster the edge applies its inbox to", strings.TrimSpace(flag))
 	}
+	// Without it, an edge syncs the cluster it runs in (in-cluster
+	// configuration): the help says so.
+	if !strings.Contains(flag, "default: the cluster the edge runs in as a pod") {
+		t.Errorf("--kubeconfig is described as %q; want its default, the in-cluster configuration", strings.TrimSpace(flag))
+	}
 	for _, stale := range []string{"not applied", "accepted;", "comes with the edge syncer"} {
 		if strings.Contains(stdout, stale) {
 			t.Errorf("relay --help says %q:\n%s", stale, stdout)

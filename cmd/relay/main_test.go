@@ -164,7 +164,6 @@ func TestBadChildFlags(t *testing.T) {
 		{append(slices.Clone(region), "--parent=root:7443", "--kubeconfig="+kubeconfig), "relay: --kubeconfig: not used with --role=region, only with --role=edge"},
 		{append(slices.Clone(region), "--parent=root:7443", "--labels=a=b"), "relay: --labels: not used with --role=region, only with --role=edge"},
 		{append(slices.Clone(region), "--parent=root:7443", "--proxy=socks5://proxy:1080"), `relay: --proxy: "socks5://proxy:1080" is not an http:// or https:// URL`},
-		{edge, "relay: --kubeconfig: an edge syncs one cluster: give --kubeconfig=FILE or --virtual-cluster"},
 		{append(slices.Clone(vc), "--kubeconfig="+kubeconfig), "relay: --kubeconfig: give either --kubeconfig or --virtual-cluster, not both"},
 		{append(slices.Clone(edge), "--kubeconfig="+filepath.Join(dir, "missing")), "relay: --kubeconfig: cannot read " + filepath.Join(dir, "missing") + ": no such file or directory"},
 		{append(slices.Clone(edge), "--kubeconfig="+dir), "relay: --kubeconfig: " + dir + " is a directory, not a kubeconfig file"},

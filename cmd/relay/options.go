@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/consensus"
 	"github.com/canopy-dev/canopy/relay/pki"
@@ -65,9 +66,10 @@ type options struct {
 	logLevel  string
 	logFormat string
 
-	// Root (apiAddr, linkAddr) and region (linkAddr).
+	// Root (apiAddr, linkAddr, tlsSANs) and region (linkAddr).
 	apiAddr  string
 	linkAddr string
+	tlsSANs  []string
 
 	// Root replicas (docs/ha.md).
 	raftAddr        string
@@ -87,13 +89,17 @@ type options struct {
 	// Region and edge.
 	parents        []string
 	joinToken      string
+	joinTokenFile  string
 	proxy          string
 	kubeconfig     string
 	virtualCluster bool
-	labels         map[string]string
-	statusAddr     string
-	pprofAddr      string
-	parentTimeout  time.Duration
+	// inCluster: an edge given neither --kubeconfig nor --virtual-cluster
+	// syncs the cluster it runs in as a pod (set by validateChild).
+	inCluster     bool
+	labels        map[string]string
+	statusAddr    string
+	pprofAddr     string
+	parentTimeout time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -108,6 +114,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "api-addr", roleRoot)
 	fs.StringVar(&o.linkAddr, "link-addr", defaultLinkAddr, "host:port where child relays dial in; a region on the same host as its parent or another region needs its own")
 	forRoles(fs, "link-addr", roleRoot, roleRegion)
+	fs.StringSliceVar(&o.tlsSANs, "tls-san", nil, "more DNS names or IP addresses for the serving certificate of the kube API and the link, host,...: the names clients and child relays dial (a Service's, a load balancer's)")
+	forRoles(fs, "tls-san", roleRoot)
 
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port where this root replica listens for Raft and forwarded writes (TLS); makes the root one replica of a cluster (docs/ha.md)")
 	forRoles(fs, "raft-addr", roleRoot)
@@ -135,15 +143,17 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "parent", roleRegion, roleEdge)
 	fs.StringVar(&o.joinToken, "join-token", "", "join token from 'relay token create' at the root; needed only until the relay has joined")
 	forRoles(fs, "join-token", roleRegion, roleEdge)
+	fs.StringVar(&o.joinTokenFile, "join-token-file", "", "file holding the join token (a mounted Secret), instead of --join-token; read at start, which fails if it is missing or empty")
+	forRoles(fs, "join-token-file", roleRegion, roleEdge)
 	fs.StringVar(&o.proxy, "proxy", "", "http(s) URL of an HTTP CONNECT proxy for the link to the parent (default: QUIC, or HTTPS_PROXY when UDP is blocked)")
 	forRoles(fs, "proxy", roleRegion, roleEdge)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster this edge applies its inbox to (server-side apply) and reports from")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster this edge applies its inbox to (server-side apply) and reports from (default: the cluster the edge runs in as a pod, with its ServiceAccount)")
 	forRoles(fs, "kubeconfig", roleEdge)
-	fs.BoolVar(&o.virtualCluster, "virtual-cluster", false, "sync an in-memory virtual cluster instead of --kubeconfig")
+	fs.BoolVar(&o.virtualCluster, "virtual-cluster", false, "sync an in-memory virtual cluster (with a simulated kubelet) instead of a real one")
 	forRoles(fs, "virtual-cluster", roleEdge)
 	fs.StringToStringVar(&o.labels, "labels", nil, "labels of this edge's cluster, k=v,... (Kubernetes label keys and values)")
 	forRoles(fs, "labels", roleEdge)
-	fs.StringVar(&o.statusAddr, "status-addr", "", "host:port serving /metrics, /healthz and /debug/inbox (off when empty)")
+	fs.StringVar(&o.statusAddr, "status-addr", "", "host:port serving /metrics, /healthz, /readyz (joined; a region serving its children) and /debug/inbox, over HTTP (off when empty)")
 	forRoles(fs, "status-addr", roleRegion, roleEdge)
 	fs.StringVar(&o.pprofAddr, "pprof", "", "loopback host:port serving the runtime profiles, net/http/pprof (127.0.0.1:6060; off when empty)")
 	fs.DurationVar(&o.parentTimeout, "parent-timeout", link.DefaultConfig().MaxIdleTimeout, "how long the link to the parent may stay silent before the parent, or one of its siblings, is dialed again")
@@ -213,6 +223,11 @@ func (o *options) validateRoot(fs *pflag.FlagSet) []error {
 			name, other = other, name
 		}
 		errs = append(errs, flagErrorf(name, "%s collides with --%s=%s", fs.Lookup(name).Value, other, fs.Lookup(other).Value))
+	}
+	for _, h := range o.tlsSANs {
+		if ip, err := netip.ParseAddr(h); (err != nil && len(validation.IsDNS1123Subdomain(h)) > 0) || (err == nil && ip.Zone() != "") {
+			errs = append(errs, flagErrorf("tls-san", "%q is neither an IP address nor a lower-case DNS name", h))
+		}
 	}
 	return append(errs, o.validateReplica(fs)...)
 }
@@ -303,6 +318,15 @@ func (o *options) validateChild(fs *pflag.FlagSet) []error {
 			errs = append(errs, flagErrorf("proxy", "%v", err))
 		}
 	}
+	if o.joinTokenFile != "" {
+		if fs.Changed("join-token") {
+			errs = append(errs, flagErrorf("join-token-file", "give either --join-token or --join-token-file, not both"))
+		} else if tok, err := readTokenFile(o.joinTokenFile); err != nil {
+			errs = append(errs, flagErrorf("join-token-file", "%v", err))
+		} else {
+			o.joinToken = tok
+		}
+	}
 	if o.parentTimeout < time.Second {
 		errs = append(errs, flagErrorf("parent-timeout", "must be at least 1s, not %s", o.parentTimeout))
 	}
@@ -322,7 +346,12 @@ func (o *options) validateChild(fs *pflag.FlagSet) []error {
 	case roleEdge:
 		switch {
 		case o.kubeconfig == "" && !o.virtualCluster:
-			errs = append(errs, flagErrorf("kubeconfig", "an edge syncs one cluster: give --kubeconfig=FILE or --virtual-cluster"))
+			// Neither: the cluster the edge runs in, as a pod.
+			if _, err := rest.InClusterConfig(); err != nil {
+				errs = append(errs, flagErrorf("kubeconfig", "not given, and no in-cluster configuration (%v): give --kubeconfig=FILE or --virtual-cluster, or run the edge in a pod", err))
+			} else {
+				o.inCluster = true
+			}
 		case o.kubeconfig != "" && o.virtualCluster:
 			errs = append(errs, flagErrorf("kubeconfig", "give either --kubeconfig or --virtual-cluster, not both"))
 		case o.kubeconfig != "":
@@ -374,6 +403,9 @@ func (o *options) rootConfig() server.Config {
 		APIAddr:  o.apiAddr,
 		LinkAddr: o.linkAddr,
 	}
+	if len(o.tlsSANs) > 0 {
+		cfg.ServingNames = slices.Clone(o.tlsSANs)
+	}
 	if o.statusWindow != server.DefaultStatusWindow {
 		cfg.StatusWindow = o.statusWindow // zero: the default
 	}
@@ -416,6 +448,7 @@ func (o *options) childConfig() server.ChildConfig {
 		cfg.Role = pki.RoleEdge
 		cfg.VirtualCluster = o.virtualCluster
 		cfg.Kubeconfig = o.kubeconfig
+		cfg.InCluster = o.inCluster
 		if len(o.labels) > 0 {
 			cfg.Labels = maps.Clone(o.labels)
 		}
@@ -507,6 +540,37 @@ func checkReadableFile(path string) error {
 		return fmt.Errorf("%s is a directory, not a kubeconfig file", path)
 	}
 	return nil
+}
+
+// maxTokenFile bounds what readTokenFile reads: a join token is about a
+// kilobyte.
+const maxTokenFile = 64 << 10
+
+// readTokenFile returns the token a file holds, without surrounding
+// white space (a Secret's key mounted as a file), or why it has none.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+		f.Close()
+	}
+	if err != nil {
+		if pe, ok := errors.AsType[*os.PathError](err); ok {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("cannot read %s: %v", path, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxTokenFile:
+		return "", fmt.Errorf("%s is larger than %d bytes: not a join token", path, maxTokenFile)
+	case tok == "":
+		return "", fmt.Errorf("%s is empty", path)
+	case strings.ContainsAny(tok, " \t\r\n"):
+		return "", fmt.Errorf("%s holds more than one line or word: not a join token", path)
+	}
+	return tok, nil
 }
 
 // sameHostPort reports whether a region's listen address is the very

@@ -22,12 +22,13 @@ const relayLong = `relay runs one node of a Canopy tree. --role chooses which pa
           on the same host as the root or another region needs its own
   edge    dials its parent (--parent) and keeps its share of the desired
           state for one cluster, which it applies and reports from:
-          --kubeconfig=FILE (a real cluster) or --virtual-cluster (in
-          memory, with a simulated kubelet)
+          --kubeconfig=FILE (a real cluster), --virtual-cluster (in
+          memory, with a simulated kubelet) or, with neither, the cluster
+          it runs in as a pod (its ServiceAccount)
 
-A region or edge joins the tree once with --join-token (from "relay token
-create" at the root) and receives a certificate kept in --data-dir; later
-starts need no token.
+A region or edge joins the tree once with --join-token or --join-token-file
+(from "relay token create" at the root) and receives a certificate kept in
+--data-dir; later starts need no token.
 
 With no flags, relay starts a root named "root" that listens on 127.0.0.1 and
 keeps its data in ./data/root; "relay kubeconfig" then prints a kubeconfig

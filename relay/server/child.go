@@ -62,11 +62,15 @@ type ChildConfig struct {
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.
 	Proxy *url.URL
 	// VirtualCluster gives an edge an in-memory cluster; Kubeconfig
-	// names a real one. The edge's syncer applies its inbox to either.
+	// names a real one; InCluster is the cluster the edge runs in as a
+	// pod (rest.InClusterConfig: its ServiceAccount's token and CA). The
+	// edge's syncer applies its inbox to the one given.
 	VirtualCluster bool
 	Kubeconfig     string
+	InCluster      bool
 	Labels         map[string]string
-	// StatusAddr, when set, serves /metrics, /healthz and /debug/inbox.
+	// StatusAddr, when set, serves /metrics, /healthz, /readyz and
+	// /debug/inbox.
 	StatusAddr string
 	// Network, when set, carries this relay's links instead of the host's
 	// UDP and TCP: simulations and tests run whole trees over an in-memory
@@ -207,13 +211,21 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		}
 		c.cluster = vc
 	}
-	if cfg.Role == pki.RoleEdge && (c.cluster != nil || cfg.Kubeconfig != "") {
+	if cfg.Role == pki.RoleEdge && (c.cluster != nil || cfg.Kubeconfig != "" || cfg.InCluster) {
 		var rc *rest.Config
-		if c.cluster != nil {
+		switch {
+		case c.cluster != nil:
 			rc = c.cluster.RESTConfig()
-		} else if rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
-			c.close()
-			return nil, fmt.Errorf("server: --kubeconfig: %w", err)
+		case cfg.Kubeconfig != "":
+			if rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
+				c.close()
+				return nil, fmt.Errorf("server: --kubeconfig: %w", err)
+			}
+		default:
+			if rc, err = rest.InClusterConfig(); err != nil {
+				c.close()
+				return nil, fmt.Errorf("server: in-cluster configuration: %w", err)
+			}
 		}
 		if c.syncer, err = syncer.New(syncer.Config{Name: cfg.Name, Store: st, Inbox: layout.InboxSpace, Outbox: layout.OutboxSpace,
 			Cluster: rc, Logger: log}); err != nil {

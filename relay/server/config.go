@@ -27,6 +27,10 @@ type Config struct {
 	APIAddr string
 	// LinkAddr is where children dial in (--link-addr).
 	LinkAddr string
+	// ServingNames are more DNS names or IP addresses for the serving
+	// certificate of both listeners (--tls-san), besides their hosts and
+	// Name: those that clients and children dial, such as a Service's.
+	ServingNames []string
 	// Network, when set, carries the children's links instead of the
 	// host's sockets (see Network); LinkAddr is then an address of it.
 	Network *Network
@@ -60,6 +64,11 @@ func (cfg *Config) Validate() []error {
 	}
 	errs = append(errs, checkAddr(field.NewPath("APIAddr"), cfg.APIAddr)...)
 	errs = append(errs, checkAddr(field.NewPath("LinkAddr"), cfg.LinkAddr)...)
+	for i, h := range cfg.ServingNames {
+		if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(h)) > 0 {
+			errs = append(errs, field.Invalid(field.NewPath("ServingNames").Index(i), h, "must be an IP address or a lower-case DNS name"))
+		}
+	}
 	errs = append(errs, checkStatusWindow(field.NewPath("StatusWindow"), cfg.StatusWindow)...)
 	ha, p := cfg.HA, field.NewPath("HA")
 	if !ha.Enabled() {
@@ -147,6 +156,10 @@ func (cfg *ChildConfig) Validate() []error {
 	switch {
 	case cfg.VirtualCluster && cfg.Kubeconfig != "":
 		errs = append(errs, field.Forbidden(field.NewPath("Kubeconfig"), "an edge syncs one cluster: set Kubeconfig or VirtualCluster, not both"))
+	case cfg.InCluster && (cfg.VirtualCluster || cfg.Kubeconfig != ""):
+		errs = append(errs, field.Forbidden(field.NewPath("InCluster"), "an edge syncs one cluster: set one of InCluster, Kubeconfig and VirtualCluster"))
+	case cfg.InCluster && cfg.Role != pki.RoleEdge:
+		errs = append(errs, field.Forbidden(field.NewPath("InCluster"), "only for an edge"))
 	case cfg.Kubeconfig != "":
 		if fi, err := os.Stat(cfg.Kubeconfig); err != nil || fi.IsDir() {
 			errs = append(errs, field.Invalid(field.NewPath("Kubeconfig"), cfg.Kubeconfig, "must be a kubeconfig file that exists"))

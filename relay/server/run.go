@@ -132,6 +132,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	if err != nil {
 		return nil, err
 	}
+	hosts = append(hosts, cfg.ServingNames...)
 	cert, err := ca.EnsureServing(pkiDir, hosts)
 	if err != nil {
 		return nil, err
