@@ -96,5 +96,5 @@ func TestPKIExportImport(t *testing.T) {
 	_, stderr, code = runRelay(t, "pki", "import")
 	wantUsageError(t, "", stderr, code, "--data-dir: must not be empty")
 	stdout, stderr, code := runRelay(t, "pki")
-	wantUsageError(t, stdout, stderr, code, "pki: missing subcommand: export or import")
+	wantUsageError(t, stdout, stderr, code, "pki: missing subcommand: new or export or import")
 }
