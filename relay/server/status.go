@@ -13,15 +13,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
 )
 
 // serveStatus serves a child relay's status on addr until ctx is done:
 // /metrics (its uplink and, for a region, its children's links),
-// /healthz, and /debug/inbox (object count, content hash and cursor of the
-// inbox, and for a region the same of each child's mailbox: equal hashes
-// mean a child holds exactly what its parent has for it).
+// /healthz, /readyz (Child.ready), and /debug/inbox (object count, content
+// hash and cursor of the inbox, and for a region the same of each child's
+// mailbox: equal hashes mean a child holds exactly what its parent has for
+// it).
 func (c *Child) serveStatus(ctx context.Context, addr string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), c.uplink, childLinks{c})
@@ -31,6 +33,13 @@ func (c *Child) serveStatus(ctx context.Context, addr string) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := c.ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
 	mux.HandleFunc("/debug/inbox", func(w http.ResponseWriter, _ *http.Request) {
 		inbox, err := spaceSummary(c.store, layout.InboxSpace)
 		if err != nil {
@@ -67,6 +76,25 @@ func (c *Child) serveStatus(ctx context.Context, addr string) error {
 	}()
 	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// ready is /readyz's check: a region is ready once it serves its
+// children, an edge once it holds its certificate (it has joined). Neither
+// needs its parent connected to be ready: it serves, or applies, from its
+// store meanwhile.
+func (c *Child) ready() error {
+	if c.cfg.Role == pki.RoleRegion {
+		select {
+		case <-c.serving:
+			return nil
+		default:
+			return errors.New("not serving its children yet")
+		}
+	}
+	if _, _, err := pki.LoadChildIdentity(c.cfg.DataDir); err != nil {
+		return errors.New("not joined yet")
 	}
 	return nil
 }
