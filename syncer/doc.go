@@ -14,8 +14,10 @@
 //     mapped to resources by asking discovery for the group versions in
 //     use only, forgotten when CRDs arrive or leave), field
 //     manager FieldManager, forced. CRDs first, waiting until they are
-//     Established, then namespaces, then the rest. Every applied object
-//     carries ManagedLabel. A namespace that exists without it belongs to
+//     Established, then namespaces, then the rest. An object the cluster
+//     refuses (a 403 from RBAC, an admission webhook) is logged once per
+//     answer and reported (below); the others are applied. Every applied
+//     object carries ManagedLabel. A namespace that exists without it belongs to
 //     someone else: the syncer neither applies, labels nor deletes it.
 //   - Prune: what the syncer manages and the inbox no longer holds is
 //     deleted, others first, then namespaces, then CRDs, and only if it

@@ -187,6 +187,7 @@ func (s *Syncer) sync(ctx context.Context) error {
 	}
 	slices.SortFunc(failed, func(a, b FailedObject) int { return strings.Compare(a.Key, b.Key) })
 	s.mu.Lock()
+	s.logFailedLocked(failed)
 	s.st.failed, s.st.inSync, s.st.observed = failed, p.inSync, int64(cursor)
 	s.passListRev = lr.Revision
 	if p.firstErr == nil {
@@ -205,6 +206,19 @@ func (s *Syncer) sync(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", errPartial, p.firstErr)
 	}
 	return nil
+}
+
+// logFailedLocked logs, once, each object that failed this pass and had
+// not failed the previous one, or for another reason: a cluster that
+// refuses it (403 from RBAC, admission) is in the edge's log, not only in
+// its reports. Retries that fail alike say nothing more. mu held.
+func (s *Syncer) logFailedLocked(failed []FailedObject) {
+	for _, f := range failed {
+		i, found := slices.BinarySearchFunc(s.st.failed, f.Key, func(o FailedObject, k string) int { return strings.Compare(o.Key, k) })
+		if !found || s.st.failed[i].Reason != f.Reason {
+			s.log.Warn("object not applied", "object", f.Key, "error", f.Reason)
+		}
+	}
 }
 
 // newApplyForm makes the form in which the worker applies desired as gvr
