@@ -1,0 +1,189 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
+)
+
+var (
+	relayOnce sync.Once
+	relayDir  string // a built binary's temporary directory
+	relayPath string
+	relayErr  error
+)
+
+// relayBinary is $RELAY_BIN, or the relay built once from the repository
+// (as `make build` does: with the repository's go.mod, not this module's).
+func relayBinary(t testing.TB) string {
+	t.Helper()
+	repo := repoDir(t)
+	relayOnce.Do(func() {
+		if p := os.Getenv("RELAY_BIN"); p != "" {
+			relayPath = p
+			_, relayErr = os.Stat(p)
+			return
+		}
+		if relayDir, relayErr = os.MkdirTemp("", "canopy-deploy-relay-"); relayErr != nil {
+			return
+		}
+		relayPath = filepath.Join(relayDir, "relay")
+		cmd := exec.Command("go", "build", "-o", relayPath, "./cmd/relay")
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			relayErr = fmt.Errorf("go build ./cmd/relay in %s: %v\n%s", repo, err, out)
+		}
+	})
+	if relayErr != nil {
+		t.Fatalf("the relay binary (set RELAY_BIN, or let the test build it): %v", relayErr)
+	}
+	return relayPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if relayDir != "" {
+		_ = os.RemoveAll(relayDir)
+	}
+	os.Exit(code)
+}
+
+// freeAddr is a free 127.0.0.1 port (TCP, and UDP for links).
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			continue // the UDP port is taken: another one
+		}
+		pc.Close()
+		return addr
+	}
+}
+
+// syncBuffer collects a process's output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is a relay process; it is killed when the test ends and its
+// output logged if the test failed.
+type process struct {
+	name string
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+func startProcess(t testing.TB, name string, cmd *exec.Cmd) *process {
+	t.Helper()
+	p := &process{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// exited is an error once the process has exited.
+func (p *process) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited: %v", p.name, p.err)
+	default:
+		return nil
+	}
+}
+
+// rootRelay is a root relay process on loopback.
+type rootRelay struct {
+	*process
+	dir, link string
+	home      string // HOME of kubectl, so that it writes no cache elsewhere
+}
+
+// startRoot starts a root relay and waits until it answers /readyz.
+func startRoot(t testing.TB) *rootRelay {
+	t.Helper()
+	r := &rootRelay{dir: filepath.Join(t.TempDir(), "root"), link: freeAddr(t), home: t.TempDir()}
+	r.process = startProcess(t, "root", exec.Command(relayBinary(t), "--role=root", "--name=root", "--data-dir="+r.dir,
+		"--api-addr="+freeAddr(t), "--link-addr="+r.link))
+	poll.Until(t, "the root ready", func() error {
+		if err := r.exited(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := r.kubectl(t, "", "get", "--raw=/readyz")
+		return err
+	}, poll.For(60*time.Second))
+	return r
+}
+
+// token creates a join token at the root.
+func (r *rootRelay) token(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command(relayBinary(t), "token", "create", "--data-dir="+r.dir).Output()
+	if err != nil {
+		t.Fatalf("relay token create: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// kubectl runs kubectl against the root with its admin kubeconfig.
+func (r *rootRelay) kubectl(t testing.TB, stdin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubecluster.Kubectl(t), append([]string{"--kubeconfig=" + filepath.Join(r.dir, "admin.kubeconfig")}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+r.home)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
