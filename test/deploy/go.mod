@@ -131,6 +131,7 @@ require (
 
 require (
 	github.com/canopy-dev/canopy v0.0.0-00010101000000-000000000000
+	github.com/coreos/go-systemd/v22 v22.7.0
 	k8s.io/api v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
