@@ -1,7 +1,7 @@
 # Canopy — one Makefile for building, running and testing.
 #
 #   make run    build and start a local root relay, write an admin kubeconfig
-#   make test   all tests (unit, race, end-to-end with real kubectl)
+#   make test   all tests (unit, race, end-to-end with real kubectl, deploy/)
 #   make bench  benchmarks side by side with kube-apiserver; docs/benchmarks.md
 #   make bench-10k  flat vs tree at 10 000 virtual clusters (about 15 minutes)
 #   make dist   relay for linux/amd64, linux/arm64, darwin/arm64 and SHA256SUMS in bin/dist
@@ -13,7 +13,7 @@ DATA      ?= $(CURDIR)/.data
 # Use the kubectl on PATH when there is one; otherwise build it into bin/.
 KUBECTL   ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/kubectl)
 
-.PHONY: all build run test test-unit test-race test-e2e bench bench-10k vet fmt clean kubectl kube-bins dist image FORCE
+.PHONY: all build run test test-deploy test-unit test-race test-e2e bench bench-10k vet fmt clean kubectl kube-bins dist image FORCE
 
 all: build
 
@@ -129,6 +129,14 @@ test: build kubectl kube-bins
 	$(GO) vet ./...
 	RELAY_BIN=$(BIN)/relay KUBECTL=$(KUBECTL) $(GO) test -race -count=1 -timeout=20m ./...
 	cd test/observability && $(GO) vet ./... && RELAY_BIN=$(BIN)/relay KUBECTL=$(KUBECTL) $(GO) test -race -count=1 -timeout=5m ./...
+	$(MAKE) test-deploy
+
+# deploy/ (the Helm chart, kustomize, systemd units) is tested by a module
+# of its own, test/deploy: Helm and kustomize bring a large tree of
+# dependencies that the relay does not link.
+test-deploy: build kubectl kube-bins
+	cd test/deploy && $(GO) vet ./... && \
+		RELAY_BIN=$(BIN)/relay KUBECTL=$(KUBECTL) $(GO) test -race -count=1 -timeout=10m ./...
 
 # A simulated fleet of 500 virtual clusters (root, 10 regions, 50 edges
 # each) in one process: a rollout for 30 s, measured; report.md and plots
