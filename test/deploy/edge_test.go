@@ -24,6 +24,7 @@ import (
 	"github.com/canopy-dev/canopy/syncer"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 // The files of the in-cluster configuration (client-go's
@@ -132,7 +133,7 @@ edge:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(unshare, append([]string{"--mount", "--propagation", "private", "sh", "-c", inPod, "sh", relayBinary(t)}, args...)...)
+	cmd := exec.Command(unshare, append([]string{"--mount", "--propagation", "private", "sh", "-c", inPod, "sh", relaybin.For(t)}, args...)...)
 	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "KUBERNETES_") }),
 		"SA_DIR="+saDir, "KUBERNETES_SERVICE_HOST="+apiURL.Hostname(), "KUBERNETES_SERVICE_PORT="+apiURL.Port())
 	edge := startProcess(t, "edge", cmd)
@@ -208,7 +209,7 @@ edge:
 			}
 		}
 		poll.Until(t, "the edge's log", func() error {
-			for line := range strings.Lines(edge.out.String()) {
+			for line := range strings.Lines(edge.output()) {
 				if strings.Contains(line, `"object not applied"`) && strings.Contains(line, "forbidden") && strings.Contains(line, "secrets") {
 					t.Logf("edge: %s", strings.TrimSpace(line))
 					return nil

@@ -9,55 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
-var (
-	relayOnce sync.Once
-	relayDir  string // a built binary's temporary directory
-	relayPath string
-	relayErr  error
-)
-
-// relayBinary is $RELAY_BIN, or the relay built once from the repository
-// (as `make build` does: with the repository's go.mod, not this module's).
-func relayBinary(t testing.TB) string {
-	t.Helper()
-	repo := repoDir(t)
-	relayOnce.Do(func() {
-		if p := os.Getenv("RELAY_BIN"); p != "" {
-			relayPath = p
-			_, relayErr = os.Stat(p)
-			return
-		}
-		if relayDir, relayErr = os.MkdirTemp("", "canopy-deploy-relay-"); relayErr != nil {
-			return
-		}
-		relayPath = filepath.Join(relayDir, "relay")
-		cmd := exec.Command("go", "build", "-o", relayPath, "./cmd/relay")
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			relayErr = fmt.Errorf("go build ./cmd/relay in %s: %v\n%s", repo, err, out)
-		}
-	})
-	if relayErr != nil {
-		t.Fatalf("the relay binary (set RELAY_BIN, or let the test build it): %v", relayErr)
-	}
-	return relayPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if relayDir != "" {
-		_ = os.RemoveAll(relayDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { relaybin.Main(m) }
 
 // freeAddr is a free 127.0.0.1 port (TCP, and UDP for links).
 func freeAddr(t testing.TB) string {
@@ -78,41 +38,28 @@ func freeAddr(t testing.TB) string {
 	}
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is a relay process; it is killed when the test ends and its
 // output logged if the test failed.
 type process struct {
 	name string
-	out  *syncBuffer
+	log  string // stdout and stderr
 	done chan struct{}
 	err  error
 }
 
 func startProcess(t testing.TB, name string, cmd *exec.Cmd) *process {
 	t.Helper()
-	p := &process{name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
+	p := &process{name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	f, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
+		f.Close()
 		t.Fatalf("starting %s: %v", name, err)
 	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
+	go func() { p.err = cmd.Wait(); f.Close(); close(p.done) }()
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
@@ -121,10 +68,19 @@ func startProcess(t testing.TB, name string, cmd *exec.Cmd) *process {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("output of %s:\n%s", name, p.out.String())
+			t.Logf("output of %s:\n%s", name, p.output())
 		}
 	})
 	return p
+}
+
+// output is what the process has written so far.
+func (p *process) output() string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
 
 // exited is an error once the process has exited.
@@ -148,7 +104,7 @@ type rootRelay struct {
 func startRoot(t testing.TB) *rootRelay {
 	t.Helper()
 	r := &rootRelay{dir: filepath.Join(t.TempDir(), "root"), link: freeAddr(t), home: t.TempDir()}
-	r.process = startProcess(t, "root", exec.Command(relayBinary(t), "--role=root", "--name=root", "--data-dir="+r.dir,
+	r.process = startProcess(t, "root", exec.Command(relaybin.For(t), "--role=root", "--name=root", "--data-dir="+r.dir,
 		"--api-addr="+freeAddr(t), "--link-addr="+r.link))
 	poll.Until(t, "the root ready", func() error {
 		if err := r.exited(); err != nil {
@@ -163,7 +119,7 @@ func startRoot(t testing.TB) *rootRelay {
 // token creates a join token at the root.
 func (r *rootRelay) token(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command(relayBinary(t), "token", "create", "--data-dir="+r.dir).Output()
+	out, err := exec.Command(relaybin.For(t), "token", "create", "--data-dir="+r.dir).Output()
 	if err != nil {
 		t.Fatalf("relay token create: %v", err)
 	}

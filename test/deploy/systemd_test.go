@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 var roles = []string{"root", "region", "edge"}
@@ -117,7 +118,7 @@ func TestSystemdUnits(t *testing.T) {
 // (none: every role).
 func helpRoles(t *testing.T) map[string][]string {
 	t.Helper()
-	out, err := exec.Command(relayBinary(t), "--help").Output()
+	out, err := exec.Command(relaybin.For(t), "--help").Output()
 	if err != nil {
 		t.Fatalf("relay --help: %v", err)
 	}
@@ -170,14 +171,14 @@ func TestSystemdCommandLines(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, relayBinary(t), args...)
+			cmd := exec.CommandContext(ctx, relaybin.For(t), args...)
 			p := startProcess(t, "relay-"+role, cmd)
 			poll.Until(t, "relay "+strings.Join(args, " ")+" started", func() error {
 				if err := p.exited(); err != nil {
-					t.Fatalf("%v:\n%s", err, p.out.String())
+					t.Fatalf("%v:\n%s", err, p.output())
 				}
-				if !strings.Contains(p.out.String(), `"msg":"starting relay"`) {
-					return fmt.Errorf("not started: %s", p.out.String())
+				if !strings.Contains(p.output(), `"msg":"starting relay"`) {
+					return fmt.Errorf("not started: %s", p.output())
 				}
 				return nil
 			}, poll.For(20*time.Second))
@@ -210,7 +211,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	dir := t.TempDir()
 	var files []string
 	for _, role := range roles {
-		b := bytes.ReplaceAll([]byte(readFile(t, filepath.Join(systemdDir(t), "relay-"+role+".service"))), []byte("/usr/local/bin/relay"), []byte(relayBinary(t)))
+		b := bytes.ReplaceAll([]byte(readFile(t, filepath.Join(systemdDir(t), "relay-"+role+".service"))), []byte("/usr/local/bin/relay"), []byte(relaybin.For(t)))
 		f := filepath.Join(dir, "relay-"+role+".service")
 		if err := os.WriteFile(f, b, 0o644); err != nil {
 			t.Fatal(err)
