@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 )
@@ -178,5 +181,45 @@ func TestPKINewImport(t *testing.T) {
 	}
 	if _, stderr, code := runRelay(t, "pki", "import", "--data-dir="+t.TempDir(), "--bundle="+filepath.Join(dataDir, "missing")); code != exitFailure || !strings.HasPrefix(stderr, "relay: --bundle: open ") {
 		t.Errorf("import of a missing bundle: exit code %d, stderr %q", code, stderr)
+	}
+}
+
+// TestKubeconfigServer: --server puts every cluster of the admin
+// kubeconfig at the address clients reach (a root in a pod listens on
+// 0.0.0.0), each keeping its space's path; a server that is not
+// https://host[:port] is a usage error naming --server.
+func TestKubeconfigServer(t *testing.T) {
+	dataDir := t.TempDir()
+	cfg := clientcmdapi.NewConfig()
+	for _, space := range []string{"default", "inventory"} {
+		cfg.Clusters[space] = &clientcmdapi.Cluster{Server: "https://0.0.0.0:6443/spaces/" + space}
+		cfg.AuthInfos[space] = &clientcmdapi.AuthInfo{Token: "T"}
+		cfg.Contexts[space] = &clientcmdapi.Context{Cluster: space, AuthInfo: space}
+	}
+	cfg.CurrentContext = "default"
+	if err := clientcmd.WriteToFile(*cfg, filepath.Join(dataDir, pki.AdminKubeconfigFile)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--space=inventory"}} {
+		stdout, stderr, code := runRelay(t, append([]string{"kubeconfig", "--data-dir=" + dataDir, "--server=https://canopy.example.com:443"}, args...)...)
+		if code != exitOK || stderr != "" {
+			t.Fatalf("exit code %d, stderr %q", code, stderr)
+		}
+		got, err := clientcmd.Load([]byte(stdout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Clusters) == 0 {
+			t.Fatalf("no clusters in %s", stdout)
+		}
+		for name, c := range got.Clusters {
+			if want := "https://canopy.example.com:443/spaces/" + name; c.Server != want {
+				t.Errorf("%v: cluster %s at %s, want %s", args, name, c.Server, want)
+			}
+		}
+	}
+	for _, bad := range []string{"http://canopy.example.com", "canopy.example.com:443", "https://", "https://canopy.example.com/spaces/default"} {
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+dataDir, "--server="+bad)
+		wantUsageError(t, stdout, stderr, code, "relay: --server: \""+bad+"\"")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,15 +23,18 @@ import (
 )
 
 func newKubeconfigCommand() *cobra.Command {
-	var dataDir, space string
+	var dataDir, space, serverURL string
 	cmd := &cobra.Command{
-		Use:   "kubeconfig [--data-dir=DIR] [--space=NAME]",
+		Use:   "kubeconfig [--data-dir=DIR] [--space=NAME] [--server=URL]",
 		Short: "Print the admin kubeconfig of a root relay",
 		Long: `kubeconfig prints DIR/admin.kubeconfig, which a root relay writes with one
 context per space, or with --space only that space's context, made current.
 The file lists the spaces of the root's first children only; --space names
 another child's space (mailbox-<child>, reports-<child>) only if the root,
 asked through the API, has it, so the root must be running for those.
+Its server is the address the root listens on (--api-addr); --server gives
+the one clients reach it at instead (a Service, a load balancer, a
+port-forward), which the root's serving certificate must name (--tls-san).
 The kubeconfig holds the admin token: keep it private.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -40,11 +44,21 @@ The kubeconfig holds the admin token: keep it private.`,
 			if cmd.Flags().Changed("space") && space == "" {
 				return usageError{flagErrorf("space", "must not be empty")}
 			}
+			var server *url.URL
+			if serverURL != "" {
+				var err error
+				if server, err = checkServerURL(serverURL); err != nil {
+					return usageError{flagErrorf("server", "%v", err)}
+				}
+			}
 			path := filepath.Join(dataDir, pki.AdminKubeconfigFile)
 			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("no %s in %s: start a root with --data-dir=%s first", pki.AdminKubeconfigFile, dataDir, dataDir)
 			}
 			data, err := kubeconfigFor(path, space)
+			if err == nil && server != nil {
+				data, err = withServer(data, server)
+			}
 			if err != nil {
 				return err
 			}
@@ -55,7 +69,40 @@ The kubeconfig holds the admin token: keep it private.`,
 	fs := cmd.Flags()
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(defaultName), "data directory of the root relay")
 	fs.StringVar(&space, "space", "", "print only this space's context")
+	fs.StringVar(&serverURL, "server", "", "https://host:port where clients reach the root's kube API, instead of the address it listens on")
 	return cmd
+}
+
+// checkServerURL parses --server: https, a host, nothing after the port.
+func checkServerURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%q is not a URL", s)
+	case u.Scheme != "https" || u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("%q is not https://host[:port]", s)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.User != nil:
+		return nil, fmt.Errorf("%q has more than https://host[:port]: each space's path is kept from the kubeconfig", s)
+	}
+	return u, nil
+}
+
+// withServer returns the kubeconfig data with every cluster's server at
+// the host of server, each keeping its space's path.
+func withServer(data []byte, server *url.URL) ([]byte, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cfg.Clusters {
+		u, err := url.Parse(c.Server)
+		if err != nil {
+			return nil, fmt.Errorf("server %q of the kubeconfig: %w", c.Server, err)
+		}
+		u.Scheme, u.Host = server.Scheme, server.Host
+		c.Server = u.String()
+	}
+	return clientcmd.Write(*cfg)
 }
 
 func isChildSpace(space string) bool { _, ok := server.ChildOfSpace(space); return ok }
