@@ -132,17 +132,7 @@ func TestEdgeOutsideAPod(t *testing.T) {
 // TestTLSSAN: --tls-san names go into the root's configuration; a name
 // that is neither a DNS name nor an IP address is refused.
 func TestTLSSAN(t *testing.T) {
-	var got server.Config
-	stderr, code := runFakes(t, t.Context(), func(_ context.Context, cfg server.Config) error {
-		got = cfg
-		return nil
-	}, func(context.Context, server.ChildConfig) error {
-		t.Error("runChild called")
-		return nil
-	}, "--tls-san=canopy-root.canopy.svc,canopy.example.com", "--tls-san=192.0.2.10", "--log-level=error")
-	if code != exitOK {
-		t.Fatalf("exit code %d, stderr %q", code, stderr)
-	}
+	got := rootConfigOf(t, "--tls-san=canopy-root.canopy.svc,canopy.example.com", "--tls-san=192.0.2.10")
 	if want := []string{"canopy-root.canopy.svc", "canopy.example.com", "192.0.2.10"}; !slices.Equal(got.ServingNames, want) {
 		t.Errorf("ServingNames %q, want %q", got.ServingNames, want)
 	}
@@ -152,6 +142,24 @@ func TestTLSSAN(t *testing.T) {
 	}
 	stdout, stderr, code := runRelay(t, "--role=region", "--name=r1", "--parent=root:7443", "--tls-san=a.example.com")
 	wantUsageError(t, stdout, stderr, code, "relay: --tls-san: not used with --role=region, only with --role=root")
+}
+
+// rootConfigOf is the root configuration that relay's command line args
+// make (the root is not started).
+func rootConfigOf(t *testing.T, args ...string) server.Config {
+	t.Helper()
+	var got server.Config
+	stderr, code := runFakes(t, t.Context(), func(_ context.Context, cfg server.Config) error {
+		got = cfg
+		return nil
+	}, func(context.Context, server.ChildConfig) error {
+		t.Error("runChild called")
+		return nil
+	}, append(args, "--log-level=error")...)
+	if code != exitOK {
+		t.Fatalf("relay %s: exit code %d, stderr %q", strings.Join(args, " "), code, stderr)
+	}
+	return got
 }
 
 // TestPKINewImport: "relay pki new" prints a bundle that "relay pki import
@@ -222,4 +230,18 @@ func TestKubeconfigServer(t *testing.T) {
 		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+dataDir, "--server="+bad)
 		wantUsageError(t, stdout, stderr, code, "relay: --server: \""+bad+"\"")
 	}
+}
+
+// TestTreeName: --tree-name names a replicated root in the relay tree (a
+// root grown from a single one keeps that one's name); it needs
+// --raft-addr and is a DNS label.
+func TestTreeName(t *testing.T) {
+	got := rootConfigOf(t, "--name=canopy-root-1", "--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--tree-name=canopy-root-0")
+	if got.HA.TreeName != "canopy-root-0" || got.Name != "canopy-root-1" {
+		t.Errorf("name %q, tree name %q; want canopy-root-1 in the tree canopy-root-0", got.Name, got.HA.TreeName)
+	}
+	stdout, stderr, code := runRelay(t, "--tree-name=root-a")
+	wantUsageError(t, stdout, stderr, code, "relay: --tree-name: only for a replicated root: give --raft-addr too")
+	stdout, stderr, code = runRelay(t, "--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--tree-name=Root_A")
+	wantUsageError(t, stdout, stderr, code, `relay: --tree-name: "Root_A" is not a DNS label`)
 }

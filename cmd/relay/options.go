@@ -77,6 +77,7 @@ type options struct {
 	join            []string
 	bootstrapExpect int
 	clusterID       string
+	treeName        string
 	// Snapshots of a replica's log.
 	snapshotThreshold uint64
 	snapshotInterval  time.Duration
@@ -127,6 +128,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	forRoles(fs, "bootstrap-expect", roleRoot)
 	fs.StringVar(&o.clusterID, "cluster-id", "", "name of the replicated root's cluster (default: derived from the CA certificate)")
 	forRoles(fs, "cluster-id", roleRoot)
+	fs.StringVar(&o.treeName, "tree-name", server.DefaultTreeName, "the replicated root's name in the relay tree, the same on every replica, which children's certificates and paths start with; a root grown from a single one keeps that one's --name here")
+	forRoles(fs, "tree-name", roleRoot)
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", consensus.DefaultSnapshotThreshold, "how many Raft log entries since the last snapshot make a root replica take a new one")
 	forRoles(fs, "snapshot-threshold", roleRoot)
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", consensus.DefaultSnapshotInterval, "how often a root replica checks --snapshot-threshold (after a random time between it and twice it)")
@@ -237,7 +240,7 @@ func (o *options) validateRoot(fs *pflag.FlagSet) []error {
 func (o *options) validateReplica(fs *pflag.FlagSet) []error {
 	var errs []error
 	if o.raftAddr == "" {
-		for _, name := range []string{"peer-addr", "join", "bootstrap-expect", "cluster-id", "snapshot-threshold", "snapshot-interval", "trailing-logs", "raft-multiplier"} {
+		for _, name := range []string{"peer-addr", "join", "bootstrap-expect", "cluster-id", "tree-name", "snapshot-threshold", "snapshot-interval", "trailing-logs", "raft-multiplier"} {
 			if fs.Changed(name) {
 				errs = append(errs, flagErrorf(name, "only for a replicated root: give --raft-addr too"))
 			}
@@ -275,6 +278,9 @@ func (o *options) validateReplica(fs *pflag.FlagSet) []error {
 	}
 	if o.clusterID != "" && len(validation.IsDNS1123Label(o.clusterID)) > 0 {
 		errs = append(errs, flagErrorf("cluster-id", "%q is not a DNS label", o.clusterID))
+	}
+	if len(validation.IsDNS1123Label(o.treeName)) > 0 {
+		errs = append(errs, flagErrorf("tree-name", "%q is not a DNS label", o.treeName))
 	}
 	if o.snapshotThreshold < 1 {
 		errs = append(errs, flagErrorf("snapshot-threshold", "must be at least 1, not %d", o.snapshotThreshold))
@@ -415,6 +421,9 @@ func (o *options) rootConfig() server.Config {
 			BootstrapExpect: o.bootstrapExpect, ClusterID: o.clusterID,
 			SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs,
 			RaftMultiplier: o.raftMultiplier,
+		}
+		if o.treeName != server.DefaultTreeName {
+			cfg.HA.TreeName = o.treeName // empty: the default
 		}
 	}
 	return cfg
