@@ -110,7 +110,7 @@ func TestChartRenders(t *testing.T) {
 					t.Errorf("replicas %d, want 3", r)
 				}
 				args := containerArgs(t, sts, "relay")
-				for _, want := range []string{"--raft-addr=$(POD_IP):7001", "--peer-addr=$(POD_IP):7002", "--bootstrap-expect=3",
+				for _, want := range []string{"--raft-addr=$(POD_IP):7001", "--peer-addr=$(POD_IP):7002", "--bootstrap-expect=3", "--tree-name=canopy-root-0",
 					"--join=canopy-root-0.canopy-root-peers.canopy.svc.cluster.local:7002,canopy-root-1.canopy-root-peers.canopy.svc.cluster.local:7002,canopy-root-2.canopy-root-peers.canopy.svc.cluster.local:7002"} {
 					if !slices.Contains(args, want) {
 						t.Errorf("root args %q lack %s", args, want)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -139,29 +138,10 @@ edge:
 	edge := startProcess(t, "edge", cmd)
 	t.Logf("edge: relay %s", strings.Join(args, " "))
 
-	poll.Until(t, "the edge joined and ready", func() error {
-		if err := edge.exited(); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.Get("http://" + status + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz: %s", resp.Status)
-		}
-		return nil
-	}, poll.For(60*time.Second))
-	if _, err := root.kubectl(t, locations, "--context=inventory", "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
+	edgeJoined(t, edge, status, root)
 
 	t.Run("a placement reaches the cluster", func(t *testing.T) {
-		poll.Until(t, "the placement applied", func() error {
-			_, err := root.kubectl(t, placedConfigMap, "apply", "-f", "-")
-			return err
-		}, poll.For(30*time.Second))
+		placeSynced(t, root, placedConfigMap, "shop")
 		poll.Until(t, "the ConfigMap in the real cluster", func() error {
 			cm, err := cs.CoreV1().ConfigMaps("shop").Get(ctx, "settings", metav1.GetOptions{})
 			if err != nil {
@@ -169,16 +149,6 @@ edge:
 			}
 			if cm.Data["color"] != "blue" || cm.Labels[syncer.ManagedLabel] != "true" {
 				return fmt.Errorf("ConfigMap %v %v", cm.Labels, cm.Data)
-			}
-			return nil
-		}, poll.For(60*time.Second))
-		poll.Until(t, "the placement Synced at the root", func() error {
-			c, err := synced(t, root, "shop")
-			if err != nil {
-				return err
-			}
-			if c.Status != "True" {
-				return fmt.Errorf("Synced %s: %s: %s", c.Status, c.Reason, c.Message)
 			}
 			return nil
 		}, poll.For(60*time.Second))
@@ -247,6 +217,39 @@ func synced(t testing.TB, root *rootRelay, name string) (condition, error) {
 		}
 	}
 	return condition{}, errors.New("no Synced condition yet")
+}
+
+// edgeJoined waits until the edge process, whose status endpoint is
+// status, has joined, and makes the root's Location select it
+// (--labels=env=test).
+func edgeJoined(t *testing.T, edge *process, status string, root *rootRelay) {
+	t.Helper()
+	poll.Until(t, "the edge joined", func() error {
+		if err := edge.exited(); err != nil {
+			t.Fatal(err)
+		}
+		return httpOK("http://" + status + "/readyz")
+	}, poll.For(60*time.Second))
+	if _, err := root.kubectl(t, locations, "--context=inventory", "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// placeSynced applies manifest at the root and waits until its
+// EdgePlacement name is Synced.
+func placeSynced(t *testing.T, root *rootRelay, manifest, name string) {
+	t.Helper()
+	poll.Until(t, "applying "+name, func() error {
+		_, err := root.kubectl(t, manifest, "apply", "-f", "-")
+		return err
+	}, poll.For(30*time.Second))
+	poll.Until(t, name+" Synced", func() error {
+		c, err := synced(t, root, name)
+		if err == nil && c.Status != "True" {
+			err = fmt.Errorf("Synced %s: %s: %s", c.Status, c.Reason, c.Message)
+		}
+		return err
+	}, poll.For(60*time.Second))
 }
 
 // locations select the edge (--labels=env=test) at the root.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func freeAddr(t testing.TB) string {
 // output logged if the test failed.
 type process struct {
 	name string
+	cmd  *exec.Cmd
 	log  string // stdout and stderr
 	done chan struct{}
 	err  error
@@ -49,7 +51,7 @@ type process struct {
 
 func startProcess(t testing.TB, name string, cmd *exec.Cmd) *process {
 	t.Helper()
-	p := &process{name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	p := &process{name: name, cmd: cmd, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
 	f, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +85,18 @@ func (p *process) output() string {
 	return string(b)
 }
 
+// stop stops the process as a supervisor does, with SIGTERM, and waits
+// for it to exit.
+func (p *process) stop(t testing.TB) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop within 30 s of SIGTERM", p.name)
+	}
+}
+
 // exited is an error once the process has exited.
 func (p *process) exited() error {
 	select {
@@ -103,12 +117,20 @@ type rootRelay struct {
 // startRoot starts a root relay and waits until it answers /readyz.
 func startRoot(t testing.TB) *rootRelay {
 	t.Helper()
-	r := &rootRelay{dir: filepath.Join(t.TempDir(), "root"), link: freeAddr(t), home: t.TempDir()}
-	r.process = startProcess(t, "root", exec.Command(relaybin.For(t), "--role=root", "--name=root", "--data-dir="+r.dir,
-		"--api-addr="+freeAddr(t), "--link-addr="+r.link))
-	poll.Until(t, "the root ready", func() error {
+	dir, link := filepath.Join(t.TempDir(), "root"), freeAddr(t)
+	return startRootArgs(t, "root", dir, link, "--role=root", "--name=root", "--data-dir="+dir, "--api-addr="+freeAddr(t), "--link-addr="+link)
+}
+
+// startRootArgs starts a root relay (or a replica) with args, whose data
+// directory is dir and link address link, and waits until it answers
+// /readyz.
+func startRootArgs(t testing.TB, name, dir, link string, args ...string) *rootRelay {
+	t.Helper()
+	r := &rootRelay{dir: dir, link: link, home: t.TempDir()}
+	r.process = startProcess(t, name, exec.Command(relaybin.For(t), args...))
+	poll.Until(t, name+" ready", func() error {
 		if err := r.exited(); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v:\n%s", err, r.output())
 		}
 		_, err := r.kubectl(t, "", "get", "--raw=/readyz")
 		return err
