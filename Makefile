@@ -73,7 +73,7 @@ dist: $(call dist_bin,$(DIST_PLATFORMS))
 
 # The container image, built without a container engine (hack/release):
 # an OCI image index of IMAGE_PLATFORMS written as an OCI layout to
-# bin/image; push it with a registry client (docs/operations-observability.md).
+# bin/image; push it with a registry client (docs/operations.md, "Container image").
 # deploy/Dockerfile builds the same image with an engine.
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 

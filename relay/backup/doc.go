@@ -1,6 +1,6 @@
 // Package backup owns the backup file of a root relay: the whole of its
 // store at one revision, as `relay backup` writes it and `relay restore`
-// reads it (docs/operations-lifecycle.md).
+// reads it (docs/operations.md, "Back up the root").
 //
 // # Format
 //

@@ -73,7 +73,7 @@ func chartRootArgs(t *testing.T, values, container string, i int, dir, bundle st
 }
 
 // TestRootGrowsFrom1To3 grows a root from one replica to three as
-// docs/operations-install.md says, with the chart's flags: a single root
+// docs/operations.md says, with the chart's flags: a single root
 // and an edge joined to it; the bundle of `relay pki export`; the chart
 // rendered with three replicas, each importing the bundle (the init
 // container) and started with the chart's Raft flags. Replica 0 keeps its
@@ -101,7 +101,7 @@ func TestRootGrowsFrom1To3(t *testing.T) {
 	edgeJoined(t, edge, status, root)
 	placeSynced(t, root, placement("before"), "before")
 
-	// The shared credentials, as `kubectl exec canopy-root-0 -- relay pki
+	// The shared credentials, as `kubectl exec canopy-root-0 -- /relay pki
 	// export` prints them into the Secret.
 	bundle := filepath.Join(base, "bundle.pem")
 	out, err := exec.Command(relaybin.For(t), "pki", "export", "--data-dir="+dirs[0]).Output()

@@ -268,7 +268,7 @@ func TestAlertRules(t *testing.T) {
 // Every metric that the dashboard and the rules read is exported by a
 // tree of relay processes: a root, a region under it and an edge (with a
 // virtual cluster) under the region, each scraped as Prometheus would
-// (the root with the token docs/operations-observability.md gives it).
+// (the root with the token docs/operations.md gives it).
 func TestMetricsExported(t *testing.T) {
 	dq := dashboardQueries(t)
 	rq, _ := ruleQueries(t)
