@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/canopy-dev/canopy/consensus"
@@ -61,6 +64,33 @@ type Replication struct {
 
 // Enabled reports whether the root is a replica of a cluster.
 func (h Replication) Enabled() bool { return h.RaftAddr != "" }
+
+// apiURLs returns the URL a root reaches its own API at (its admin
+// kubeconfig, the clients it makes of itself) and the one it gives the
+// other replicas. A listener on every interface (--api-addr=0.0.0.0:P or
+// [::]:P, as in a pod) is reached at loopback by the root itself, which
+// its serving certificate names (::1 when apiAddr asked for [::],
+// 127.0.0.1 otherwise), and by the other replicas at the host of raftAddr
+// (an address of its own they already reach, which the certificate of a
+// wildcard listener names too). Otherwise both are the listener's address.
+func apiURLs(listen net.Addr, apiAddr, raftAddr string) (self, advertised string) {
+	ap, err := netip.ParseAddrPort(listen.String())
+	if err != nil || !ap.Addr().IsUnspecified() {
+		u := "https://" + listen.String()
+		return u, u
+	}
+	loopback := "127.0.0.1"
+	if host, _, _ := net.SplitHostPort(apiAddr); host == "::" {
+		loopback = "::1"
+	}
+	port := strconv.Itoa(int(ap.Port()))
+	self = "https://" + net.JoinHostPort(loopback, port)
+	advertised = self
+	if host, _, err := net.SplitHostPort(raftAddr); err == nil && host != "" {
+		advertised = "https://" + net.JoinHostPort(host, port)
+	}
+	return self, advertised
+}
 
 // consensusConfig returns the consensus configuration of this root: a
 // single node, or a replica with its peer certificate (issued from the

@@ -69,7 +69,7 @@ func (r *Root) MemberList() MemberList {
 	out := MemberList{Kind: "MemberList", APIVersion: "canopy.dev/v1", Self: r.cfg.Name, Members: []MemberInfo{}}
 	for _, m := range r.node.Members() {
 		mi := MemberInfo{Name: m.ID, RaftAddr: m.RaftAddr, APIURL: string(m.Meta), Voter: m.Voter, Leader: m.Leader, Alive: m.Alive}
-		if m.ID == r.cfg.Name {
+		if m.ID == r.cfg.Name && mi.APIURL == "" {
 			mi.APIURL = r.server
 		}
 		if m.Leader {

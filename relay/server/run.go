@@ -150,8 +150,8 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	if err != nil {
 		return nil, fmt.Errorf("server: --api-addr: %w", err)
 	}
-	server := "https://" + ln.Addr().String()
-	ccfg, clusterID, err := consensusConfig(cfg, ca, server, log)
+	server, advertised := apiURLs(ln.Addr(), cfg.APIAddr, cfg.HA.RaftAddr)
+	ccfg, clusterID, err := consensusConfig(cfg, ca, advertised, log)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
