@@ -54,7 +54,11 @@
 // certificate is a client-only leaf. [VerifyChain] checks a presented
 // chain against the root and that every relay in it certified only relays
 // right below itself, so a certificate's path can be trusted to decide
-// which mailbox a child reads and which subtree it reports for.
+// which mailbox a child reads and which subtree it reports for. A child
+// renews its certificate over its link before it expires ([RenewAt]): its
+// parent issues a new one for the same name, role, path and key
+// ([CA.RenewChild]), which the child stores in place of the old
+// ([SaveRenewedChain]).
 // [LinkServerTLS] and [LinkClientTLS] configure both ends of a link (TLS
 // 1.3, ALPN canopy-link/1); [PeerIdentity] tells who the peer is.
 //
