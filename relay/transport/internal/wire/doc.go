@@ -57,9 +57,11 @@
 //     entirely (HTTP, TLS, a later frame format) gets a clear error at once.
 //   - The protocol version is negotiated on the control stream: the child
 //     lists the versions it speaks in [Hello], the parent chooses one in
-//     [Welcome]. This package implements protocol versions 1 and 2
+//     [Welcome]. This package implements protocol versions 1 to 4
 //     ([MinProtocolVersion], [ProtocolVersion]; [Negotiate] picks the
-//     highest in common); version 2 adds [Siblings] and [AnnounceAck].
+//     highest in common); version 2 adds [Siblings] and [AnnounceAck],
+//     version 3 [Register] and [Registered], version 4 [Renew] and
+//     [Renewed].
 //
 // A later protocol version may evolve the protocol compatibly, within frame
 // version 1, in two ways only:

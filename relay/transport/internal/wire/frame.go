@@ -26,7 +26,9 @@ const Version = 1
 //     that join or link below it. Destination.Since is then the
 //     generation the root gave the destination (relay/transport/registry), not a
 //     child's clock.
-const ProtocolVersion uint32 = 3
+//   - 4: adds Renew (child → parent) and Renewed (parent → child), on the
+//     control stream: a child renews its certificate over its link.
+const ProtocolVersion uint32 = 4
 
 // MinProtocolVersion is the lowest protocol version this package still
 // speaks: a child or parent of that version interoperates with this one.

@@ -575,6 +575,65 @@ func (m *Registered) decodePayload(d *decoder) {
 	m.Message = d.string("message")
 }
 
+// Renew asks the parent for a new certificate: for the name, role, path
+// and key of the certificate the child presented on this link, which the
+// parent checks against the request and the root's registry before it
+// signs (docs/security.md). The child sends one at a time, when its
+// certificate nears its expiry. Protocol version 4.
+//
+// Payload: ID (uvarint), CSR (bytes).
+type Renew struct {
+	// ID matches the answer to the request on this link.
+	ID uint64
+	// CSR is a PEM certificate request for the child's name, made with
+	// the key of its current certificate.
+	CSR []byte
+}
+
+func (*Renew) Type() Type { return TypeRenew }
+
+func (m *Renew) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.ID)
+	return appendBytes(b, m.CSR), nil
+}
+
+func (m *Renew) decodePayload(d *decoder) {
+	m.ID = d.uvarint("id")
+	m.CSR = d.bytes("csr")
+}
+
+// Renewed answers the Renew of the same ID: the child's new certificate
+// chain, or why the parent refused. Protocol version 4.
+//
+// Payload: ID (uvarint), Chain (bytes), Code (uvarint), Message (string).
+type Renewed struct {
+	ID uint64
+	// Chain is the PEM certificate chain issued to the child, leaf first,
+	// then the intermediates up to the root (excluded), as in
+	// JoinResponse.Chain.
+	Chain []byte
+	// Code is 0 when the certificate was renewed; otherwise the refusal's
+	// class, and Message says why, for the operator.
+	Code    ErrorCode
+	Message string
+}
+
+func (*Renewed) Type() Type { return TypeRenewed }
+
+func (m *Renewed) appendPayload(b []byte, _ *encoder) ([]byte, error) {
+	b = appendUvarint(b, m.ID)
+	b = appendBytes(b, m.Chain)
+	b = appendUvarint(b, uint64(m.Code))
+	return appendString(b, m.Message), nil
+}
+
+func (m *Renewed) decodePayload(d *decoder) {
+	m.ID = d.uvarint("id")
+	m.Chain = d.bytes("chain")
+	m.Code = ErrorCode(d.uint32("code"))
+	m.Message = d.string("message")
+}
+
 // Error reports a failure to the peer on the control stream; the sender
 // then usually closes the link.
 //

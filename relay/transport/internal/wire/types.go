@@ -24,6 +24,8 @@ const (
 	TypeAnnounceAck  Type = 0x0c // protocol version 2
 	TypeRegister     Type = 0x0d // protocol version 3
 	TypeRegistered   Type = 0x0e // protocol version 3
+	TypeRenew        Type = 0x0f // protocol version 4
+	TypeRenewed      Type = 0x10 // protocol version 4
 	// 0x07 and 0x08 are reserved (round-trip probes of an earlier draft:
 	// the transport's keep-alive covers liveness).
 	TypeError Type = 0x09
@@ -52,6 +54,8 @@ var typeNames = map[Type]string{
 	TypeAnnounceAck:  "AnnounceAck",
 	TypeRegister:     "Register",
 	TypeRegistered:   "Registered",
+	TypeRenew:        "Renew",
+	TypeRenewed:      "Renewed",
 	TypeError:        "Error",
 	TypePut:          "Put",
 	TypeDelete:       "Delete",
@@ -99,6 +103,10 @@ func newMessage(t Type) Message {
 		return new(Register)
 	case TypeRegistered:
 		return new(Registered)
+	case TypeRenew:
+		return new(Renew)
+	case TypeRenewed:
+		return new(Renewed)
 	case TypeError:
 		return new(Error)
 	case TypePut:
