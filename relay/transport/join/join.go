@@ -1,11 +1,14 @@
 // Package join runs the first contact between a new child relay and its
 // parent: the child proves it holds a join token, and the parent answers
-// with a certificate naming the child, chained to the root CA.
+// with a certificate naming the child, chained to the root CA. The same
+// Authority renews a child's certificate later (Authority.Renew), for the
+// key it joined with.
 //
-// It owns the join exchange on the control stream of a link and the
-// child's after-the-fact verification of its parent; it must not keep
-// state of its own (identities are files in the child's data directory,
-// written by relay/pki) nor run the sync streams that follow.
+// It owns the join exchange on the control stream of a link, the child's
+// after-the-fact verification of its parent, and what a parent signs for
+// its children; it must not keep state of its own (identities are files in
+// the child's data directory, written by relay/pki) nor run the sync
+// streams that follow (relay/transport/session carries renewals).
 //
 // A joining child has no root certificate yet, so it cannot verify its
 // parent during the TLS handshake. It verifies it afterwards: the root
@@ -17,6 +20,7 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -25,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/pki"
@@ -74,10 +79,15 @@ type Registrar interface {
 }
 
 // Authority answers joining children on behalf of one relay: the root, or a
-// region holding an intermediate CA.
+// region holding an intermediate CA. Its methods are safe for concurrent
+// use.
 type Authority struct {
-	// CA signs the children's certificates.
+	// CA signs the children's certificates; SetCA replaces it (a region
+	// whose own certificate was renewed).
 	CA *pki.CA
+	// Validity is how long the certificates it signs are valid, never past
+	// CA's expiry (zero: pki.ChildCertValidity).
+	Validity time.Duration
 	// Root is the tree's root CA certificate; join tokens must verify
 	// against it.
 	Root *x509.Certificate
@@ -89,6 +99,33 @@ type Authority struct {
 	Registrar Registrar
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+
+	mu sync.RWMutex // guards CA after construction
+}
+
+// SetCA makes ca the CA that signs from now on: a region's intermediate CA
+// with its renewed certificate (the same key).
+func (a *Authority) SetCA(ca *pki.CA) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.CA = ca
+}
+
+func (a *Authority) issuer() *pki.CA {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.CA
+}
+
+func (a *Authority) validity() time.Duration { return cmp.Or(a.Validity, pki.ChildCertValidity) }
+
+// Renew issues a new certificate to the child whose current certificate
+// is cur (verified by its link's handshake) from csrPEM, a request made
+// with the same key, for the same name and path (pki.CA.RenewChild), and
+// returns it with the intermediates the child presents. The caller checks
+// first that the root still records the child with that key.
+func (a *Authority) Renew(cur *x509.Certificate, csrPEM []byte) ([]byte, error) {
+	return a.issuer().RenewChild(cur, csrPEM, a.Path, a.validity())
 }
 
 func (a *Authority) now() time.Time {
@@ -160,7 +197,7 @@ func (a *Authority) certify(ctx context.Context, hello *wire.Hello, req *wire.Jo
 			return pki.Identity{}, nil, err
 		}
 	}
-	chain, err := a.CA.SignChild(req.CSR, role, a.Path, pki.ChildCertValidity)
+	chain, err := a.issuer().SignChild(req.CSR, role, a.Path, a.validity())
 	if err != nil {
 		return pki.Identity{}, nil, err
 	}

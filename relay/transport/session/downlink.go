@@ -10,6 +10,11 @@
 // granted it (register.go): who a relay is and which destinations it may
 // claim are decided at the root (relay/transport/registry), never by a child.
 //
+// A child renews its certificate over its link before it expires, and its
+// parent signs the renewal once the root confirms the child's key
+// (renew.go): a relay's certificate never lapses while it can reach its
+// parent, and the link stays up meanwhile.
+//
 // It must not decide what goes into a mailbox (placement writes the
 // objects, relay/transport/mailbox indexes them per child: the downlink
 // records each child's announcements there and tells the child what its
@@ -23,6 +28,7 @@ package session
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,6 +144,9 @@ type Downlink struct {
 	// registrationsRefused counts the joins and links the root refused
 	// and the registrations refused here (register.go).
 	registrationsRefused atomic.Uint64
+	// renewed and renewalsRefused count the children's certificate
+	// renewals (renew.go).
+	renewed, renewalsRefused atomic.Uint64
 }
 
 // childState is what the parent keeps for one child across reconnects.
@@ -186,6 +195,10 @@ type ChildStatus struct {
 	// ClaimsRefused counts the destinations it announced and may not
 	// claim (register.go).
 	ClaimsRefused uint64
+	// Certificate is the certificate the child presented on its live link
+	// (nil when disconnected): one renewed over the link (renew.go) is
+	// presented from its next link on.
+	Certificate *x509.Certificate
 }
 
 // RegistrationsRefused counts the joins and links at or below this relay
@@ -244,6 +257,9 @@ func (d *Downlink) Children() []ChildStatus {
 			Down: c.sender.Stats(), Up: c.collector.Stats(), Superseded: len(d.superseded[c.id.Name]) > 0, ClaimsRefused: c.claimsRefused}
 		if c.conn != nil {
 			st.Transport = c.conn.Transport()
+			if certs := c.conn.ConnectionState().PeerCertificates; len(certs) > 0 {
+				st.Certificate = certs[0]
+			}
 		}
 		out = append(out, st)
 	}
@@ -738,7 +754,8 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 		}
 		errc <- fmt.Errorf("%s: %w", part, err)
 	}
-	send := lockedSend(w) // Moved, Siblings and AnnounceAck share the control stream
+	send := lockedSend(w)    // Moved, Siblings and AnnounceAck share the control stream
+	var renewing atomic.Bool // one renewal at a time per link
 	// A child that comes from another parent (re-homed) holds that
 	// parent's share: it is resynced only once its route is recorded and
 	// this relay holds its mailbox (rehome.go).
@@ -764,6 +781,17 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 					return fmt.Errorf("%w: Register on a link of protocol version %d", errProtocol, version)
 				}
 				go d.onRegister(ctx, c, m, send)
+			case *wire.Renew:
+				if version < 4 {
+					return fmt.Errorf("%w: Renew on a link of protocol version %d", errProtocol, version)
+				}
+				if !renewing.CompareAndSwap(false, true) {
+					return send(&wire.Renewed{ID: m.ID, Code: wire.CodeProtocol, Message: "a renewal is under way on this link"})
+				}
+				wg.Go(func() {
+					defer renewing.Store(false)
+					d.onRenew(ctx, c, conn, lc, m, send, log)
+				})
 			}
 			return nil
 		}, nil, nil))
@@ -802,11 +830,11 @@ func acceptKind(ctx context.Context, conn link.Conn, want link.StreamKind) (link
 }
 
 // serveControl reads the control stream until it ends, handing a child's
-// Announce and Register to fromChild (nil: this end is the child, which
-// receives none), Moved to onMoved (nil: a parent, which receives none; or
-// an edge, which has no claims to drop) and Siblings, AnnounceAck and
-// Registered to onParent (nil: ignored). Liveness is the transport's
-// keep-alive.
+// Announce, Register and Renew to fromChild (nil: this end is the child,
+// which receives none), Moved to onMoved (nil: a parent, which receives
+// none; or an edge, which has no claims to drop) and Siblings,
+// AnnounceAck, Registered and Renewed to onParent (nil: ignored).
+// Liveness is the transport's keep-alive.
 func serveControl(ctx context.Context, r *wire.Reader, fromChild func(wire.Message) error, onMoved func(*wire.Moved),
 	onParent func(wire.Message) error) error {
 	for ctx.Err() == nil {
@@ -815,7 +843,7 @@ func serveControl(ctx context.Context, r *wire.Reader, fromChild func(wire.Messa
 			return err
 		}
 		switch m := m.(type) {
-		case *wire.Announce, *wire.Register:
+		case *wire.Announce, *wire.Register, *wire.Renew:
 			if fromChild == nil {
 				return fmt.Errorf("%w: a parent sent %s", errProtocol, m.Type())
 			}
@@ -829,7 +857,7 @@ func serveControl(ctx context.Context, r *wire.Reader, fromChild func(wire.Messa
 			if onMoved != nil {
 				onMoved(m)
 			}
-		case *wire.Siblings, *wire.AnnounceAck, *wire.Registered:
+		case *wire.Siblings, *wire.AnnounceAck, *wire.Registered, *wire.Renewed:
 			if fromChild != nil {
 				return fmt.Errorf("%w: a child sent %s", errProtocol, m.Type())
 			}

@@ -18,11 +18,13 @@ var (
 	descRefused    = prometheus.NewDesc("canopy_claims_refused_total", "Destinations the child announced and may not claim (not itself, not below it, or not granted by the root).", []string{"child"}, nil)
 	descRegRefused = prometheus.NewDesc("canopy_registrations_refused_total",
 		"Joins and links of relays at or below this relay that the root (or this relay) refused: a name already joined, another key, a token refused, a relay outside the child's subtree.", nil, nil)
+	descRenewals = prometheus.NewDesc("canopy_child_certificate_renewals_total",
+		"Certificate renewals the children of this relay asked for, by result: renewed, or refused (the log says why).", []string{"result"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (d *Downlink) Describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{descConnected, descLinks, descBytes, descMessages, descAcked, descLag, descLagSecs, descDirty, descLastSeen, descRefused, descRegRefused} {
+	for _, desc := range []*prometheus.Desc{descConnected, descLinks, descBytes, descMessages, descAcked, descLag, descLagSecs, descDirty, descLastSeen, descRefused, descRegRefused, descRenewals} {
 		ch <- desc
 	}
 }
@@ -30,6 +32,8 @@ func (d *Downlink) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: one set of series per child.
 func (d *Downlink) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRegRefused, prometheus.CounterValue, float64(d.registrationsRefused.Load()))
+	ch <- prometheus.MustNewConstMetric(descRenewals, prometheus.CounterValue, float64(d.renewed.Load()), "renewed")
+	ch <- prometheus.MustNewConstMetric(descRenewals, prometheus.CounterValue, float64(d.renewalsRefused.Load()), "refused")
 	for _, c := range d.Children() {
 		name := c.Identity.Name
 		connected := 0.0

@@ -176,7 +176,8 @@ func (u *Uplink) Register(ctx context.Context, reg join.Registration) (int64, er
 // names its path in its certificate; the root's serving certificate names
 // no relay, and the root's name starts this relay's own path.
 func (u *Uplink) linkProof(conn link.Conn) (wire.LinkProof, error) {
-	leaf := u.cert.Leaf
+	cert := u.cert.Load()
+	leaf := cert.Leaf
 	if leaf == nil {
 		return wire.LinkProof{}, errors.New("session: no certificate to sign a link proof with")
 	}
@@ -188,7 +189,7 @@ func (u *Uplink) linkProof(conn link.Conn) (wire.LinkProof, error) {
 	if id, ok := pki.PeerIdentity(conn.ConnectionState()); ok {
 		parent = id.Path
 	}
-	signer, ok := u.cert.PrivateKey.(crypto.Signer)
+	signer, ok := cert.PrivateKey.(crypto.Signer)
 	if !ok {
 		return wire.LinkProof{}, errors.New("session: the relay's key cannot sign")
 	}

@@ -21,11 +21,15 @@ import (
 
 // startRegisteredRoot is startRoot with the root's registry: joins and
 // links are recorded, children's claims checked, and its token recorded.
-func startRegisteredRoot(t *testing.T) *rootRelay {
+// tweaks change the downlink's configuration further.
+func startRegisteredRoot(t *testing.T, tweaks ...func(*DownlinkConfig)) *rootRelay {
 	t.Helper()
 	r := startRootWith(t, func(cfg *DownlinkConfig) {
 		reg := registry.New(registry.Config{Store: cfg.Store, Root: cfg.Authority.Root, RootName: "root", Logger: quiet})
 		cfg.Registrar, cfg.Authority.Registrar = reg, reg
+		for _, tweak := range tweaks {
+			tweak(cfg)
+		}
 	})
 	tok, claims, err := pki.IssueLimitedJoinToken(r.ca, pki.JoinLimits{}, time.Hour, time.Now())
 	if err != nil {

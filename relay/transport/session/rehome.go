@@ -143,6 +143,8 @@ func (u *Uplink) fromParent(ctx context.Context, m wire.Message) error {
 		u.routes.ack(m)
 	case *wire.Registered:
 		u.registrations.answer(m)
+	case *wire.Renewed:
+		u.renewal.answer(m)
 	}
 	return nil
 }

@@ -66,6 +66,14 @@ type UplinkConfig struct {
 	// Moved, when set, receives what the parent says has moved away from
 	// this relay (a region: Downlink.SetMoved). Nil ignores it.
 	Moved func(*wire.Moved)
+	// RenewBefore is how long before its certificate expires this relay
+	// asks its parent for a new one (renew.go); zero: once two thirds of
+	// its lifetime have passed (pki.RenewAt).
+	RenewBefore time.Duration
+	// Renewed, when set, is called once a renewed certificate is in the
+	// data directory (a region presents it to its children and signs
+	// with it from then on).
+	Renewed func()
 }
 
 // Uplink keeps one child relay linked to its parent.
@@ -84,8 +92,10 @@ type Uplink struct {
 	// registrations are the Registers sent to the parent for this relay's
 	// children (register.go).
 	registrations registrations
-	// cert is this relay's certificate and key, once Start loaded them.
-	cert *tls.Certificate
+	// cert is this relay's certificate and key, once Start loaded them,
+	// replaced when renewed (renew.go), which counts renewals.
+	cert    atomic.Pointer[tls.Certificate]
+	renewal renewal
 }
 
 // NewUplink returns an Uplink for cfg.
@@ -132,8 +142,11 @@ func (u *Uplink) Start(ctx context.Context) error {
 	if err := u.loadSiblings(); err != nil {
 		return err
 	}
-	u.cert = &cert
-	d := u.dialer(pki.LinkClientTLS(&cert, root, join.ServerNameOf(u.cfg.Parents[0])))
+	u.cert.Store(&cert)
+	// Every dial presents the certificate of the moment.
+	tlsCfg := pki.LinkClientTLS(nil, root, join.ServerNameOf(u.cfg.Parents[0]))
+	tlsCfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return u.cert.Load(), nil }
+	d := u.dialer(tlsCfg)
 	defer d.Close()
 	redial := &link.Redialer{
 		Dial: func(ctx context.Context) (link.Conn, error) {
@@ -273,12 +286,22 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	send := lockedSend(w) // the announcing loop and the Registers share the control stream
 	u.registrations.start(welcome.Version, send)
 	defer u.registrations.stop()
+	// The control stream is closed once its writers are done: the
+	// announcing loop and the renewals (quic-go forbids a Close
+	// concurrent with a Write).
+	var writers sync.WaitGroup
+	if welcome.Version >= 4 {
+		writers.Go(func() { u.renew(ctx, send) })
+	}
 	go func() {
 		errc <- serveControl(ctx, r, nil, u.cfg.Moved, func(m wire.Message) error { return u.fromParent(ctx, m) })
 	}()
 	closeControl = false
 	go func() {
-		defer control.Close()
+		defer func() {
+			writers.Wait()
+			control.Close()
+		}()
 		errc <- u.announce(ctx, send, since)
 	}()
 	go func() {
