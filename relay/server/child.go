@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -49,6 +50,15 @@ type ChildConfig struct {
 	// siblings. The gossip runs on the host's network even with Network.
 	PeerAddr string
 	Join     []string
+	// RenewBefore is how long before its certificate expires the relay
+	// asks its parent for a new one over the link (docs/security.md,
+	// "Renewal"). Zero: once two thirds of the certificate's lifetime have
+	// passed (pki.RenewAt).
+	RenewBefore time.Duration
+	// ChildCertValidity, for a region, is how long the certificates it
+	// issues to its children are valid, never past its own. Zero:
+	// pki.ChildCertValidity (a year).
+	ChildCertValidity time.Duration
 	// ParentTimeout is how long the link to the parent may stay silent
 	// before it is given up and the parent, or a sibling, dialed again
 	// (link.Config.MaxIdleTimeout; keep-alives every third of it). Zero:
@@ -154,6 +164,9 @@ type Child struct {
 	// siblings finds a region's siblings (nil without PeerAddr, or until
 	// the region serves).
 	siblings *siblings.Gossip
+	// creds are a region's certificate and CA as it serves its children
+	// (nil for an edge).
+	creds *credentials
 }
 
 // OpenChild prepares a child relay: its data directory, its store on a
@@ -188,7 +201,11 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	ucfg := session.UplinkConfig{
 		Name: cfg.Name, Role: cfg.Role, DataDir: cfg.DataDir, Parents: cfg.Parents, JoinToken: cfg.JoinToken,
 		Store: st, Inbox: layout.InboxSpace, Outbox: layout.OutboxSpace, Proxy: cfg.Proxy, Logger: log,
-		Subtree: c.subtree, Moved: c.setMoved,
+		Subtree: c.subtree, Moved: c.setMoved, RenewBefore: cfg.RenewBefore,
+	}
+	if cfg.Role == pki.RoleRegion {
+		c.creds = &credentials{dataDir: cfg.DataDir, log: log}
+		ucfg.Renewed = c.creds.renewed
 	}
 	if cfg.Network != nil {
 		tr, err := cfg.Network.transport(cfg.Name)
@@ -319,19 +336,15 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	if cert == nil {
 		return nil
 	}
-	ca, err := pki.LoadChildCA(c.cfg.DataDir)
+	id, err := pki.IdentityFromCert(cert.Leaf)
 	if err != nil {
 		return err
 	}
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
+	authority := &join.Authority{Validity: c.cfg.ChildCertValidity, Root: root, Path: id.Path, Registrar: c.uplink}
+	if err := c.creds.serve(authority); err != nil {
 		return err
 	}
-	id, err := pki.IdentityFromCert(leaf)
-	if err != nil {
-		return err
-	}
-	lc := link.ListenConfig{TLS: pki.LinkServerTLS(*cert, root), Addr: c.cfg.LinkAddr}
+	lc := link.ListenConfig{TLS: presenting(pki.LinkServerTLS(tls.Certificate{}, root), &c.creds.cert), Addr: c.cfg.LinkAddr}
 	if c.cfg.Network != nil {
 		if lc, err = c.cfg.Network.listenConfig(c.cfg.LinkAddr, lc.TLS); err != nil {
 			return err
@@ -362,7 +375,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	mailboxes := mailbox.New(mailbox.Config{Store: c.store, Space: layout.InboxSpace})
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: c.cfg.Name, Path: id.Path, Store: c.store, ReportStore: c.reports, Listener: ln, Logger: c.log,
-		Authority: &join.Authority{CA: ca, Root: root, Path: id.Path, Registrar: c.uplink},
+		Authority: authority,
 		Registrar: c.uplink, Mailboxes: mailboxes,
 		Reports: func(_ context.Context, child pki.Identity) (string, error) {
 			return layout.ReportsSpace(child.Name), nil
@@ -412,6 +425,56 @@ func (c *Child) subtree() ([]session.Destination, <-chan struct{}) {
 		return d.Subtree()
 	}
 	return nil, c.serving
+}
+
+// credentials are what a region presents to its children and signs their
+// certificates with: its relay certificate and intermediate CA, read from
+// its data directory when it starts to serve and again whenever its
+// uplink renewed them (session.UplinkConfig.Renewed). The key stays the
+// same, so the certificates the region issued before still verify; its
+// children get the renewed certificate in their chains when they renew.
+type credentials struct {
+	dataDir string
+	log     *slog.Logger
+	cert    atomic.Pointer[tls.Certificate]
+
+	mu        sync.Mutex // serializes loads
+	authority *join.Authority
+}
+
+// load reads the certificate and the CA in the data directory and uses
+// them from now on.
+func (cr *credentials) load() error {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	cert, _, err := pki.LoadChildIdentity(cr.dataDir)
+	if err != nil {
+		return err
+	}
+	ca, err := pki.LoadChildCA(cr.dataDir)
+	if err != nil {
+		return err
+	}
+	cr.cert.Store(&cert)
+	if cr.authority != nil {
+		cr.authority.SetCA(ca)
+	}
+	return nil
+}
+
+// serve makes a sign with the region's CA, from now on.
+func (cr *credentials) serve(a *join.Authority) error {
+	cr.mu.Lock()
+	cr.authority = a
+	cr.mu.Unlock()
+	return cr.load()
+}
+
+// renewed is the uplink's Renewed.
+func (cr *credentials) renewed() {
+	if err := cr.load(); err != nil {
+		cr.log.Error("loading the renewed certificate; children are served with the previous one", "error", err)
+	}
 }
 
 // waitIdentity polls the data directory until the uplink has saved the

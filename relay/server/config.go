@@ -43,6 +43,10 @@ type Config struct {
 	// reports.MaxWaits windows under a stream of them: the rate limit of
 	// those writes. Zero: DefaultStatusWindow.
 	StatusWindow time.Duration
+	// ChildCertValidity is how long the certificates the root issues to
+	// its children, when they join and when they renew, are valid. Zero:
+	// pki.ChildCertValidity (a year).
+	ChildCertValidity time.Duration
 }
 
 // Complete fills in the defaults of the fields left zero: StatusWindow
@@ -70,6 +74,7 @@ func (cfg *Config) Validate() []error {
 		}
 	}
 	errs = append(errs, checkStatusWindow(field.NewPath("StatusWindow"), cfg.StatusWindow)...)
+	errs = append(errs, checkNotNegative(field.NewPath("ChildCertValidity"), cfg.ChildCertValidity, "pki.ChildCertValidity")...)
 	ha, p := cfg.HA, field.NewPath("HA")
 	if !ha.Enabled() {
 		for _, f := range []struct {
@@ -146,8 +151,11 @@ func (cfg *ChildConfig) Validate() []error {
 	for i, j := range cfg.Join {
 		errs = append(errs, checkAddr(field.NewPath("Join").Index(i), j)...)
 	}
-	if cfg.ParentTimeout < 0 {
-		errs = append(errs, field.Invalid(field.NewPath("ParentTimeout"), cfg.ParentTimeout.String(), "must not be negative (0: the link's default)"))
+	errs = append(errs, checkNotNegative(field.NewPath("ParentTimeout"), cfg.ParentTimeout, "the link's default")...)
+	errs = append(errs, checkNotNegative(field.NewPath("RenewBefore"), cfg.RenewBefore, "two thirds into the certificate's lifetime")...)
+	errs = append(errs, checkNotNegative(field.NewPath("ChildCertValidity"), cfg.ChildCertValidity, "pki.ChildCertValidity")...)
+	if cfg.ChildCertValidity != 0 && cfg.Role == pki.RoleEdge {
+		errs = append(errs, field.Forbidden(field.NewPath("ChildCertValidity"), "only for a region: an edge issues no certificates"))
 	}
 	errs = append(errs, checkStatusWindow(field.NewPath("StatusWindow"), cfg.StatusWindow)...)
 	if cfg.Proxy != nil && (cfg.Proxy.Scheme != "http" && cfg.Proxy.Scheme != "https" || cfg.Proxy.Hostname() == "") {
@@ -173,6 +181,14 @@ func (cfg *ChildConfig) Validate() []error {
 		errs = append(errs, field.Invalid(field.NewPath("StoreHistory"), cfg.StoreHistory, "must not be negative"))
 	}
 	return errs
+}
+
+// checkNotNegative checks a duration whose zero means zero (named).
+func checkNotNegative(p *field.Path, d time.Duration, zero string) []error {
+	if d < 0 {
+		return []error{field.Invalid(p, d.String(), fmt.Sprintf("must not be negative (0: %s)", zero))}
+	}
+	return nil
 }
 
 // checkName checks a relay's name: a DNS label.

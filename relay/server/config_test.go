@@ -38,11 +38,12 @@ func refused(t *testing.T, err error, dir string, want []string) {
 func TestOpenRefusesABadConfig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "root")
 	_, err := Open(Config{Name: "Root_1", DataDir: dir, APIAddr: "127.0.0.1", LinkAddr: "127.0.0.1:0", StatusWindow: time.Hour,
-		HA: Replication{RaftAddr: "127.0.0.1:7001", BootstrapExpect: 3, RaftMultiplier: 11}}, quiet)
+		ChildCertValidity: -time.Hour, HA: Replication{RaftAddr: "127.0.0.1:7001", BootstrapExpect: 3, RaftMultiplier: 11}}, quiet)
 	refused(t, err, dir, []string{
 		`Name: Invalid value: "Root_1": a lowercase RFC 1123 label`,
 		`APIAddr: Invalid value: "127.0.0.1": must be host:port`,
 		`StatusWindow: Invalid value: "1h0m0s": must be from 10ms to 1m0s`,
+		`ChildCertValidity: Invalid value: "-1h0m0s": must not be negative`,
 		`HA.PeerAddr: Required value`,
 		`HA.BootstrapExpect: Invalid value: 3: replicas cannot find each other without HA.Join`,
 		`HA.RaftMultiplier: Invalid value: 11: must be from 1 to 10`,
@@ -70,12 +71,15 @@ func TestOpenChildRefusesABadConfig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "edge")
 	_, err := OpenChild(ChildConfig{Name: "e1", DataDir: dir, Parents: []string{"root:7443", "nowhere"},
 		Join: []string{"10.0.0.2:7946"}, ParentTimeout: -time.Second, Proxy: &url.URL{Scheme: "socks5", Host: "proxy:1080"},
-		VirtualCluster: true, Kubeconfig: "kubeconfig", Labels: map[string]string{"zone!": "a"}, StoreHistory: -1}, quiet)
+		VirtualCluster: true, Kubeconfig: "kubeconfig", Labels: map[string]string{"zone!": "a"}, StoreHistory: -1,
+		RenewBefore: -time.Hour, ChildCertValidity: -time.Hour}, quiet)
 	refused(t, err, dir, []string{
 		`Role: Unsupported value: "ChildRole(0)"`,
 		`Parents[1]: Invalid value: "nowhere": must be host:port`,
 		`Join: Forbidden: a region joins its siblings from its own gossip address`,
 		`ParentTimeout: Invalid value: "-1s": must not be negative`,
+		`RenewBefore: Invalid value: "-1h0m0s": must not be negative`,
+		`ChildCertValidity: Invalid value: "-1h0m0s": must not be negative`,
 		`Proxy: Invalid value: "socks5://proxy:1080": must be an http:// or https:// URL`,
 		`Kubeconfig: Forbidden: an edge syncs one cluster`,
 		`Labels: Invalid value: "zone!": name part must consist of alphanumeric characters`,
@@ -83,10 +87,11 @@ func TestOpenChildRefusesABadConfig(t *testing.T) {
 	})
 
 	_, err = OpenChild(ChildConfig{Role: pki.RoleEdge, DataDir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"),
-		RejectApply: func(string, string, string) error { return nil }}, quiet)
+		RejectApply: func(string, string, string) error { return nil }, ChildCertValidity: time.Hour}, quiet)
 	refused(t, err, dir, []string{
 		`Name: Required value`,
 		`Parents: Required value`,
+		`ChildCertValidity: Forbidden: only for a region`,
 		`Kubeconfig: Invalid value: "` + filepath.Join(dir, "kubeconfig") + `": must be a kubeconfig file that exists`,
 		`RejectApply: Forbidden: only with VirtualCluster`,
 	})

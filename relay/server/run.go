@@ -204,7 +204,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	mailboxes := mailbox.New(mailbox.Config{Store: st, Space: layout.DownsyncSpace})
 	down := session.NewDownlink(session.DownlinkConfig{
 		Name: cfg.treeName(), Replica: cfg.Name, Path: []string{cfg.treeName()}, Store: st, ReportStore: reports.local, Listener: links, Logger: log,
-		Authority: &join.Authority{CA: ca, Root: ca.Cert, Path: []string{cfg.treeName()}, Registrar: reg},
+		Authority: &join.Authority{CA: ca, Validity: cfg.ChildCertValidity, Root: ca.Cert, Path: []string{cfg.treeName()}, Registrar: reg},
 		Registrar: reg, Mailboxes: mailboxes,
 		Mailbox: func(ctx context.Context, c pki.Identity) error {
 			_, err := r.childSpace(ctx, layout.MailboxSpace(c.Name))

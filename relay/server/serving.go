@@ -42,9 +42,13 @@ func newServingCert(ca *pki.CA, dir string, hosts []string, cert tls.Certificate
 
 // serve returns cfg presenting the current certificate instead of a fixed
 // one.
-func (s *servingCert) serve(cfg *tls.Config) *tls.Config {
+func (s *servingCert) serve(cfg *tls.Config) *tls.Config { return presenting(cfg, &s.cur) }
+
+// presenting returns cfg presenting, at each handshake, the certificate
+// cur holds then instead of a fixed one.
+func presenting(cfg *tls.Config, cur *atomic.Pointer[tls.Certificate]) *tls.Config {
 	cfg.Certificates = nil
-	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cur.Load(), nil }
+	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cur.Load(), nil }
 	return cfg
 }
 
