@@ -126,18 +126,6 @@ func collect(t testing.TB, w Watcher, rev int64) []Event {
 	}
 }
 
-// eventually polls cond until it holds.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // dump lists every object of the given spaces, as comparable strings.
 func dump(t testing.TB, s *Store, spaces ...string) []string {
 	t.Helper()

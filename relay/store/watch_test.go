@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 func checkEvent(t *testing.T, ev Event, typ EventType, rev int64, obj, prev *Object) {
@@ -217,7 +219,7 @@ func TestWatchBookmarks(t *testing.T) {
 	// the next one.
 	quiet.Stop()
 	replay.Stop()
-	eventually(t, "the bookmark ticker to stop", func() bool {
+	poll.True(t, "the bookmark ticker to stop", func() bool {
 		s.fanMu.Lock()
 		defer s.fanMu.Unlock()
 		return !s.ticking
@@ -267,7 +269,7 @@ func TestWatchStop(t *testing.T) {
 			t.Errorf("ended by %s: Err() = %v, want nil", name, err)
 		}
 	}
-	eventually(t, "watchers to unregister", func() bool { return s.Stats().Watchers == 0 })
+	poll.True(t, "watchers to unregister", func() bool { return s.Stats().Watchers == 0 })
 
 	if _, err := s.Watch(ctx, WatchOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Watch with a done context: %v", err)
@@ -302,7 +304,7 @@ func TestWatchAlso(t *testing.T) {
 		checkEvent(t, next(t, w), Modified, o2.Revision, o2, o1)
 		w.Stop()
 	}
-	eventually(t, "watchers to unregister", func() bool { return s.Stats().Watchers == 0 })
+	poll.True(t, "watchers to unregister", func() bool { return s.Stats().Watchers == 0 })
 
 	if _, err := s.Watch(context.Background(), WatchOptions{Space: "ws", Also: []Key{{Space: "x"}}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Also with an incomplete key: %v, want ErrInvalid", err)
@@ -372,7 +374,7 @@ func TestWatchOrderUnderHandOff(t *testing.T) {
 			}
 			want++
 			if (n+seed)%97 == 0 {
-				time.Sleep(50 * time.Microsecond)
+				time.Sleep(50 * time.Microsecond) // a slow receiver now and then
 			}
 		}
 		<-done
