@@ -12,7 +12,9 @@ import (
 // enough for a loaded 2-core CI machine running the race detector.
 const Timeout = 30 * time.Second
 
-// Interval is how often a condition is polled unless told otherwise.
+// Interval is the longest pause between two polls unless told otherwise.
+// The first pauses are shorter (1 ms, doubling up to the interval), so
+// that a condition met soon is seen soon and one met late costs little.
 const Interval = 20 * time.Millisecond
 
 // An Option changes how long or how often a condition is polled.
@@ -25,7 +27,7 @@ type options struct {
 // For sets how long to wait.
 func For(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
-// Every sets how often to poll.
+// Every sets the longest pause between two polls.
 func Every(d time.Duration) Option { return func(o *options) { o.interval = d } }
 
 func resolve(opts []Option) options {
@@ -65,8 +67,9 @@ func Wait(ctx context.Context, cond func() error, opts ...Option) error {
 
 func wait(ctx context.Context, o options, cond func() error) error {
 	deadline := time.Now().Add(o.timeout)
-	tick := time.NewTicker(o.interval)
-	defer tick.Stop()
+	pause := min(time.Millisecond, o.interval)
+	timer := time.NewTimer(pause)
+	defer timer.Stop()
 	for {
 		err := cond()
 		if err == nil {
@@ -75,11 +78,13 @@ func wait(ctx context.Context, o options, cond func() error) error {
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("not met within %v: %w", o.timeout, err)
 		}
+		timer.Reset(pause)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-tick.C:
+		case <-timer.C:
 		}
+		pause = min(2*pause, o.interval)
 	}
 }
 

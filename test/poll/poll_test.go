@@ -46,6 +46,21 @@ func TestUntilReturnsOnceTheConditionHolds(t *testing.T) {
 	}
 }
 
+func TestFirstPausesAreShort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n atomic.Int32
+	err := Wait(ctx, func() error {
+		if n.Add(1) < 4 {
+			return errors.New("early")
+		}
+		return nil
+	}, Every(time.Hour))
+	if err != nil {
+		t.Fatalf("Wait with an hour's interval = %v, want the fourth call to end it after a few milliseconds", err)
+	}
+}
+
 func TestWaitGivesTheLastError(t *testing.T) {
 	err := Wait(context.Background(), func() error { return errors.New("still 2 of 3") },
 		For(30*time.Millisecond), Every(5*time.Millisecond))
