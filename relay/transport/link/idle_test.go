@@ -1,9 +1,12 @@
 package link
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // A stream the parent opens before the child ever accepts waits for the
@@ -73,10 +76,12 @@ func TestOnDone(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("onDone did not run after the close")
 			}
-			time.Sleep(20 * time.Millisecond)
-			if stopped.Load() != 0 || ran.Load() != 1 {
-				t.Fatalf("stopped function ran %d times, the other %d", stopped.Load(), ran.Load())
-			}
+			poll.Holds(t, "only the function not stopped runs, once", 20*time.Millisecond, func() error {
+				if stopped.Load() != 0 || ran.Load() != 1 {
+					return fmt.Errorf("stopped function ran %d times, the other %d", stopped.Load(), ran.Load())
+				}
+				return nil
+			})
 		})
 	}
 }

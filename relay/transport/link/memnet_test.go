@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/transport/link/memnet"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // TestQUICOverMemnet runs a link over the in-memory network with 50 ms
@@ -82,7 +83,7 @@ func TestQUICOverMemnet(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Done did not fire after the partition")
 	}
-	eventually(t, 5*time.Second, "a failed redial", func() bool { return r.DialFailures() >= 1 })
+	poll.True(t, "a failed redial", func() bool { return r.DialFailures() >= 1 })
 	if r.Connected() {
 		t.Fatal("connected through a partition")
 	}

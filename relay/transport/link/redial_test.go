@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 func TestBackoffJitter(t *testing.T) {
@@ -91,19 +93,12 @@ func TestKeepConnectedAcrossRestart(t *testing.T) {
 	echoRoundTrip(t, ctx, c1, StreamControl, []byte("one"))
 	_ = l.Close()
 	<-c1.Done()
-	eventually(t, 5*time.Second, "failed redials", func() bool { return r.DialFailures() >= 2 })
+	poll.True(t, "failed redials", func() bool { return r.DialFailures() >= 2 })
 
-	var err error
-	for i := 0; ; i++ { // the port may briefly be held
+	poll.Until(t, "listen again on "+addr, func() (err error) { // the port may briefly be held
 		l, err = Listen(ListenConfig{TLS: pki.server, Addr: addr, Config: fastConfig()})
-		if err == nil || i == 20 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	t.Cleanup(func() { _ = l.Close() })
 	go serve(l)
 	c2 := <-conns

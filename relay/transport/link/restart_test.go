@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // crashConn is a UDP socket whose owner can "crash": from then on nothing
@@ -92,9 +94,9 @@ func TestRestartedParentResetsChild(t *testing.T) {
 	_ = l1.Close()
 	_ = pc.Close()
 	var l2 *Listener
-	eventually(t, 5*time.Second, "the address free again", func() bool {
+	poll.Until(t, "the address free again", func() (err error) {
 		l2, err = Listen(ListenConfig{TLS: pki.server, Addr: addr, DisableTCP: true, Config: cfg})
-		return err == nil
+		return err
 	})
 	t.Cleanup(func() { _ = l2.Close() })
 	go serve(l2)

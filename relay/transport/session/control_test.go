@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // A parent closes a link's control stream only once nothing writes it:
@@ -36,25 +37,17 @@ func TestControlStreamClosedAfterItsWriters(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatalf("link %d: the child did not connect", i)
 		}
-		waitFor(t, "the child told of siblings", func() bool { return ln.writes.Load() > int64(5*(i+1)) })
+		poll.True(t, "the child told of siblings", func() bool { return ln.writes.Load() > int64(5*(i+1)) })
 		_ = conn.Close("test: link ends")
 	}
-	// The last closes happen once their writers end.
-	time.Sleep(200 * time.Millisecond)
-	if got := ln.closedWhileWriting.Load(); got != 0 {
-		t.Fatalf("%d control streams closed during a Write, over %d writes", got, ln.writes.Load())
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	// The last closes happen once their writers end: none may hit a
+	// Write in the 200 ms that follow either.
+	poll.Holds(t, "no control stream closed during a Write", 200*time.Millisecond, func() error {
+		if got := ln.closedWhileWriting.Load(); got != 0 {
+			return fmt.Errorf("%d closed during a Write, over %d writes", got, ln.writes.Load())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // watchedListener hands out links whose control streams count the

@@ -2,12 +2,12 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +16,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // A child authenticated as edge-1 cannot open the mailbox of edge-2 by
@@ -124,20 +125,14 @@ func TestLinkThroughConnectProxy(t *testing.T) {
 
 func waitConnected(t *testing.T, root *rootRelay, name string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Until(t, name+" connected", func() error {
+		var children []string
 		for _, c := range root.down.Children() {
 			if c.Identity.Name == name && c.Connected {
-				return
+				return nil
 			}
+			children = append(children, c.Identity.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never connected; children: %+v", name, strings.TrimSpace(func() string {
-		var b strings.Builder
-		for _, c := range root.down.Children() {
-			b.WriteString(c.Identity.String() + " ")
-		}
-		return b.String()
-	}()))
+		return fmt.Errorf("children: %v", children)
+	})
 }

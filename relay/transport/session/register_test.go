@@ -17,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/link"
 	"github.com/canopy-dev/canopy/relay/transport/registry"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // startRegisteredRoot is startRoot with the root's registry: joins and
@@ -78,7 +79,7 @@ func startRegion(t *testing.T, root *rootRelay, name string, sub *subtree) *Upli
 	done := make(chan struct{})
 	go func() { defer close(done); _ = up.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, name+" linked", up.Connected)
+	poll.True(t, name+" linked", up.Connected)
 	return up
 }
 
@@ -142,7 +143,7 @@ func TestJoinedNameCannotJoinAgain(t *testing.T) {
 	root := startRegisteredRoot(t)
 	edgeStore := newStore(t)
 	up, _ := startEdge(t, root.addr, t.TempDir(), root.token, edgeStore)
-	waitFor(t, "edge-1 linked", up.Connected)
+	poll.True(t, "edge-1 linked", up.Connected)
 	send(t, root.st, "edge-1", "secret", "for edge-1 only")
 	inSync(t, root, "edge-1", edgeStore)
 
@@ -185,7 +186,7 @@ func TestRegionClaimsOnlyWhatWasGranted(t *testing.T) {
 	subA.set(wire.Destination{Name: "e1", Path: []string{"e1"}, Since: gen1, Connected: true},
 		wire.Destination{Name: "e2", Path: []string{"e2"}, Since: gen1, Connected: true}, // never registered
 		wire.Destination{Name: "region-a", Since: gen1, Connected: true})                 // itself
-	waitFor(t, "region-a's claim of e1 recorded", func() bool { return slices.Equal(routeNames(t, root.st, "region-a"), []string{"e1"}) })
+	poll.True(t, "region-a's claim of e1 recorded", func() bool { return slices.Equal(routeNames(t, root.st, "region-a"), []string{"e1"}) })
 	if n := childStatus(root, "region-a").ClaimsRefused; n < 2 {
 		t.Errorf("region-a: %d claims refused, want 2", n)
 	}
@@ -201,7 +202,7 @@ func TestRegionClaimsOnlyWhatWasGranted(t *testing.T) {
 		t.Errorf("region-b moving e1 with another key's proof: %v", err)
 	}
 	subB.set(wire.Destination{Name: "e1", Path: []string{"e1"}, Since: 1 << 62, Connected: true})
-	waitFor(t, "region-b's claim refused", func() bool { return childStatus(root, "region-b").ClaimsRefused > 0 })
+	poll.True(t, "region-b's claim refused", func() bool { return childStatus(root, "region-b").ClaimsRefused > 0 })
 	if names := routeNames(t, root.st, "region-b"); len(names) != 0 {
 		t.Errorf("region-b's route %v, want none", names)
 	}
@@ -216,7 +217,7 @@ func TestRegionClaimsOnlyWhatWasGranted(t *testing.T) {
 		t.Fatalf("e1 moving to region-b: generation %d (was %d), %v", gen2, gen1, err)
 	}
 	subB.set(wire.Destination{Name: "e1", Path: []string{"e1"}, Since: gen2, Connected: true})
-	waitFor(t, "region-a superseded", func() bool { return childStatus(root, "region-a").Superseded })
+	poll.True(t, "region-a superseded", func() bool { return childStatus(root, "region-a").Superseded })
 	if names := routeNames(t, root.st, "region-b"); !slices.Equal(names, []string{"e1"}) {
 		t.Errorf("region-b's route %v, want e1", names)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/link"
 	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -158,18 +159,14 @@ func inSync(t *testing.T, root *rootRelay, child string, st *store.Store) {
 
 func converge(t *testing.T, as string, a func() (string, error), bs string, b func() (string, error)) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Until(t, as+" and "+bs+" to converge", func() error {
 		ha, err1 := a()
 		hb, err2 := b()
 		if err1 == nil && err2 == nil && ha == hb {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s and %s did not converge (%s vs %s, %v %v)", as, bs, ha, hb, err1, err2)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("%s vs %s, %v %v", ha, hb, err1, err2)
+	})
 }
 
 func sameContent(t *testing.T, a *store.Store, as string, b *store.Store, bs string) {
@@ -202,13 +199,7 @@ func TestEdgeJoinsSyncsAndResumes(t *testing.T) {
 	stop()
 	// Count from when the parent has seen the old link go, so that sends
 	// on the dying link are not counted as the resume's.
-	deadline := time.Now().Add(10 * time.Second)
-	for root.down.Children()[0].Connected {
-		if time.Now().After(deadline) {
-			t.Fatal("the parent never saw the edge disconnect")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.True(t, "the parent to see the edge disconnect", func() bool { return !root.down.Children()[0].Connected })
 	before := root.down.Children()[0].Down.Objects
 	for i := range 5 {
 		send(t, root.st, "edge-1", fmt.Sprintf("cm-%d", i), "v2")
@@ -256,17 +247,13 @@ func TestRestartedParentReloadsRoutes(t *testing.T) {
 	stop()
 
 	restarted := restartOn(t, root, link.ListenConfig{Addr: "127.0.0.1:0"})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, "the restarted parent's subtree", func() error {
 		dests, _ := restarted.down.Subtree()
 		if len(dests) == 1 && dests[0].Name == "edge-1" && !dests[0].Connected {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted parent's subtree = %+v, want edge-1, disconnected", dests)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("%+v, want edge-1, disconnected", dests)
+	})
 	send(t, restarted.st, "edge-1", "cm-0", "v2")
 	_, _ = startEdge(t, restarted.addr, dataDir, "", edgeStore)
 	inSync(t, restarted, "edge-1", edgeStore)

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/link"
 	"github.com/canopy-dev/canopy/relay/transport/mailbox"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // siblingSet is a DownlinkConfig.Siblings that a test changes.
@@ -101,13 +103,12 @@ func startEdgeQuick(t *testing.T, parent, dataDir string, st *store.Store) *Upli
 
 func waitSiblings(t *testing.T, up *Uplink, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Equal(up.Siblings(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child knows siblings %v, want %v", up.Siblings(), want)
+	poll.Until(t, "the child's siblings", func() error {
+		if got := up.Siblings(); !slices.Equal(got, want) {
+			return fmt.Errorf("%v, want %v", got, want)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A child learns its parent's siblings (after Welcome, and when they

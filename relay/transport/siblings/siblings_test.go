@@ -6,21 +6,11 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // Gossip admits only siblings: relays of the same tree under the same
 // parent. One of another parent is refused (its join fails and it is
@@ -62,8 +52,8 @@ func TestSiblingGossipRefusesStrangers(t *testing.T) {
 	// A sibling listening on every interface is listed at its gossip host.
 	b := open("r2", "tree-1", "root", "0.0.0.0:7004", a.PeerAddr())
 	stopB := run(b)
-	waitFor(t, "r1 to list r2", func() bool { got, _ := a.Addrs(); return slices.Equal(got, []string{"127.0.0.1:7004"}) })
-	waitFor(t, "r2 to list r1", func() bool { got, _ := b.Addrs(); return slices.Equal(got, []string{"127.0.0.1:7001"}) })
+	poll.True(t, "r1 to list r2", func() bool { got, _ := a.Addrs(); return slices.Equal(got, []string{"127.0.0.1:7004"}) })
+	poll.True(t, "r2 to list r1", func() bool { got, _ := b.Addrs(); return slices.Equal(got, []string{"127.0.0.1:7001"}) })
 	_, changed := a.Addrs()
 	stopB()
 	<-changed

@@ -10,6 +10,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // 1. Full resync of 100 objects, then updates and deletes incrementally.
@@ -50,7 +51,7 @@ func TestResyncThenIncremental(t *testing.T) {
 	if err != nil || c < uint64(rev) {
 		t.Fatalf("persisted cursor %d, %v; want >= %d", c, err, rev)
 	}
-	eventually(t, "ack", func() bool { return snd.Stats().AckedRevision >= uint64(rev) })
+	poll.True(t, "ack", func() bool { return snd.Stats().AckedRevision >= uint64(rev) })
 	if st := snd.Stats(); st.Resyncs != 1 || st.DirtyKeys != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -190,22 +191,21 @@ func TestSlowChildSkipsVersions(t *testing.T) {
 		rev = put(t, parent, key(mailbox, "ns", fmt.Sprint("k", u%keys)), body("k", fmt.Sprint("u", u), 200))
 	}
 	// While the child is stalled the lag grows in seconds...
-	deadline := time.Now().Add(10 * time.Second)
-	for snd.Stats().LagSeconds < 0.05 {
-		if time.Now().After(deadline) {
-			t.Fatalf("lag while stalled: %+v", snd.Stats())
+	poll.Until(t, "lag while stalled", func() error {
+		if st := snd.Stats(); st.LagSeconds < 0.05 {
+			return fmt.Errorf("%+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	close(gate)
 	converged(t, parent, child, rcv, rev)
 	// ... and drops to zero once it has acknowledged everything.
-	for st := snd.Stats(); st.LagSeconds != 0 || st.LagRevisions != 0; st = snd.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("lag after convergence: %+v", st)
+	poll.Until(t, "lag after convergence", func() error {
+		if st := snd.Stats(); st.LagSeconds != 0 || st.LagRevisions != 0 {
+			return fmt.Errorf("%+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	st := snd.Stats()
 	t.Logf("stalled child: %d updates, %d objects sent, %d bytes", updates, st.Objects, st.BytesSent)
 	// At most one object per key, plus what was in flight when the

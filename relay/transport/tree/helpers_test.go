@@ -3,6 +3,7 @@ package tree
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 var cms = store.Resource{Resource: "configmaps"}
@@ -79,18 +81,6 @@ func hash(t testing.TB, r store.Reader, space string) string {
 		t.Fatalf("hash %s: %v", space, err)
 	}
 	return h
-}
-
-// eventually polls cond until it holds or waitFor passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // pipe is an in-memory stream pair. The parent end may be throttled (a
@@ -201,8 +191,16 @@ func up(t testing.TB, rep *Reporter, col *Collector, acked uint64) *session {
 func converged(t testing.TB, parent, child *store.Store, rcv *Receiver, rev int64) {
 	t.Helper()
 	want := hash(t, parent, mailbox)
-	eventually(t, "inbox to converge", func() bool {
+	poll.Until(t, "inbox to converge", func() error {
 		c, err := rcv.Cursor()
-		return err == nil && c >= uint64(rev) && hash(t, child, inbox) == want
+		switch {
+		case err != nil:
+			return err
+		case c < uint64(rev):
+			return fmt.Errorf("cursor at %d, want %d", c, rev)
+		case hash(t, child, inbox) != want:
+			return errors.New("the inbox differs from the mailbox")
+		}
+		return nil
 	})
 }

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // Routed downsync under random interleavings: objects created, retargeted
@@ -109,16 +109,14 @@ func routedRandomized(t *testing.T, seed uint64, opts store.Options) {
 		want := routedHash(t, parent, c.routes...)
 		// The cursor may stay below the parent's last revision (another
 		// child's route record): the content is what counts.
-		converge := func() bool { return hash(t, c.store, inbox) == want }
-		deadline := time.Now().Add(waitFor)
-		for !converge() {
-			if time.Now().After(deadline) {
-				cursor, _ := c.rcv.Cursor()
-				t.Fatalf("timed out waiting for %s to converge (routes %v, cursor %d, parent at %d): %s",
-					c.name, c.routes, cursor, parent.Revision(), routedDiff(t, parent, c.store, c.routes))
+		poll.Until(t, c.name+" to converge", func() error {
+			if hash(t, c.store, inbox) == want {
+				return nil
 			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			cursor, _ := c.rcv.Cursor()
+			return fmt.Errorf("routes %v, cursor %d, parent at %d: %s",
+				c.routes, cursor, parent.Revision(), routedDiff(t, parent, c.store, c.routes))
+		})
 	}
 }
 

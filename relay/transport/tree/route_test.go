@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 const shared = "inbox-shared"
@@ -92,7 +93,7 @@ func routedSender(parent *store.Store, child string) *Sender {
 func routedConverged(t testing.TB, parent *store.Store, c *routedChild, rev int64, dests ...string) {
 	t.Helper()
 	want := routedHash(t, parent, dests...)
-	eventually(t, c.name+" to converge", func() bool {
+	poll.True(t, c.name+" to converge", func() bool {
 		cur, err := c.rcv.Cursor()
 		return err == nil && cur >= uint64(rev) && hash(t, c.store, inbox) == want
 	})
@@ -226,9 +227,9 @@ func TestRoutedTrim(t *testing.T) {
 		}
 		return strings.Join(targetsOf(o), ",")
 	}
-	eventually(t, "c1 to hold o for d1 only", func() bool { return held() == "d1" })
+	poll.True(t, "c1 to hold o for d1 only", func() bool { return held() == "d1" })
 	setRoute(t, parent, "c1", "d1", "d3")
-	eventually(t, "c1 to hold o for d1 and d3", func() bool { return held() == "d1,d3" })
+	poll.True(t, "c1 to hold o for d1 and d3", func() bool { return held() == "d1,d3" })
 	if got, err := RoutedContentHash(parent, shared, Routing{Record: RouteKey(shared, "c1"), Targets: targetsOf, Trim: trim}); err != nil || got != hash(t, c1.store, inbox) {
 		t.Fatalf("routed hash %s (%v) differs from the child's inbox", got, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 const (
@@ -22,7 +23,7 @@ const (
 func reported(t testing.TB, child, parent *store.Store, col *Collector, rev int64) {
 	t.Helper()
 	want := hash(t, child, outbox)
-	eventually(t, "reports to converge", func() bool {
+	poll.True(t, "reports to converge", func() bool {
 		a, err := col.Acked()
 		return err == nil && a >= uint64(rev) && hash(t, parent, reports) == want
 	})
@@ -39,7 +40,7 @@ func TestUpsyncSurvivesReconnects(t *testing.T) {
 	col := NewCollector(parent, reports, CollectorOptions{})
 	s := up(t, rep, col, 0)
 	reported(t, child, parent, col, rev)
-	eventually(t, "reporter to see the ack", func() bool { return rep.Acked() >= uint64(rev) })
+	poll.True(t, "reporter to see the ack", func() bool { return rep.Acked() >= uint64(rev) })
 	s.cut()
 
 	// While disconnected: updates (some twice), deletes, a new key.
@@ -129,7 +130,7 @@ func TestServeBusy(t *testing.T) {
 	parent, child := newStore(t, store.Options{}), newStore(t, store.Options{})
 	snd := NewSender(parent, mailbox, SenderOptions{})
 	down(t, snd, NewReceiver(child, inbox, ReceiverOptions{}), nil)
-	eventually(t, "first Serve", func() bool { return snd.Stats().Resyncs == 1 })
+	poll.True(t, "first Serve", func() bool { return snd.Stats().Resyncs == 1 })
 	p := newPipe()
 	defer p.close()
 	if err := snd.Serve(context.Background(), p.parent, 0); !errors.Is(err, ErrBusy) {
