@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 var (
@@ -191,23 +192,23 @@ func TestAuthorizeFollowsWatch(t *testing.T) {
 		makeAggregatedClusterRole("viewer", nil, agg),
 		makeClusterRole("view-pods", agg, rule(read, core, []string{"pods"})),
 		makeRoleBinding("dev", "alice-view", "ClusterRole", "viewer", userSubject("alice")))
-	eventually(t, "binding seen", func() bool { return allowed(listPods) })
+	poll.True(t, "binding seen", func() bool { return allowed(listPods) })
 
 	// A new ClusterRole matching the selector extends the aggregated role.
 	h.put("s1", makeClusterRole("view-services", agg, rule(read, core, []string{"services"})))
-	eventually(t, "aggregated rule seen", func() bool { return allowed(listServices) })
+	poll.True(t, "aggregated rule seen", func() bool { return allowed(listServices) })
 
 	// Relabelling takes it out again.
 	h.put("s1", makeClusterRole("view-services", nil, rule(read, core, []string{"services"})))
-	eventually(t, "relabel seen", func() bool { return !allowed(listServices) })
+	poll.True(t, "relabel seen", func() bool { return !allowed(listServices) })
 
 	// Changing a role's rules, then deleting the binding.
 	h.put("s1", makeClusterRole("view-pods", agg, rule([]string{"get"}, core, []string{"pods"})))
-	eventually(t, "rule change seen", func() bool { return !allowed(listPods) })
+	poll.True(t, "rule change seen", func() bool { return !allowed(listPods) })
 	h.put("s1", makeClusterRole("view-pods", agg, rule(read, core, []string{"pods"})))
-	eventually(t, "rule change back seen", func() bool { return allowed(listPods) })
+	poll.True(t, "rule change back seen", func() bool { return allowed(listPods) })
 	h.delete("s1", makeRoleBinding("dev", "alice-view", "ClusterRole", "viewer"))
-	eventually(t, "deletion seen", func() bool { return !allowed(listPods) })
+	poll.True(t, "deletion seen", func() bool { return !allowed(listPods) })
 }
 
 // TestResyncAfterRestore checks that a watch ended with ErrExpired (here by
@@ -238,13 +239,13 @@ func TestResyncAfterRestore(t *testing.T) {
 	if err := h.st.Restore(&buf); err != nil { // back to before the binding
 		t.Fatal(err)
 	}
-	eventually(t, "restored state", func() bool {
+	poll.True(t, "restored state", func() bool {
 		d, _, err := h.az.Authorize(context.Background(), "s1", listPods)
 		return err == nil && d != authorizer.DecisionAllow
 	})
 	// And the new watches work.
 	h.put("s1", makeRoleBinding("dev", "read-pods", "Role", "pod-reader", userSubject("alice")))
-	eventually(t, "binding seen again", func() bool {
+	poll.True(t, "binding seen again", func() bool {
 		d, _, err := h.az.Authorize(context.Background(), "s1", listPods)
 		return err == nil && d == authorizer.DecisionAllow
 	})
@@ -265,7 +266,7 @@ func TestResyncAfterTooSlow(t *testing.T) {
 	putObject(t, h.st, "s1", makeRoleBinding("dev", "read", "Role", "reader", userSubject("alice")))
 	h.az.mu.Unlock()
 
-	eventually(t, "binding seen after resync", func() bool {
+	poll.True(t, "binding seen after resync", func() bool {
 		d, _, err := h.az.Authorize(context.Background(), "s1", resourceAttrs(alice, "get", "", "secrets", "dev", "x"))
 		return err == nil && d == authorizer.DecisionAllow
 	})
@@ -300,7 +301,7 @@ func TestStartFailsWhenStoreCloses(t *testing.T) {
 	az := NewAuthorizer(st)
 	errc := make(chan error, 1)
 	go func() { errc <- az.Start(context.Background()) }()
-	eventually(t, "Synced", az.Synced)
+	poll.True(t, "Synced", az.Synced)
 	st.Close()
 	if err := <-errc; !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Start: %v, want ErrClosed", err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,19 +16,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
-
-// eventually polls cond until it holds or 10 seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // harness runs an Authorizer over a real in-memory store.
 type harness struct {
@@ -76,7 +64,7 @@ func newHarnessInert(t *testing.T, opts store.Options, inert func(*store.Object)
 		}
 		st.Close()
 	})
-	eventually(t, "Synced", h.az.Synced)
+	poll.True(t, "Synced", h.az.Synced)
 	return h
 }
 
@@ -153,7 +141,7 @@ func (h *harness) sync(space string) {
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: live}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: live}},
 	)
-	eventually(h.t, "sync objects indexed", func() bool {
+	poll.True(h.t, "sync objects indexed", func() bool {
 		h.az.mu.RLock()
 		defer h.az.mu.RUnlock()
 		ix := h.az.spaces[space]

@@ -3,10 +3,10 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +14,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/apiserver/crd"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // builtinGroupCRD is a CRD for plural.group, in the form kube accepts for a
@@ -110,17 +111,12 @@ func TestCRDInBuiltinGroupRefused(t *testing.T) {
 	if resp, body := do(t, http.MethodDelete, teamCRD, ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("delete CRD %s: %d %s", old.Name, resp.StatusCode, body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, _ := do(t, http.MethodGet, teamCRD, "")
-		if resp.StatusCode == http.StatusNotFound {
-			break
+	poll.Until(t, "CRD "+old.Name+" gone after its delete", func() error {
+		if resp, _ := do(t, http.MethodGet, teamCRD, ""); resp.StatusCode != http.StatusNotFound {
+			return fmt.Errorf("GET answers %d", resp.StatusCode)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CRD %s still there (%d) 10 s after its delete", old.Name, resp.StatusCode)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if resp, body := do(t, http.MethodGet, team+"/apis/networking.k8s.io/v1/namespaces/default/ingresses/web", ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("ingress after the CRD's delete: %d %s, want 200", resp.StatusCode, body)
 	}

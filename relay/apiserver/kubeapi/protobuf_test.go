@@ -39,6 +39,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 func TestNegotiate(t *testing.T) {
@@ -574,7 +575,7 @@ func TestProtoCacheBound(t *testing.T) {
 				mu.Lock()
 				slow++
 				mu.Unlock()
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // slow: the others ask meanwhile
 				return protoEncoding{b: []byte{1}}, nil
 			})
 		})
@@ -630,13 +631,10 @@ func TestProtobufInformer(t *testing.T) {
 				t.Fatal(err)
 			}
 			deleteRV := ""
-			for range 200 {
+			poll.True(t, "the informer to hold late", func() bool {
 				got, _ := lister.Get("late")
-				if got != nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return got != nil
+			})
 			jsList, err := e.js.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)

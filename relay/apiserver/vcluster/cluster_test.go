@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 const testTimeout = 15 * time.Second
@@ -55,23 +57,6 @@ func startCluster(t *testing.T, opts Options) (*Cluster, kubernetes.Interface) {
 	return c, cs
 }
 
-// eventually polls cond until it returns "" or the timeout passes, then
-// fails with cond's last complaint.
-func eventually(t *testing.T, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func labelsFor(name string) map[string]string { return map[string]string{"app": name} }
 
 func podTemplate(name string, restart corev1.RestartPolicy) corev1.PodTemplateSpec {
@@ -103,24 +88,24 @@ func condition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.D
 
 // deploymentSettled checks a deployment's status against n ready replicas
 // and its pods against n Running, Ready pods owned by its ReplicaSet.
-func deploymentSettled(ctx context.Context, cs kubernetes.Interface, name string, n int32) string {
+func deploymentSettled(ctx context.Context, cs kubernetes.Interface, name string, n int32) error {
 	d, err := cs.AppsV1().Deployments("default").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return err.Error()
+		return err
 	}
 	s := d.Status
 	if s.ObservedGeneration != d.Generation || s.Replicas != n || s.ReadyReplicas != n || s.AvailableReplicas != n || s.UpdatedReplicas != n {
-		return fmt.Sprintf("deployment status %+v, want %d replicas at generation %d", s, n, d.Generation)
+		return fmt.Errorf("deployment status %+v, want %d replicas at generation %d", s, n, d.Generation)
 	}
 	if c := condition(d, appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionTrue {
-		return fmt.Sprintf("Available condition %+v", c)
+		return fmt.Errorf("Available condition %+v", c)
 	}
 	if c := condition(d, appsv1.DeploymentProgressing); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "NewReplicaSetAvailable" {
-		return fmt.Sprintf("Progressing condition %+v", c)
+		return fmt.Errorf("Progressing condition %+v", c)
 	}
 	rss, err := cs.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 	if err != nil {
-		return err.Error()
+		return err
 	}
 	owned := map[string]bool{}
 	for _, rs := range rss.Items {
@@ -129,26 +114,26 @@ func deploymentSettled(ctx context.Context, cs kubernetes.Interface, name string
 		}
 	}
 	if len(owned) != 1 {
-		return fmt.Sprintf("%d scaled-up ReplicaSets owned by the deployment, want 1", len(owned))
+		return fmt.Errorf("%d scaled-up ReplicaSets owned by the deployment, want 1", len(owned))
 	}
 	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 	if err != nil {
-		return err.Error()
+		return err
 	}
 	if len(pods.Items) != int(n) {
-		return fmt.Sprintf("%d pods, want %d", len(pods.Items), n)
+		return fmt.Errorf("%d pods, want %d", len(pods.Items), n)
 	}
 	for _, p := range pods.Items {
 		ref := metav1.GetControllerOf(&p)
 		if ref == nil || ref.Kind != "ReplicaSet" || !owned[ref.Name] {
-			return fmt.Sprintf("pod %s controlled by %+v", p.Name, ref)
+			return fmt.Errorf("pod %s controlled by %+v", p.Name, ref)
 		}
 		if p.Status.Phase != corev1.PodRunning || !podReady(&p) || p.Spec.NodeName == "" ||
 			len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready {
-			return fmt.Sprintf("pod %s not running and ready: %+v", p.Name, p.Status)
+			return fmt.Errorf("pod %s not running and ready: %+v", p.Name, p.Status)
 		}
 	}
-	return ""
+	return nil
 }
 
 func TestDeploymentScaleAndDelete(t *testing.T) {
@@ -159,7 +144,7 @@ func TestDeploymentScaleAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, func() string { return deploymentSettled(ctx, cs, "web", 3) })
+	poll.Until(t, "web at 3 replicas", func() error { return deploymentSettled(ctx, cs, "web", 3) })
 	t.Logf("3 ready after %v", time.Since(start))
 
 	for _, n := range []int32{5, 1} {
@@ -171,25 +156,25 @@ func TestDeploymentScaleAndDelete(t *testing.T) {
 		if _, err := deps.UpdateScale(ctx, "web", sc, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() string { return deploymentSettled(ctx, cs, "web", n) })
+		poll.Until(t, fmt.Sprintf("web at %d replicas", n), func() error { return deploymentSettled(ctx, cs, "web", n) })
 	}
 
 	if err := deps.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	poll.Until(t, "web's pods and ReplicaSets gone", func() error {
 		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		rss, err := cs.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if len(pods.Items)+len(rss.Items) > 0 {
-			return fmt.Sprintf("%d pods and %d ReplicaSets left", len(pods.Items), len(rss.Items))
+			return fmt.Errorf("%d pods and %d ReplicaSets left", len(pods.Items), len(rss.Items))
 		}
-		return ""
+		return nil
 	})
 	s := c.Stats()
 	t.Logf("stats %+v", s)
@@ -208,7 +193,7 @@ func TestDeploymentRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string { return deploymentSettled(ctx, cs, "api", 2) })
+	poll.Until(t, "api at 2 replicas", func() error { return deploymentSettled(ctx, cs, "api", 2) })
 	d, err = deps.Get(ctx, "api", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -217,21 +202,21 @@ func TestDeploymentRollout(t *testing.T) {
 	if _, err := deps.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
-		if msg := deploymentSettled(ctx, cs, "api", 2); msg != "" {
-			return msg
+	poll.Until(t, "api rolled out to nginx:1.28", func() error {
+		if err := deploymentSettled(ctx, cs, "api", 2); err != nil {
+			return err
 		}
 		pods, _ := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		for _, p := range pods.Items {
 			if p.Spec.Containers[0].Image != "nginx:1.28" {
-				return "old pod " + p.Name + " left"
+				return fmt.Errorf("old pod %s left", p.Name)
 			}
 		}
 		rss, _ := cs.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{})
 		if len(rss.Items) != 2 {
-			return fmt.Sprintf("%d ReplicaSets, want the old and the new", len(rss.Items))
+			return fmt.Errorf("%d ReplicaSets, want the old and the new", len(rss.Items))
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -241,21 +226,21 @@ func TestFailureRateOne(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, newDeployment("bad", 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	poll.Until(t, "bad's pods failed", func() error {
 		if s := c.Stats(); s.PodsFailed < 3 {
-			return fmt.Sprintf("%d pods failed", s.PodsFailed)
+			return fmt.Errorf("%d pods failed", s.PodsFailed)
 		}
 		d, err := cs.AppsV1().Deployments("default").Get(ctx, "bad", metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if d.Status.Replicas != 3 || d.Status.ReadyReplicas != 0 {
-			return fmt.Sprintf("status %+v", d.Status)
+			return fmt.Errorf("status %+v", d.Status)
 		}
 		if c := condition(d, appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionFalse {
-			return fmt.Sprintf("Available condition %+v", c)
+			return fmt.Errorf("Available condition %+v", c)
 		}
-		return ""
+		return nil
 	})
 	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -319,15 +304,15 @@ func TestJob(t *testing.T) {
 	if _, err := jobs.Create(ctx, newJob("batch", 2, 6), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	poll.Until(t, "job batch complete", func() error {
 		j, err := jobs.Get(ctx, "batch", metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if !jobCondition(j, batchv1.JobComplete) || j.Status.Succeeded != 2 || j.Status.CompletionTime == nil || j.Status.Active != 0 {
-			return fmt.Sprintf("job status %+v", j.Status)
+			return fmt.Errorf("job status %+v", j.Status)
 		}
-		return ""
+		return nil
 	})
 	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=batch"})
 	if err != nil {
@@ -350,15 +335,15 @@ func TestJobFails(t *testing.T) {
 	if _, err := jobs.Create(ctx, newJob("doomed", 1, 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	poll.Until(t, "job doomed failed", func() error {
 		j, err := jobs.Get(ctx, "doomed", metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if !jobCondition(j, batchv1.JobFailed) || j.Status.Failed != 2 || j.Status.Succeeded != 0 {
-			return fmt.Sprintf("job status %+v", j.Status)
+			return fmt.Errorf("job status %+v", j.Status)
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -386,39 +371,39 @@ func TestStatefulSetAndDaemonSet(t *testing.T) {
 	if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	poll.Until(t, "db and agent ready", func() error {
 		s, err := cs.AppsV1().StatefulSets("default").Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if s.Status.ReadyReplicas != 3 || s.Status.ObservedGeneration != s.Generation {
-			return fmt.Sprintf("statefulset status %+v", s.Status)
+			return fmt.Errorf("statefulset status %+v", s.Status)
 		}
 		for i := range 3 {
 			p, err := cs.CoreV1().Pods("default").Get(ctx, fmt.Sprintf("db-%d", i), metav1.GetOptions{})
 			if err != nil || !podReady(p) {
-				return fmt.Sprintf("pod db-%d: %v", i, err)
+				return fmt.Errorf("pod db-%d: %v", i, err)
 			}
 		}
 		d, err := cs.AppsV1().DaemonSets("default").Get(ctx, "agent", metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if d.Status.DesiredNumberScheduled != 3 || d.Status.NumberReady != 3 {
-			return fmt.Sprintf("daemonset status %+v", d.Status)
+			return fmt.Errorf("daemonset status %+v", d.Status)
 		}
 		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=agent"})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		nodes := map[string]bool{}
 		for _, p := range pods.Items {
 			nodes[p.Spec.NodeName] = true
 		}
 		if len(pods.Items) != 3 || len(nodes) != 3 {
-			return fmt.Sprintf("%d daemon pods on %d nodes", len(pods.Items), len(nodes))
+			return fmt.Errorf("%d daemon pods on %d nodes", len(pods.Items), len(nodes))
 		}
-		return ""
+		return nil
 	})
 	// Scale the StatefulSet down: the highest ordinals go.
 	s, err := cs.AppsV1().StatefulSets("default").Get(ctx, "db", metav1.GetOptions{})
@@ -429,15 +414,15 @@ func TestStatefulSetAndDaemonSet(t *testing.T) {
 	if _, err := cs.AppsV1().StatefulSets("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() string {
+	poll.Until(t, "db scaled down to db-0", func() error {
 		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=db"})
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if len(pods.Items) != 1 || pods.Items[0].Name != "db-0" {
-			return fmt.Sprintf("%d pods", len(pods.Items))
+			return fmt.Errorf("%d pods", len(pods.Items))
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -468,11 +453,11 @@ func TestWatchStreams(t *testing.T) {
 	cms := cs.CoreV1().ConfigMaps("default")
 	// A started cluster's own loops hold two store watches.
 	const base = 2
-	eventually(t, func() string {
+	poll.Until(t, "the cluster's own store watches", func() error {
 		if got := c.Stats().Watchers; got != base {
-			return fmt.Sprintf("%d store watchers, want %d", got, base)
+			return fmt.Errorf("%d store watchers, want %d", got, base)
 		}
-		return ""
+		return nil
 	})
 	w, err := cms.Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -500,11 +485,11 @@ func TestWatchStreams(t *testing.T) {
 	}
 	w.Stop()
 	// Stopping the client watch ends the server's handler.
-	eventually(t, func() string {
+	poll.Until(t, "the watch's store watcher gone", func() error {
 		if got := c.Stats().Watchers; got != base {
-			return fmt.Sprintf("%d store watchers after Stop, want %d", got, base)
+			return fmt.Errorf("%d store watchers after Stop, want %d", got, base)
 		}
-		return ""
+		return nil
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // measureClusters is how many clusters each memory figure is averaged over.
@@ -115,16 +116,17 @@ func BenchmarkClusterMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			deadline := time.Now().Add(60 * time.Second)
 			for _, c := range cs {
-				for c.Stats().PodsReady < 3 || c.Stats().Writes < 12 {
-					if time.Now().After(deadline) {
-						b.Fatalf("%s: %+v", c.Name(), c.Stats())
+				poll.Until(b, c.Name()+" running the deployment", func() error {
+					if s := c.Stats(); s.PodsReady < 3 || s.Writes < 12 {
+						return fmt.Errorf("%+v", s)
 					}
-					time.Sleep(10 * time.Millisecond)
-				}
+					return nil
+				}, poll.For(60*time.Second))
 			}
-			time.Sleep(500 * time.Millisecond) // let the last status writes land
+			// A pause the measure includes: the status writes that follow
+			// the last ready pod land.
+			time.Sleep(500 * time.Millisecond)
 		})
 		var objs, bytes int64
 		for _, c := range cs {
@@ -152,9 +154,7 @@ func startMany(b *testing.B, ctx context.Context, cancel context.CancelFunc, log
 			go func() { done <- c.Start(ctx) }()
 		}
 		for _, c := range cs {
-			for c.Stats().Watchers < 2 {
-				time.Sleep(time.Millisecond)
-			}
+			poll.True(b, c.Name()+"'s own watches", func() bool { return c.Stats().Watchers >= 2 })
 		}
 	})
 	return cs, func() {
