@@ -4,6 +4,8 @@
 // a bound the test states (a negative assertion is a bound, never a bare
 // sleep); Wait is Until for code that must not fail a test (a goroutine
 // other than the test's, a benchmark's set-up), returning the last error.
+// A condition that meets a failure no wait will mend returns Stop(err)
+// and the wait ends at once.
 //
 // It must not import anything of Canopy: every package's tests use it.
 package poll

@@ -38,8 +38,18 @@ func resolve(opts []Option) options {
 	return o
 }
 
+// Stop wraps an error that no further wait can mend (a process that
+// exited, a request refused for good): a condition that returns it ends
+// Until or Wait at once with err.
+func Stop(err error) error { return stopError{err} }
+
+type stopError struct{ err error }
+
+func (s stopError) Error() string { return s.err.Error() }
+func (s stopError) Unwrap() error { return s.err }
+
 // Until polls cond until it returns nil, and fails t with what and cond's
-// last error when the timeout passes first.
+// last error when the timeout passes first or cond returns Stop(err).
 func Until(t testing.TB, what string, cond func() error, opts ...Option) {
 	t.Helper()
 	o := resolve(opts)
@@ -59,8 +69,9 @@ func True(t testing.TB, what string, cond func() bool, opts ...Option) {
 	}, opts...)
 }
 
-// Wait polls cond until it returns nil, ctx ends or the timeout passes,
-// and returns nil or cond's last error. It never touches a test.
+// Wait polls cond until it returns nil, ctx ends, the timeout passes or
+// cond returns Stop(err), and returns nil or cond's last error. It never
+// touches a test.
 func Wait(ctx context.Context, cond func() error, opts ...Option) error {
 	return wait(ctx, resolve(opts), cond)
 }
@@ -74,6 +85,9 @@ func wait(ctx context.Context, o options, cond func() error) error {
 		err := cond()
 		if err == nil {
 			return nil
+		}
+		if stop := (stopError{}); errors.As(err, &stop) {
+			return stop.err
 		}
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("not met within %v: %w", o.timeout, err)

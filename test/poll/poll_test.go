@@ -69,6 +69,18 @@ func TestWaitGivesTheLastError(t *testing.T) {
 	}
 }
 
+func TestWaitEndsAtStop(t *testing.T) {
+	exited := errors.New("the process exited")
+	var n atomic.Int32
+	err := Wait(context.Background(), func() error {
+		n.Add(1)
+		return Stop(exited)
+	}, For(time.Hour))
+	if err != exited || n.Load() != 1 {
+		t.Fatalf("Wait = %v after %d calls, want the stopping error after one", err, n.Load())
+	}
+}
+
 func TestWaitStopsWithTheContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
