@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -95,7 +96,7 @@ func TestValidateEdgeKinds(t *testing.T) {
 // valid ones are stored.
 func TestEdgeSelectorsAreValidated(t *testing.T) {
 	r := startTestRoot(t)
-	waitFor(t, "the CRDs", func() bool { return r.crds.ready() == nil })
+	poll.True(t, "the CRDs", func() bool { return r.crds.ready() == nil })
 	clients := map[string]dynamic.Interface{}
 	for _, sp := range []string{layout.DefaultSpace, layout.InventorySpace} {
 		c, err := r.spaceClient(sp)

@@ -11,6 +11,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -50,7 +51,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 			rname := fmt.Sprintf("r-%d", r)
 			region := startTestChild(b, ChildConfig{Role: pki.RoleRegion, Name: rname, DataDir: b.TempDir(),
 				Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-			waitFor(b, rname+" serving", func() bool { return region.LinkAddr() != "" })
+			poll.True(b, rname+" serving", func() bool { return region.LinkAddr() != "" })
 			for e := range edgesPer {
 				name := fmt.Sprintf("e-%d-%d", r, e)
 				addEdge(region.LinkAddr(), name)
@@ -58,7 +59,7 @@ func benchFanout(b *testing.B, regions, edgesPer int) {
 			}
 		}
 	}
-	waitFor(b, "every destination announced at the root", func() bool {
+	poll.True(b, "every destination announced at the root", func() bool {
 		dests, _ := root.down.Subtree()
 		return len(dests) == len(edges)
 	})

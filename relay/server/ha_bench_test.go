@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // Writes through the kube API of a root with one replica and with three
@@ -67,16 +69,13 @@ func BenchmarkRootFailover(b *testing.B) {
 		b.StartTimer()
 		began := time.Now()
 		rs[leader].stop()
-		for {
+		poll.Until(b, "a write acknowledged after the leader stopped", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "after-"}}
 			_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
-			cancel()
-			if err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err
+		}, poll.Every(20*time.Millisecond))
 		gap := time.Since(began)
 		b.StopTimer()
 		total += gap

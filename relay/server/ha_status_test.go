@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // get GETs path on r's API, with the admin token when admin is true, and
@@ -72,7 +74,7 @@ func TestRootReplicasMembersHealthMetrics(t *testing.T) {
 
 	// Every replica knows the leader once it has heard from it, and is
 	// ready once it has the CRDs the leader installs.
-	waitFor(t, "every replica to be ready, know the leader and see all members alive", func() bool {
+	poll.True(t, "every replica to be ready, know the leader and see all members alive", func() bool {
 		for _, r := range rs {
 			ml := memberList(t, r.Root)
 			alive := 0
@@ -145,7 +147,7 @@ func TestRootReplicasMembersHealthMetrics(t *testing.T) {
 			r.stop()
 		}
 	}
-	waitFor(t, "/readyz to fail on the replica left alone", func() bool {
+	poll.True(t, "/readyz to fail on the replica left alone", func() bool {
 		code, _ := get(t, rs[follower].Root, "/readyz", false)
 		return code != http.StatusOK
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -77,7 +78,7 @@ func startReplicas(t testing.TB, n int) []*replica {
 func leaderOf(t testing.TB, rs []*replica) int {
 	t.Helper()
 	leader := -1
-	waitFor(t, "a leader", func() bool {
+	poll.True(t, "a leader", func() bool {
 		for i, r := range rs {
 			if r != nil && r.IsLeader() {
 				leader = i
@@ -96,22 +97,18 @@ func createConfigMap(t testing.TB, r *replica, name string) {
 	t.Helper()
 	cs := adminClient(t, r.Root, "default")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string]string{"k": name}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, "creating "+name+" through "+r.cfg.Name, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
 		_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
-		cancel()
 		switch {
-		case err == nil:
-			return
-		case apierrors.IsAlreadyExists(err):
-			return
-		case (apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err)) && time.Now().Before(deadline):
-			time.Sleep(200 * time.Millisecond)
-		default:
-			t.Fatalf("creating %s through %s: %v", name, r.cfg.Name, err)
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return nil
+		case apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err):
+			return err
 		}
-	}
+		return poll.Stop(err)
+	}, poll.Every(200*time.Millisecond))
 }
 
 // readBack checks that every replica serves each ConfigMap to a get
@@ -175,7 +172,7 @@ func TestRootReplicasFailover(t *testing.T) {
 	}
 	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "edge-1", DataDir: t.TempDir(),
 		Parents: parents, JoinToken: token, VirtualCluster: true})
-	waitFor(t, "edge connected", func() bool { return edge.Uplink().Connected() })
+	poll.True(t, "edge connected", func() bool { return edge.Uplink().Connected() })
 	put := func(via *replica, name string) {
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:"edge-1"}}}`, name, edgev1alpha1.DestinationsAnnotation)
 		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: name}
@@ -197,7 +194,7 @@ func TestRootReplicasFailover(t *testing.T) {
 	for i := range 3 {
 		put(rs[follower], fmt.Sprintf("down-%d", i))
 	}
-	waitFor(t, "inbox converged before the kill", converged(rs[follower], 3))
+	poll.True(t, "inbox converged before the kill", converged(rs[follower], 3))
 
 	killed := rs[leader].cfg.Name
 	epochOf := func(r *replica) string {
@@ -227,7 +224,7 @@ func TestRootReplicasFailover(t *testing.T) {
 	for i := 3; i < 6; i++ {
 		put(rs[survivor], fmt.Sprintf("down-%d", i))
 	}
-	waitFor(t, "inbox converged after the kill", converged(rs[survivor], 6))
+	poll.True(t, "inbox converged after the kill", converged(rs[survivor], 6))
 	if !edge.Uplink().Connected() {
 		t.Fatal("edge not reconnected")
 	}

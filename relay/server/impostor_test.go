@@ -17,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/join"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -33,7 +34,7 @@ func TestImpostorCannotTakeOverADestination(t *testing.T) {
 	region := func(name string) *Child {
 		c := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
 			JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-		waitFor(t, name+" serving", func() bool { return c.LinkAddr() != "" && c.Uplink().Connected() })
+		poll.True(t, name+" serving", func() bool { return c.LinkAddr() != "" && c.Uplink().Connected() })
 		return c
 	}
 	a, b := region("region-a"), region("region-b")
@@ -46,7 +47,7 @@ func TestImpostorCannotTakeOverADestination(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := "secrets/default/only-e3"
-	waitFor(t, "e3 holding its Secret", func() bool { return slices.Contains(inbox(e3), secret) })
+	poll.True(t, "e3 holding its Secret", func() bool { return slices.Contains(inbox(e3), secret) })
 
 	// With a token: the join is refused, naming the name.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -66,7 +67,7 @@ func TestImpostorCannotTakeOverADestination(t *testing.T) {
 	forgeIdentity(t, b, dir, "e3")
 	before := b.Downlink().RegistrationsRefused()
 	startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e3", DataDir: dir, Parents: []string{b.LinkAddr()}, InMemory: true})
-	waitFor(t, "region-b refusing the forged e3", func() bool { return b.Downlink().RegistrationsRefused() > before })
+	poll.True(t, "region-b refusing the forged e3", func() bool { return b.Downlink().RegistrationsRefused() > before })
 
 	// Nothing moved: the Secret is not below region-b, e3 is where it was,
 	// connected, and still holds it. (The forged link was refused before
@@ -139,7 +140,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 			t.Fatal(err)
 		}
 		stop := serveInBackground(t, name, c.Serve)
-		waitFor(t, name+" serving", func() bool { return c.LinkAddr() != "" && c.Uplink().Connected() })
+		poll.True(t, name+" serving", func() bool { return c.LinkAddr() != "" && c.Uplink().Connected() })
 		return c, stop
 	}
 	a, _ := region("region-a")
@@ -152,7 +153,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept := "configmaps/default/kept"
-	waitFor(t, "e3 holding its ConfigMap", func() bool { return slices.Contains(inbox(e3), kept) })
+	poll.True(t, "e3 holding its ConfigMap", func() bool { return slices.Contains(inbox(e3), kept) })
 	deleted := make(chan struct{}, 1)
 	w, err := e3.Store().Watch(t.Context(), store.WatchOptions{Space: layout.InboxSpace, Since: e3.Store().Revision()})
 	if err != nil {
@@ -168,7 +169,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 	}()
 
 	stopB()
-	waitFor(t, "region-b gone", func() bool { return !childStatusOf(root, "region-b").Connected })
+	poll.True(t, "region-b gone", func() bool { return !childStatusOf(root, "region-b").Connected })
 	stale, err := tree.EncodeRoute(tree.RouteKey(layout.DownsyncSpace, "region-b").Name, []tree.RouteDestination{
 		{Name: "e3", Path: []string{"region-b", "e3"}, Since: 1 << 62, Connected: true}})
 	if err != nil {
@@ -178,7 +179,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	root = reopenRoot(t, cfg, root, stopRoot)
-	waitFor(t, "region-a linked again", func() bool { return childStatusOf(root, "region-a").Connected })
+	poll.True(t, "region-a linked again", func() bool { return childStatusOf(root, "region-a").Connected })
 
 	// Something new for e3 goes through: the tree has moved on since the
 	// restart, and the old ConfigMap was never deleted meanwhile.
@@ -186,7 +187,7 @@ func TestStaleClaimNeverEmptiesAConnectedEdge(t *testing.T) {
 	if _, err := root.Store().Create(context.Background(), k, []byte(strings.ReplaceAll(data, "kept", "later"))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "e3 receiving a new ConfigMap", func() bool { return slices.Contains(inbox(e3), "configmaps/default/later") })
+	poll.True(t, "e3 receiving a new ConfigMap", func() bool { return slices.Contains(inbox(e3), "configmaps/default/later") })
 	select {
 	case <-deleted:
 		t.Fatal("e3 deleted what it applied because of a stale claim")

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -43,16 +44,18 @@ func TestCustomizationWithTheSelectedLocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last string
-	waitForMsg(t, "each ConfigMap customized with its placement's Location", func() (bool, string) {
+	poll.Until(t, "each ConfigMap customized with its placement's Location", func() error {
 		got := map[string]string{}
 		for _, name := range []string{"by-region", "by-color"} {
 			cm, err := c.Resource(cmGVR).Namespace("shop").Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {
-				return false, fmt.Sprintf("%s: %v", name, err)
+				return fmt.Errorf("%s: %v", name, err)
 			}
 			got[name], _, _ = unstructured.NestedString(cm.Object, "data", "location")
 		}
-		return got["by-region"] == "region-1" && got["by-color"] == "red", fmt.Sprint(got)
-	}, &last)
+		if got["by-region"] != "region-1" || got["by-color"] != "red" {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/transport/link/memnet"
 	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -67,12 +68,12 @@ func makeTree(t testing.TB, net *Network, fanouts ...int) *testTree {
 				tt.under[top] = append(tt.under[top], name)
 				continue
 			}
-			waitFor(t, name+" serving", func() bool { return c.LinkAddr() != "" })
+			poll.True(t, name+" serving", func() bool { return c.LinkAddr() != "" })
 			grow(c, c.LinkAddr(), top, depth+1)
 		}
 	}
 	grow(nil, r.LinkAddr(), "", 0)
-	waitFor(t, "every edge announced at the root", func() bool {
+	poll.True(t, "every edge announced at the root", func() bool {
 		dests, _ := r.down.Subtree()
 		if len(dests) != len(tt.edges) {
 			return false
@@ -134,7 +135,7 @@ func TestTreeOverLossyNetwork(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "every edge holding its 10 objects", func() bool {
+	poll.True(t, "every edge holding its 10 objects", func() bool {
 		for _, e := range tt.edges {
 			list, err := e.Store().List(store.ListOptions{Space: layout.InboxSpace})
 			if err != nil || len(list.Items) != 10 {
@@ -179,7 +180,7 @@ func TestPartitionedRegionCatchesUpWithState(t *testing.T) {
 	for i := range keys {
 		write(i, "initial")
 	}
-	waitFor(t, "the edge to hold the 50 keys", func() bool { return tt.converged() == nil && len(inbox(edge)) == keys })
+	poll.True(t, "the edge to hold the 50 keys", func() bool { return tt.converged() == nil && len(inbox(edge)) == keys })
 
 	rootAddr, regionAddr := tt.root.LinkAddr(), region.dialTransport.Conn.LocalAddr().String()
 	if err := mn.Partition(rootAddr, regionAddr); err != nil {
@@ -194,7 +195,7 @@ func TestPartitionedRegionCatchesUpWithState(t *testing.T) {
 		t.Fatal("the root does not know the region")
 		return session.ChildStatus{}
 	}
-	waitFor(t, "the root to see the region gone", func() bool { return !regionLink().Connected })
+	poll.True(t, "the root to see the region gone", func() bool { return !regionLink().Connected })
 	for u := range updates {
 		write(u%keys, fmt.Sprint("update-", u))
 	}
@@ -207,7 +208,7 @@ func TestPartitionedRegionCatchesUpWithState(t *testing.T) {
 	if err := mn.Heal(rootAddr, regionAddr); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the edge to converge after the partition", func() bool {
+	poll.True(t, "the edge to converge after the partition", func() bool {
 		return regionLink().Connected && tt.converged() == nil && regionLink().Down.LagRevisions == 0
 	})
 	after := regionLink().Down

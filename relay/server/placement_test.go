@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -36,13 +36,13 @@ func startPlacementTree(t *testing.T, edges map[string]map[string]string) *place
 	token := joinToken(t, root)
 	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
 		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	poll.True(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
 	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
 	for name, labels := range edges {
 		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(),
 			Parents: []string{region.LinkAddr()}, JoinToken: token, VirtualCluster: true, InMemory: true, Labels: labels})
 	}
-	waitFor(t, "every edge announced", func() bool {
+	poll.True(t, "every edge announced", func() bool {
 		dests, _ := root.down.Subtree()
 		return len(dests) == len(edges)
 	})
@@ -54,7 +54,7 @@ func startPlacementTree(t *testing.T, edges map[string]map[string]string) *place
 // once the workload CRDs are installed, and waits for n SyncTargets.
 func (pt *placementTree) connect(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, "the workload CRDs", func() bool { return pt.root.startupCRDsReady() == nil })
+	poll.True(t, "the workload CRDs", func() bool { return pt.root.startupCRDsReady() == nil })
 	var err error
 	if pt.wds, err = pt.root.spaceClient(layout.DefaultSpace); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func (pt *placementTree) connect(t *testing.T, n int) {
 	if pt.inv, err = pt.root.spaceClient(layout.InventorySpace); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "SyncTargets for every edge", func() bool {
+	poll.True(t, "SyncTargets for every edge", func() bool {
 		l, err := pt.inv.Resource(edgev1alpha1.SyncTargetsGVR).List(context.Background(), metav1.ListOptions{})
 		return err == nil && len(l.Items) == n
 	})
@@ -134,21 +134,20 @@ func inbox(c *Child) []string {
 // nothing), and its inbox equals its mailbox at the region.
 func (pt *placementTree) waitInboxes(t *testing.T, what string, want map[string][]string) {
 	t.Helper()
-	var last string
-	waitForMsg(t, what, func() (bool, string) {
+	poll.Until(t, what, func() error {
 		for name, e := range pt.edges {
 			got := inbox(e)
 			if !slices.Equal(got, want[name]) {
-				return false, fmt.Sprintf("%s holds %v, want %v", name, got, want[name])
+				return fmt.Errorf("%s holds %v, want %v", name, got, want[name])
 			}
 			mb, err1 := tree.RoutedContentHash(pt.region.Store(), layout.InboxSpace, pt.region.Mailboxes().Routing(name))
 			in, err2 := tree.ContentHash(e.Store(), layout.InboxSpace)
 			if err1 != nil || err2 != nil || mb != in {
-				return false, fmt.Sprintf("%s's inbox differs from its mailbox", name)
+				return fmt.Errorf("%s's inbox differs from its mailbox", name)
 			}
 		}
-		return true, ""
-	}, &last)
+		return nil
+	})
 }
 
 var (
@@ -189,7 +188,7 @@ func TestPlacementThroughTheTree(t *testing.T) {
 	pt.waitInboxes(t, "zone a to hold the placed objects", map[string][]string{"e1": placed, "e3": placed})
 
 	// The status says how many destinations matched; the slices list them.
-	waitFor(t, "MATCHED 2", func() bool {
+	poll.True(t, "MATCHED 2", func() bool {
 		p, err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Get(context.Background(), "shop", metav1.GetOptions{})
 		n, _, _ := unstructured.NestedInt64(p.Object, "status", "matchedDestinations")
 		return err == nil && n == 2
@@ -222,24 +221,4 @@ func TestPlacementThroughTheTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	pt.waitInboxes(t, "nothing placed", map[string][]string{})
-}
-
-// waitForMsg is waitFor with the last reason in the failure message.
-func waitForMsg(t testing.TB, what string, f func() (bool, string), last *string) {
-	t.Helper()
-	waitFor(&msgTB{TB: t, last: last}, what, func() bool {
-		ok, why := f()
-		*last = why
-		return ok
-	})
-}
-
-type msgTB struct {
-	testing.TB
-	last *string
-}
-
-func (m *msgTB) Fatalf(format string, args ...any) {
-	m.TB.Helper()
-	m.TB.Fatalf(format+": %s", append(args, strings.TrimSpace(*m.last))...)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -144,7 +145,7 @@ func TestCanopyOwnsItsCRDsAndConnectedSyncTargets(t *testing.T) {
 	// (a change of the fleet is seen after it), and its objects leave the
 	// placement.
 	pt.stops["e2"]()
-	waitFor(t, "e2 disconnected", func() bool {
+	poll.True(t, "e2 disconnected", func() bool {
 		st, err := targets.Get(ctx, "e2", metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -156,11 +157,11 @@ func TestCanopyOwnsItsCRDsAndConnectedSyncTargets(t *testing.T) {
 		t.Fatalf("deleting the SyncTarget of e2, stopped: %v", err)
 	}
 	pt.addEdge(t, "e3", map[string]string{"zone": "b"})
-	waitFor(t, "e3's SyncTarget", func() bool { _, err := targets.Get(ctx, "e3", metav1.GetOptions{}); return err == nil })
+	poll.True(t, "e3's SyncTarget", func() bool { _, err := targets.Get(ctx, "e3", metav1.GetOptions{}); return err == nil })
 	if _, err := targets.Get(ctx, "e2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("e2's SyncTarget after it was retired: %v, want NotFound", err)
 	}
-	waitFor(t, "the placement to match e1 alone", func() bool {
+	poll.True(t, "the placement to match e1 alone", func() bool {
 		p, err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Get(ctx, "shop", metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -173,7 +174,7 @@ func TestCanopyOwnsItsCRDsAndConnectedSyncTargets(t *testing.T) {
 	cfg := pt.edges["e2"].cfg
 	cfg.JoinToken = ""
 	pt.startEdge(t, cfg)
-	waitFor(t, "e2's SyncTarget back, connected", func() bool {
+	poll.True(t, "e2's SyncTarget back, connected", func() bool {
 		st, err := targets.Get(ctx, "e2", metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -202,7 +203,7 @@ func TestCanopyCRDsAndSyncTargetsComeBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, fmt.Sprintf("the CRD of %s in %s back", c.resource, c.space), func() bool {
+		poll.True(t, fmt.Sprintf("the CRD of %s in %s back", c.resource, c.space), func() bool {
 			o, err := pt.root.Store().Get(k)
 			return err == nil && o.Revision > gone.Revision
 		})
@@ -223,7 +224,7 @@ func TestCanopyCRDsAndSyncTargetsComeBack(t *testing.T) {
 	if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the owner dropped from the EdgePlacement CRD", func() bool {
+	poll.True(t, "the owner dropped from the EdgePlacement CRD", func() bool {
 		crd, err := crds.Get(ctx, edgev1alpha1.CRDName(edgev1alpha1.ResourceEdgePlacements), metav1.GetOptions{})
 		return err == nil && len(crd.GetOwnerReferences()) == 0
 	})
@@ -236,7 +237,7 @@ func TestCanopyCRDsAndSyncTargetsComeBack(t *testing.T) {
 	if _, err := pt.root.Store().Delete(ctx, store.Key{Space: layout.InventorySpace, Resource: store.Resource{Group: edgev1alpha1.GroupName, Resource: edgev1alpha1.ResourceSyncTargets}, Name: "e1"}, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "e1's SyncTarget back, connected", func() bool {
+	poll.True(t, "e1's SyncTarget back, connected", func() bool {
 		again, err := targets.Get(ctx, "e1", metav1.GetOptions{})
 		if err != nil {
 			return false

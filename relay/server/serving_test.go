@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // presented returns the serving certificate the root's API presents to a
@@ -37,7 +38,7 @@ func TestServingCertificateRotates(t *testing.T) {
 	token := joinToken(t, r)
 	before := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "region-a", DataDir: t.TempDir(),
 		Parents: []string{r.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0"})
-	waitFor(t, "region-a connected", func() bool { return before.Uplink().Connected() })
+	poll.True(t, "region-a connected", func() bool { return before.Uplink().Connected() })
 	first := presented(t, r)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.ca.Pool(), MinVersion: tls.VersionTLS12}}}
 	defer client.CloseIdleConnections()
@@ -57,7 +58,7 @@ func TestServingCertificateRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second *x509.Certificate
-	waitFor(t, "a new serving certificate", func() bool {
+	poll.True(t, "a new serving certificate", func() bool {
 		second = presented(t, r)
 		return !second.Equal(first)
 	})
@@ -72,7 +73,7 @@ func TestServingCertificateRotates(t *testing.T) {
 	}
 	after := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "region-b", DataDir: t.TempDir(),
 		Parents: []string{r.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0"})
-	waitFor(t, "region-b linked after the rotation", func() bool { return after.Uplink().Connected() })
+	poll.True(t, "region-b linked after the rotation", func() bool { return after.Uplink().Connected() })
 	if !before.Uplink().Connected() {
 		t.Fatal("region-a lost its link to the rotation")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -31,12 +32,12 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 			t.Fatal(err)
 		}
 		stop := serveInBackground(t, name, c.Serve)
-		waitFor(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
+		poll.True(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
 		return c, stop
 	}
 	r1, stopR1 := startRegion("r1")
 	r2, _ := startRegion("r2", r1.Siblings().PeerAddr())
-	waitFor(t, "r1 and r2 to find each other", func() bool {
+	poll.True(t, "r1 and r2 to find each other", func() bool {
 		a, _ := r1.Siblings().Addrs()
 		b, _ := r2.Siblings().Addrs()
 		return slices.Equal(a, []string{r2.LinkAddr()}) && slices.Equal(b, []string{r1.LinkAddr()})
@@ -88,10 +89,10 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 		}
 	}
 	for _, name := range names {
-		waitFor(t, name+" under r1", func() bool { return pathOf(name) == "root/r1/"+name })
-		waitFor(t, name+" to learn r2", func() bool { return slices.Equal(edges[name].Uplink().Siblings(), []string{r2.LinkAddr()}) })
+		poll.True(t, name+" under r1", func() bool { return pathOf(name) == "root/r1/"+name })
+		poll.True(t, name+" to learn r2", func() bool { return slices.Equal(edges[name].Uplink().Siblings(), []string{r2.LinkAddr()}) })
 	}
-	waitFor(t, "edges converged under r1", converged(r1, 1))
+	poll.True(t, "edges converged under r1", converged(r1, 1))
 	applies := map[string]int64{}
 	for _, name := range names {
 		applies[name] = edges[name].syncer.Stats().Applies
@@ -99,9 +100,9 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 
 	stopR1()
 	for _, name := range names {
-		waitFor(t, name+" under r2", func() bool { return pathOf(name) == "root/r2/"+name })
+		poll.True(t, name+" under r2", func() bool { return pathOf(name) == "root/r2/"+name })
 	}
-	waitFor(t, "edges converged under r2", converged(r2, 1))
+	poll.True(t, "edges converged under r2", converged(r2, 1))
 	for _, name := range names {
 		if st := edges[name].syncer.Stats(); st.Applies != applies[name] || st.Deletes != 0 {
 			t.Errorf("%s: %d applies and %d deletes after re-homing, want none (%d applies before)", name, st.Applies-applies[name], st.Deletes, applies[name])
@@ -113,5 +114,5 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 	for _, name := range names {
 		put("after-"+name, name)
 	}
-	waitFor(t, "changes after the move", converged(r2, 2))
+	poll.True(t, "changes after the move", converged(r2, 2))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
@@ -105,7 +107,7 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	// CombinedStatus that does not count three destinations and three
 	// ready replicas, until the region has reported again.
 	stopRoot()
-	wrong := pt.watchOtherThan(3, 3)
+	wrong, stopWatch := pt.watchOtherThan(t, 3, 3)
 	cfg.APIAddr, cfg.LinkAddr = root.Addr(), root.LinkAddr()
 	root, err = Open(cfg, quiet)
 	if err != nil {
@@ -114,12 +116,11 @@ func TestReportsInMemoryAtRoot(t *testing.T) {
 	serveInBackground(t, "root again", root.Serve)
 	<-root.Ready()
 	pt.root = root
-	waitFor(t, "r1 reported again", func() bool { in, err := tree.Collected(root.Reports(), space); return err == nil && in })
-	waitFor(t, "reported state written again", func() bool { return !root.reports.hold.Holding() })
-	time.Sleep(3 * DefaultStatusWindow) // a rewrite from the reports, if any, has landed
-	if seen := wrong(); len(seen) > 0 {
-		t.Fatalf("while the root restarted, the CombinedStatus read %v, want [3 3] throughout", seen)
-	}
+	poll.True(t, "r1 reported again", func() bool { in, err := tree.Collected(root.Reports(), space); return err == nil && in })
+	poll.True(t, "reported state written again", func() bool { return !root.reports.hold.Holding() })
+	// A rewrite from the reports, if any, lands within three status windows.
+	poll.Holds(t, "the CombinedStatus while the root restarted", 3*DefaultStatusWindow, wrong)
+	stopWatch()
 	if lr, err := root.Reports().List(partials); err != nil || len(lr.Items) == 0 {
 		t.Fatalf("after the restart, the root's report store holds no partial of r1: %v", err)
 	}
@@ -174,10 +175,10 @@ func TestReportsReachTheLeaderFromAFollower(t *testing.T) {
 	if err := rs[leader].node.TransferLeadership(rs[third].cfg.Name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, rs[third].cfg.Name+" leading", func() bool { return rs[third].IsLeader() && !rs[leader].IsLeader() })
+	poll.True(t, rs[third].cfg.Name+" leading", func() bool { return rs[third].IsLeader() && !rs[leader].IsLeader() })
 	// With nothing changing, the follower sees the new leader and sends it
 	// everything again (without, the new leader would wait a minute).
-	waitFor(t, "the follower's reports at the new leader", func() bool { return !rs[third].reports.hold.Holding() })
+	poll.True(t, "the follower's reports at the new leader", func() bool { return !rs[third].reports.hold.Holding() })
 	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
 	pt.waitCombined(t, "three destinations, six ready, after the transfer", 3, 6)
 	oc.check(t, "leadership transfer")
@@ -192,11 +193,13 @@ func TestReportsReachTheLeaderFromAFollower(t *testing.T) {
 	oc.check(t, "root failover")
 }
 
-// watchOtherThan polls the CombinedStatus of placeCollected until the
-// returned function is called, and records every read that does not count
-// n destinations and ready replicas: a value, or "deleted". The function
-// stops the poller and returns what it saw, by how many reads.
-func (pt *placementTree) watchOtherThan(n, ready int64) func() map[string]int {
+// watchOtherThan polls the CombinedStatus of placeCollected every 5 ms
+// until stopped (at the latest when the test ends), and records every
+// read that does not count n destinations and ready replicas: a value, or
+// "deleted". check says what was read so far, by how many reads, if
+// anything.
+func (pt *placementTree) watchOtherThan(t *testing.T, n, ready int64) (check func() error, stop func()) {
+	var mu sync.Mutex
 	wrong := map[string]int{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -204,20 +207,27 @@ func (pt *placementTree) watchOtherThan(n, ready int64) func() map[string]int {
 		defer close(done)
 		for ctx.Err() == nil {
 			cols, err := pt.combinedColumns()
+			mu.Lock()
 			switch {
 			case apierrors.IsNotFound(err):
 				wrong["deleted"]++
 			case err == nil && !slices.Equal(cols, []int64{n, ready}):
 				wrong[fmt.Sprint(cols)]++
 			}
-			time.Sleep(5 * time.Millisecond)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond) // the sampling period
 		}
 	}()
-	return func() map[string]int {
-		cancel()
-		<-done
-		return wrong
-	}
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(wrong) > 0 {
+			return fmt.Errorf("read %v, want [%d %d] throughout", wrong, n, ready)
+		}
+		return nil
+	}, stop
 }
 
 // A region keeps its children's reports in memory, and its summary (its
@@ -230,7 +240,7 @@ func TestRegionRestartKeepsItsSummary(t *testing.T) {
 		JoinToken: joinToken(t, root), LinkAddr: "127.0.0.1:0"} // its log on disk
 	pt, stopRegion := collectedTreeOf(t, root, rcfg)
 
-	wrong := pt.watchOtherThan(3, 3)
+	wrong, stopWatch := pt.watchOtherThan(t, 3, 3)
 	stopRegion()
 	rcfg.JoinToken, rcfg.LinkAddr = "", pt.region.LinkAddr() // the edges dial it there
 	region, err := OpenChild(rcfg, quiet)
@@ -240,15 +250,15 @@ func TestRegionRestartKeepsItsSummary(t *testing.T) {
 	serveInBackground(t, "r1 again", region.Serve)
 	pt.region = region
 	for _, name := range []string{"e1", "e2", "e3"} {
-		waitFor(t, name+" reported again", func() bool {
+		poll.True(t, name+" reported again", func() bool {
 			in, err := tree.Collected(region.Reports(), layout.ReportsSpace(name))
 			return err == nil && in
 		})
 	}
-	time.Sleep(5 * DefaultStatusWindow) // a summary from the reports, and the root's rewrite, have landed
-	if seen := wrong(); len(seen) > 0 {
-		t.Fatalf("while the region restarted, the CombinedStatus read %v, want [3 3] throughout", seen)
-	}
+	// A summary from the reports, and the root's rewrite, land within five
+	// status windows.
+	poll.Holds(t, "the CombinedStatus while the region restarted", 5*DefaultStatusWindow, wrong)
+	stopWatch()
 	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
 	pt.waitCombined(t, "three destinations, two replicas each, after the region restarted", 3, 6)
 }

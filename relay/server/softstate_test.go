@@ -14,6 +14,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -60,7 +61,7 @@ func collectedTreeOf(t *testing.T, root *Root, rcfg ChildConfig) (*placementTree
 		t.Fatal(err)
 	}
 	stop := serveInBackground(t, rcfg.Name, region.Serve)
-	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	poll.True(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
 	pt := &placementTree{root: root, region: region, edges: map[string]*Child{}, stops: map[string]func(){}}
 	for _, name := range []string{"e1", "e2", "e3"} {
 		pt.startEdge(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
@@ -109,14 +110,16 @@ func (pt *placementTree) combinedColumns() ([]int64, error) {
 // ready replicas in all.
 func (pt *placementTree) waitCombined(t *testing.T, what string, n, ready int64) {
 	t.Helper()
-	var last string
-	waitForMsg(t, what, func() (bool, string) {
+	poll.Until(t, what, func() error {
 		cols, err := pt.combinedColumns()
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return len(cols) == 2 && cols[0] == n && cols[1] == ready, fmt.Sprint(cols)
-	}, &last)
+		if len(cols) != 2 || cols[0] != n || cols[1] != ready {
+			return fmt.Errorf("%v", cols)
+		}
+		return nil
+	})
 }
 
 // overcount polls the CombinedStatus until stopped and records every value
@@ -139,7 +142,7 @@ func (pt *placementTree) watchOvercount(n, ready int64) *overcount {
 				oc.seen = append(oc.seen, fmt.Sprint(cols))
 				oc.mu.Unlock()
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the sampling period
 		}
 	}()
 	oc.stop = func() { cancel(); <-done }
@@ -175,7 +178,7 @@ func TestStatusSoftState(t *testing.T) {
 			t.Fatal(err)
 		}
 		regionStops[cfg.Name] = serveInBackground(t, cfg.Name, c.Serve)
-		waitFor(t, cfg.Name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" })
+		poll.True(t, cfg.Name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" })
 		regions[cfg.Name] = cfg
 		return c
 	}
@@ -204,7 +207,7 @@ func TestStatusSoftState(t *testing.T) {
 		}
 		return ""
 	}
-	waitFor(t, "every edge announced", func() bool { dests, _ := root.down.Subtree(); return len(dests) == 6 })
+	poll.True(t, "every edge announced", func() bool { dests, _ := root.down.Subtree(); return len(dests) == 6 })
 	pt.connect(t, 6)
 	pt.placeCollected(t, nil)
 	pt.waitCombined(t, "six destinations ready", 6, 6)
@@ -217,8 +220,8 @@ func TestStatusSoftState(t *testing.T) {
 	cfg := pt.edges["e1"].cfg
 	cfg.Parents, cfg.JoinToken = []string{r2.LinkAddr()}, ""
 	pt.startEdge(t, cfg)
-	waitFor(t, "e1 under r2", func() bool { return pathOf("e1") == "[r2 e1]" })
-	waitFor(t, "r1 no longer claims e1", func() bool {
+	poll.True(t, "e1 under r2", func() bool { return pathOf("e1") == "[r2 e1]" })
+	poll.True(t, "r1 no longer claims e1", func() bool {
 		for _, c := range root.down.Children() {
 			if c.Superseded {
 				return false
@@ -242,7 +245,7 @@ func TestStatusSoftState(t *testing.T) {
 	// r1 dies: e2-e4 re-home to r2, which then counts all six alone.
 	regionStops["r1"]()
 	for _, name := range []string{"e2", "e3", "e4"} {
-		waitFor(t, name+" under r2", func() bool { return pathOf(name) == "[r2 "+name+"]" })
+		poll.True(t, name+" under r2", func() bool { return pathOf(name) == "[r2 "+name+"]" })
 	}
 	pt.waitCombined(t, "six destinations after r1 died", 6, 6)
 	oc.check(t, "r1 died")
@@ -278,7 +281,7 @@ func TestStatusSurvivesRootFailover(t *testing.T) {
 	rs[leader] = nil
 	newLeader := leaderOf(t, rs)
 	t.Logf("%s leads after the kill", rs[newLeader].cfg.Name)
-	waitFor(t, "the region reconnected", func() bool { return region.Uplink().Connected() })
+	poll.True(t, "the region reconnected", func() bool { return region.Uplink().Connected() })
 	pt.apply(t, pt.wds, deployGVR, webDeployment(2, nil))
 	pt.waitCombined(t, "three destinations, six ready, after the failover", 3, 6)
 	oc.check(t, "root failover")
@@ -302,7 +305,7 @@ func TestInventoryAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopRegion := serveInBackground(t, "r1", region.Serve)
-	waitFor(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	poll.True(t, "region serving", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
 	for _, name := range []string{"e1", "e2"} {
 		startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: name, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
 			JoinToken: token, InMemory: true})
@@ -324,26 +327,31 @@ func TestInventoryAcrossReplicas(t *testing.T) {
 		}
 		return out, nil
 	}
-	var last string
 	want := map[string]string{"e1": "root/r1/e1 true", "e2": "root/r1/e2 true"}
-	waitForMsg(t, "the leader's inventory to list the follower's edges", func() (bool, string) {
+	poll.Until(t, "the leader's inventory to list the follower's edges", func() error {
 		got, err := targets()
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return maps.Equal(got, want), fmt.Sprint(got)
-	}, &last)
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
 	if len(rs[leader].down.Children()) != 0 {
 		t.Fatalf("the region is linked to the leader, not to the follower: %+v", rs[leader].down.Children())
 	}
 
 	stopRegion()
 	want = map[string]string{"e1": "root/r1/e1 false", "e2": "root/r1/e2 false"}
-	waitForMsg(t, "the edges shown disconnected", func() (bool, string) {
+	poll.Until(t, "the edges shown disconnected", func() error {
 		got, err := targets()
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return maps.Equal(got, want), fmt.Sprint(got)
-	}, &last)
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/syncer"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -82,28 +84,27 @@ func TestSyncerEndToEnd(t *testing.T) {
 		clients[name] = c
 	}
 	ctx := context.Background()
-	var last string
-	waitForMsg(t, "every cluster to hold its own version", func() (bool, string) {
+	poll.Until(t, "every cluster to hold its own version", func() error {
 		for name, c := range clients {
 			labels := stores[name]
 			ns, err := c.Resource(nsGVR).Get(ctx, "shop", metav1.GetOptions{})
 			if err != nil {
-				return false, fmt.Sprintf("%s: namespace: %v", name, err)
+				return fmt.Errorf("%s: namespace: %v", name, err)
 			}
 			if ns.GetLabels()[syncer.ManagedLabel] != "true" {
-				return false, fmt.Sprintf("%s: namespace not managed: %v", name, ns.GetLabels())
+				return fmt.Errorf("%s: namespace not managed: %v", name, ns.GetLabels())
 			}
 			cm, err := c.Resource(cmGVR).Namespace("shop").Get(ctx, "settings", metav1.GetOptions{})
 			if err != nil {
-				return false, fmt.Sprintf("%s: configmap: %v", name, err)
+				return fmt.Errorf("%s: configmap: %v", name, err)
 			}
 			data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
 			if want := map[string]string{"zone": labels["zone"], "region": "eu", "store": name}; fmt.Sprint(data) != fmt.Sprint(want) {
-				return false, fmt.Sprintf("%s: configmap data %v, want %v", name, data, want)
+				return fmt.Errorf("%s: configmap data %v, want %v", name, data, want)
 			}
 			d, err := c.Resource(deployGVR).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
-				return false, fmt.Sprintf("%s: deployment: %v", name, err)
+				return fmt.Errorf("%s: deployment: %v", name, err)
 			}
 			replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
 			cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
@@ -112,63 +113,63 @@ func TestSyncerEndToEnd(t *testing.T) {
 			wantEnv := fmt.Sprintf(`[{"name":"REGION","value":"eu"},{"name":"ZONE","value":"%s"},{"name":"STORE","value":"%s-%s"}]`, labels["zone"], name, labels["zone"])
 			wantCPU := map[string]string{"small": "", "large": "2"}[labels["size"]]
 			if fmt.Sprint(replicas) != labels["replicas"] || string(env) != wantEnv || cpu != wantCPU || d.GetLabels()["store"] != name {
-				return false, fmt.Sprintf("%s: replicas %d env %s cpu %q labels %v", name, replicas, env, cpu, d.GetLabels())
+				return fmt.Errorf("%s: replicas %d env %s cpu %q labels %v", name, replicas, env, cpu, d.GetLabels())
 			}
 			for k := range d.GetAnnotations() {
 				if strings.HasPrefix(k, edgev1alpha1.GroupName+"/") {
-					return false, fmt.Sprintf("%s: deployment carries %s", name, k)
+					return fmt.Errorf("%s: deployment carries %s", name, k)
 				}
 			}
 		}
-		return true, ""
-	}, &last)
+		return nil
+	})
 
 	// Reports travel up: at the region, each edge's reports space holds
 	// its DestinationStatus and its live Deployment, available.
-	waitForMsg(t, "reports at the region", func() (bool, string) {
+	poll.Until(t, "reports at the region", func() error {
 		for name := range pt.edges {
 			space := layout.ReportsSpace(name)
 			o, err := pt.region.Reports().Get(store.Key{Space: space, Resource: syncer.DestinationStatusResource, Name: name})
 			if err != nil {
-				return false, fmt.Sprintf("%s: status: %v", name, err)
+				return fmt.Errorf("%s: status: %v", name, err)
 			}
 			var ds syncer.DestinationStatus
 			if err := json.Unmarshal(o.Data, &ds); err != nil || !ds.Status.Reachable || ds.Status.Applied != 3 || ds.Status.FailedCount != 0 || ds.Status.ObservedInboxRevision == 0 {
-				return false, fmt.Sprintf("%s: status %s", name, o.Data)
+				return fmt.Errorf("%s: status %s", name, o.Data)
 			}
 			o, err = pt.region.Reports().Get(store.Key{Space: space, Resource: store.Resource{Group: "apps", Resource: "deployments"}, Namespace: "shop", Name: "web"})
 			if err != nil {
-				return false, fmt.Sprintf("%s: deployment report: %v", name, err)
+				return fmt.Errorf("%s: deployment report: %v", name, err)
 			}
 			var d unstructured.Unstructured
 			if err := d.UnmarshalJSON(o.Data); err != nil {
-				return false, err.Error()
+				return err
 			}
 			avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
 			if fmt.Sprint(avail) != stores[name]["replicas"] {
-				return false, fmt.Sprintf("%s: reported availableReplicas %d", name, avail)
+				return fmt.Errorf("%s: reported availableReplicas %d", name, avail)
 			}
 		}
-		return true, ""
-	}, &last)
+		return nil
+	})
 
 	// The placement goes: so does everything from every cluster.
 	if err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForMsg(t, "every cluster emptied", func() (bool, string) {
+	poll.Until(t, "every cluster emptied", func() error {
 		for name, c := range clients {
 			for _, o := range []struct {
 				gvr      schema.GroupVersionResource
 				ns, name string
 			}{{deployGVR, "shop", "web"}, {cmGVR, "shop", "settings"}, {nsGVR, "", "shop"}} {
 				if _, err := c.Resource(o.gvr).Namespace(o.ns).Get(ctx, o.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-					return false, fmt.Sprintf("%s: %s %s still there (%v)", name, o.gvr.Resource, o.name, err)
+					return fmt.Errorf("%s: %s %s still there (%v)", name, o.gvr.Resource, o.name, err)
 				}
 			}
 		}
-		return true, ""
-	}, &last)
+		return nil
+	})
 }
 
 // Autonomy: an edge restarted while its parent is unreachable enforces the
@@ -192,26 +193,25 @@ func TestEdgeEnforcesInboxWhileParentIsDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clusterHolds := func(c *Child) func() (bool, string) {
+	clusterHolds := func(c *Child) func() error {
 		cs, err := dynamic.NewForConfig(c.cluster.RESTConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func() (bool, string) {
+		return func() error {
 			l, err := cs.Resource(cmGVR).Namespace("default").List(context.Background(), metav1.ListOptions{LabelSelector: syncer.ManagedLabel + "=true"})
 			if err != nil || len(l.Items) != 5 {
-				return false, fmt.Sprintf("managed configmaps: %v (%v)", l, err)
+				return fmt.Errorf("managed configmaps: %v (%v)", l, err)
 			}
-			return true, ""
+			return nil
 		}
 	}
-	var last string
-	waitForMsg(t, "the first cluster to hold the configmaps", clusterHolds(c), &last)
+	poll.Until(t, "the first cluster to hold the configmaps", clusterHolds(c))
 	stop()
 
 	cfg.Parents, cfg.JoinToken = []string{"127.0.0.1:1"}, ""
 	c2 := startTestChild(t, cfg)
-	waitForMsg(t, "the new cluster to hold the configmaps, parent down", clusterHolds(c2), &last)
+	poll.Until(t, "the new cluster to hold the configmaps, parent down", clusterHolds(c2))
 	if c2.Uplink().Connected() {
 		t.Fatal("connected to a parent that does not exist")
 	}
@@ -229,22 +229,27 @@ func TestEdgeEnforcesInboxWhileParentIsDown(t *testing.T) {
 		return ds, string(o.Data)
 	}
 	var before int64
-	waitForMsg(t, "the edge's status report", func() (bool, string) {
+	poll.Until(t, "the edge's status report", func() error {
 		ds, why := reported()
 		before = ds.Status.DriftCorrections
-		return ds.Status.Applied == 5, why
-	}, &last)
+		if ds.Status.Applied != 5 {
+			return errors.New(why)
+		}
+		return nil
+	})
 	cs, _ := dynamic.NewForConfig(c2.cluster.RESTConfig())
 	if err := cs.Resource(cmGVR).Namespace("default").Delete(context.Background(), "cm-3", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForMsg(t, "cm-3 restored, reported", func() (bool, string) {
-		if ok, why := clusterHolds(c2)(); !ok {
-			return false, why
+	poll.Until(t, "cm-3 restored, reported", func() error {
+		if err := clusterHolds(c2)(); err != nil {
+			return err
 		}
-		ds, why := reported()
-		return ds.Status.Applied == 5 && ds.Status.DriftCorrections > before, why
-	}, &last)
+		if ds, why := reported(); ds.Status.Applied != 5 || ds.Status.DriftCorrections <= before {
+			return errors.New(why)
+		}
+		return nil
+	})
 }
 
 // The C2P shape (seed 001): a policy CRD and cluster-scoped policies of
@@ -265,7 +270,7 @@ func TestPolicyCRDThroughTheTree(t *testing.T) {
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": map[string]any{
 					"spec": map[string]any{"type": "object", "properties": map[string]any{"rule": map[string]any{"type": "string"}}}}}}}}}})
 	policyGVR := schema.GroupVersionResource{Group: "c2p.example.com", Version: "v1", Resource: "policies"}
-	waitFor(t, "the WDS to serve policies", func() bool {
+	poll.True(t, "the WDS to serve policies", func() bool {
 		_, err := pt.wds.Resource(policyGVR).List(context.Background(), metav1.ListOptions{})
 		return err == nil
 	})
@@ -296,16 +301,17 @@ func TestPolicyCRDThroughTheTree(t *testing.T) {
 		}
 		return names, fmt.Sprint(names)
 	}
-	var last string
 	for _, want := range [][]string{{"no-root", "signed-images"}, {"signed-images"}} {
 		if len(want) == 1 {
 			pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, placement("signed-images"))
 		}
 		for _, name := range []string{"c1", "c2"} {
-			waitForMsg(t, name+" to hold "+strings.Join(want, ","), func() (bool, string) {
-				got, why := clusterPolicies(pt.edges[name])
-				return strings.Join(got, ",") == strings.Join(want, ","), why
-			}, &last)
+			poll.Until(t, name+" to hold "+strings.Join(want, ","), func() error {
+				if got, why := clusterPolicies(pt.edges[name]); strings.Join(got, ",") != strings.Join(want, ",") {
+					return errors.New(why)
+				}
+				return nil
+			})
 		}
 	}
 }
@@ -326,16 +332,18 @@ func TestStatusThroughTheTree(t *testing.T) {
 
 	// One row: COUNT 3, SUM of ready replicas 1+2+3.
 	pt.waitCombined(t, "a CombinedStatus over the three destinations", 3, 6)
-	var last string
-	waitForMsg(t, "the placement Synced and Ready", func() (bool, string) {
+	poll.Until(t, "the placement Synced and Ready", func() error {
 		p, err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Get(context.Background(), "web", metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
 		b, _ := json.Marshal(conds)
 		synced, _, _ := unstructured.NestedInt64(p.Object, "status", "syncedDestinations")
-		return synced == 3 && strings.Contains(string(b), `"status":"True","type":"Synced"`) &&
-			strings.Contains(string(b), `"status":"True","type":"Ready"`), string(b)
-	}, &last)
+		if synced != 3 || !strings.Contains(string(b), `"status":"True","type":"Synced"`) ||
+			!strings.Contains(string(b), `"status":"True","type":"Ready"`) {
+			return fmt.Errorf("%d synced destinations, conditions %s", synced, b)
+		}
+		return nil
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/tree"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
@@ -121,17 +122,6 @@ func joinToken(t testing.TB, r *Root) string {
 	return tok
 }
 
-func waitFor(t testing.TB, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // A root, a region under it and an edge (with a virtual cluster) under the
 // region: every link is joined with one token and mutually authenticated,
 // and what the admin writes into the root's downsync space, through the
@@ -141,16 +131,16 @@ func TestTreeDepthTwo(t *testing.T) {
 	token := joinToken(t, root)
 	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "region-a", DataDir: t.TempDir(),
 		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0"})
-	waitFor(t, "region connected", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
+	poll.True(t, "region connected", func() bool { return region.Uplink().Connected() && region.LinkAddr() != "" })
 	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "edge-1", DataDir: t.TempDir(),
 		Parents: []string{region.LinkAddr()}, JoinToken: token, VirtualCluster: true})
-	waitFor(t, "edge connected", func() bool { return edge.Uplink().Connected() })
+	poll.True(t, "edge connected", func() bool { return edge.Uplink().Connected() })
 
 	children := root.Children()
 	if len(children) != 1 || children[0].Identity.String() != "root/region-a" || !children[0].Connected {
 		t.Fatalf("root children = %+v", children)
 	}
-	waitFor(t, "region sees its child", func() bool {
+	poll.True(t, "region sees its child", func() bool {
 		d := region.Downlink()
 		if d == nil {
 			return false
@@ -160,7 +150,7 @@ func TestTreeDepthTwo(t *testing.T) {
 	})
 
 	// Per-link metrics are on the root's /metrics.
-	waitFor(t, "link metrics", func() bool {
+	poll.True(t, "link metrics", func() bool {
 		body, err := adminClient(t, root, "default").CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 		return err == nil && strings.Contains(string(body), `canopy_link_connected{child="region-a"} 1`) &&
 			strings.Contains(string(body), `canopy_link_bytes_total{child="region-a",direction="out",stream="downsync"}`)
@@ -182,13 +172,13 @@ func TestTreeDepthTwo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the region's inbox to equal its mailbox at the root", func() bool {
+	poll.True(t, "the region's inbox to equal its mailbox at the root", func() bool {
 		want, err1 := tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.Routing("region-a"))
 		got, err2 := tree.ContentHash(region.Store(), layout.InboxSpace)
 		n, _ := region.Store().List(store.ListOptions{Space: layout.InboxSpace, Resource: store.Resource{Resource: "configmaps"}})
 		return err1 == nil && err2 == nil && want == got && len(n.Items) == 10
 	})
-	waitFor(t, "the admin kubeconfig to list the region's mailbox", func() bool {
+	poll.True(t, "the admin kubeconfig to list the region's mailbox", func() bool {
 		cfg, err := clientcmd.LoadFromFile(root.KubeconfigPath())
 		return err == nil && cfg.Contexts[layout.MailboxSpace("region-a")] != nil
 	})
@@ -208,14 +198,14 @@ func TestTreeDepthTwo(t *testing.T) {
 	// Subtree announcements reach the root with their paths.
 	edge2 := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "edge-2", DataDir: t.TempDir(),
 		Parents: []string{region.LinkAddr()}, JoinToken: token, VirtualCluster: true, Labels: map[string]string{"zone": "b"}})
-	waitFor(t, "the root to see both edges with their paths", func() bool {
+	poll.True(t, "the root to see both edges with their paths", func() bool {
 		dests, _ := root.down.Subtree()
 		return len(dests) == 2 && strings.Join(dests[0].Path, "/") == "region-a/edge-1" &&
 			strings.Join(dests[1].Path, "/") == "region-a/edge-2" && dests[1].Labels["zone"] == "b"
 	})
 	// ... and the inventory space shows them as SyncTargets.
 	inv := inventoryClient(t, root)
-	waitFor(t, "SyncTargets in the inventory", func() bool {
+	poll.True(t, "SyncTargets in the inventory", func() bool {
 		st, err := inv.Get(context.Background(), "edge-2", metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -245,7 +235,7 @@ func TestTreeDepthTwo(t *testing.T) {
 		}
 		return strings.Join(names, ",")
 	}
-	waitFor(t, "routed inboxes", func() bool {
+	poll.True(t, "routed inboxes", func() bool {
 		return inboxNames(edge) == "to-1,to-both" && inboxNames(edge2) == "to-2,to-both"
 	})
 	// Each edge receives the object's destinations trimmed to its own
@@ -269,7 +259,7 @@ func TestTreeDepthTwo(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "re-routed inboxes", func() bool {
+	poll.True(t, "re-routed inboxes", func() bool {
 		return inboxNames(edge) == "to-both" && inboxNames(edge2) == "to-1,to-2,to-both"
 	})
 }
@@ -284,12 +274,12 @@ func TestTreeDepthFour(t *testing.T) {
 	for _, name := range []string{"r1", "r2", "r3"} {
 		r := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(),
 			Parents: []string{parent}, JoinToken: token, LinkAddr: "127.0.0.1:0"})
-		waitFor(t, name+" serving", func() bool { return r.Uplink().Connected() && r.LinkAddr() != "" })
+		poll.True(t, name+" serving", func() bool { return r.Uplink().Connected() && r.LinkAddr() != "" })
 		parent = r.LinkAddr()
 	}
 	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "deep-edge", DataDir: t.TempDir(),
 		Parents: []string{parent}, JoinToken: token, VirtualCluster: true})
-	waitFor(t, "the root to see the edge four tiers down", func() bool {
+	poll.True(t, "the root to see the edge four tiers down", func() bool {
 		dests, _ := root.down.Subtree()
 		return len(dests) == 1 && strings.Join(dests[0].Path, "/") == "r1/r2/r3/deep-edge" && dests[0].Connected
 	})
@@ -299,7 +289,7 @@ func TestTreeDepthFour(t *testing.T) {
 	if _, err := root.Store().Create(context.Background(), k, []byte(obj)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the object to reach the edge's inbox", func() bool {
+	poll.True(t, "the object to reach the edge's inbox", func() bool {
 		_, err := edge.Store().Get(store.Key{Space: layout.InboxSpace, Resource: k.Resource, Namespace: "default", Name: "deep"})
 		return err == nil
 	})
@@ -353,7 +343,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := serveInBackground(t, "edge-1", c.Serve)
-	waitFor(t, "edge connected", func() bool { return c.Uplink().Connected() })
+	poll.True(t, "edge connected", func() bool { return c.Uplink().Connected() })
 	for i := range 5 {
 		k := store.Key{Space: layout.DownsyncSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: fmt.Sprintf("cm-%d", i)}
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d","namespace":"default","annotations":{%q:"edge-1"}}}`, i, edgev1alpha1.DestinationsAnnotation)
@@ -362,7 +352,7 @@ func TestEdgeKeepsInboxWhileParentIsDown(t *testing.T) {
 		}
 	}
 	var want string
-	waitFor(t, "inbox synced", func() bool {
+	poll.True(t, "inbox synced", func() bool {
 		want, _ = tree.RoutedContentHash(root.Store(), layout.DownsyncSpace, root.Routing("edge-1"))
 		got, err := tree.ContentHash(c.Store(), layout.InboxSpace)
 		n, _ := c.Store().List(store.ListOptions{Space: layout.InboxSpace})
@@ -397,7 +387,7 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 	for _, name := range []string{"r1", "r2"} {
 		regions[name] = startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(),
 			Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-		waitFor(t, name+" serving", func() bool { return regions[name].Uplink().Connected() && regions[name].LinkAddr() != "" })
+		poll.True(t, name+" serving", func() bool { return regions[name].Uplink().Connected() && regions[name].LinkAddr() != "" })
 	}
 	stay := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "stay", DataDir: t.TempDir(),
 		Parents: []string{regions["r2"].LinkAddr()}, JoinToken: token, VirtualCluster: true, InMemory: true})
@@ -418,7 +408,7 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 		connected, _, _ := unstructured.NestedBool(st.Object, "status", "connected")
 		return path, connected
 	}
-	waitFor(t, "mover under r1", func() bool { p, c := pathOf("mover"); return p == "root/r1/mover" && c })
+	poll.True(t, "mover under r1", func() bool { p, c := pathOf("mover"); return p == "root/r1/mover" && c })
 
 	put := func(name, dest string) {
 		data := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"default","annotations":{%q:%q}}}`, name, edgev1alpha1.DestinationsAnnotation, dest)
@@ -439,8 +429,8 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 			return err == nil && len(lr.Items) == n
 		}
 	}
-	waitFor(t, "mover's 3 objects", holds(mover, 3))
-	waitFor(t, "stay's 20 objects", holds(stay, 20))
+	poll.True(t, "mover's 3 objects", holds(mover, 3))
+	poll.True(t, "stay's 20 objects", holds(stay, 20))
 
 	stop()
 	var before uint64
@@ -451,9 +441,9 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 	}
 	cfg.Parents = []string{regions["r2"].LinkAddr()}
 	mover = startTestChild(t, cfg)
-	waitFor(t, "mover under r2 in the inventory", func() bool { p, c := pathOf("mover"); return p == "root/r2/mover" && c })
+	poll.True(t, "mover under r2 in the inventory", func() bool { p, c := pathOf("mover"); return p == "root/r2/mover" && c })
 	put("after-the-move", "mover")
-	waitFor(t, "mover's inbox at r2", func() bool {
+	poll.True(t, "mover's inbox at r2", func() bool {
 		want, err1 := tree.RoutedContentHash(regions["r2"].Store(), layout.InboxSpace, regions["r2"].Mailboxes().Routing("mover"))
 		got, err2 := tree.ContentHash(mover.Store(), layout.InboxSpace)
 		return err1 == nil && err2 == nil && want == got && holds(mover, 4)()
@@ -478,6 +468,6 @@ func TestEdgeRehomesToAnotherRegion(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "r2 to report the mover's objects", func() bool { return fromMover(regions["r2"]) == 4 })
-	waitFor(t, "r1 to stop reporting the mover", func() bool { return fromMover(regions["r1"]) == 0 })
+	poll.True(t, "r2 to report the mover's objects", func() bool { return fromMover(regions["r2"]) == 4 })
+	poll.True(t, "r1 to stop reporting the mover", func() bool { return fromMover(regions["r1"]) == 0 })
 }

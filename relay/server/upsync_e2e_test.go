@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/placement"
 )
@@ -41,11 +42,10 @@ func TestUpsyncReachesTheWorkloadSpace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var last string
-		waitForMsg(t, "the namespace at "+edge, func() (bool, string) {
+		poll.Until(t, "the namespace at "+edge, func() error {
 			_, err := c.Resource(nsGVR).Get(ctx, "shop", metav1.GetOptions{})
-			return err == nil, fmt.Sprint(err)
-		}, &last)
+			return err
+		})
 		if _, err := c.Resource(cmGVR).Namespace("shop").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": "shop"},
 			"data": map[string]any{"k": value}}}, metav1.CreateOptions{}); err != nil {
@@ -54,38 +54,41 @@ func TestUpsyncReachesTheWorkloadSpace(t *testing.T) {
 	}
 	upsynced := func(what, want string) {
 		t.Helper()
-		var last string
-		waitForMsg(t, what, func() (bool, string) {
+		poll.Until(t, what, func() error {
 			cm, err := pt.wds.Resource(cmGVR).Namespace("shop").Get(ctx, "up-1", metav1.GetOptions{})
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
 			v, _, _ := unstructured.NestedString(cm.Object, "data", "k")
 			got := v + "@" + cm.GetAnnotations()["edge.canopy.dev/destination"]
-			return got == want && cm.GetLabels()[edgev1alpha1.UpsyncedLabel] == "true", got
-		}, &last)
+			if got != want || cm.GetLabels()[edgev1alpha1.UpsyncedLabel] != "true" {
+				return fmt.Errorf("%s, labels %v", got, cm.GetLabels())
+			}
+			return nil
+		})
 	}
 	create("e2", "up-1", "from e2")
 	create("e2", "down-1", "never")
 	upsynced("e2's up-1 in the workload space", "from e2@e2")
 	create("e1", "up-1", "from e1")
 	upsynced("e1's up-1 kept", "from e1@e1")
-	var last string
-	waitForMsg(t, "the conflict in the placement's status", func() (bool, string) {
+	poll.Until(t, "the conflict in the placement's status", func() error {
 		p, err := pt.wds.Resource(edgev1alpha1.EdgePlacementsGVR).Get(ctx, "shop", metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
 		for _, c := range conds {
 			m := c.(map[string]any)
 			if m["type"] == placement.ConditionUpsynced {
-				msg := fmt.Sprint(m["message"])
-				return m["status"] == "False" && strings.Contains(msg, "configmaps shop/up-1 upsynced by e1, e2; e1's is kept"), msg
+				if msg := fmt.Sprint(m["message"]); m["status"] != "False" || !strings.Contains(msg, "configmaps shop/up-1 upsynced by e1, e2; e1's is kept") {
+					return fmt.Errorf("%s: %s", m["status"], msg)
+				}
+				return nil
 			}
 		}
-		return false, fmt.Sprint(conds)
-	}, &last)
+		return fmt.Errorf("no %s condition in %v", placement.ConditionUpsynced, conds)
+	})
 	if _, err := pt.wds.Resource(cmGVR).Namespace("shop").Get(ctx, "down-1", metav1.GetOptions{}); err == nil {
 		t.Fatal("down-1, which the clause does not name, reached the workload space")
 	}

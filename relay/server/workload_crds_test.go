@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -53,7 +54,7 @@ func TestCRDsInSpaces(t *testing.T) {
 	ctx := context.Background()
 	inventory, workload := crdNames(edgev1alpha1.InventoryResources), crdNames(edgev1alpha1.WorkloadResources)
 
-	waitFor(t, "readiness to include the CRDs", func() bool { return r.crds.ready() == nil })
+	poll.True(t, "readiness to include the CRDs", func() bool { return r.crds.ready() == nil })
 	if got := edgeCRDs(t, r, layout.InventorySpace); !slices.Equal(got, inventory) {
 		t.Errorf("inventory CRDs: %v, want %v", got, inventory)
 	}
@@ -69,7 +70,7 @@ func TestCRDsInSpaces(t *testing.T) {
 	if err := r.api.EnsureSpace(ctx, "team-a", layout.SpaceKindWDS); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the workload CRDs in a new WDS", func() bool { return slices.Equal(edgeCRDs(t, r, "team-a"), workload) })
+	poll.True(t, "the workload CRDs in a new WDS", func() bool { return slices.Equal(edgeCRDs(t, r, "team-a"), workload) })
 	if got := edgeCRDs(t, r, mailbox); len(got) != 0 {
 		t.Errorf("mailbox %s has CRDs %v", mailbox, got)
 	}
@@ -89,7 +90,7 @@ func TestCRDsInSpaces(t *testing.T) {
 func TestCRDUpgrade(t *testing.T) {
 	r := startTestRoot(t)
 	ctx := context.Background()
-	waitFor(t, "the start-up CRDs", func() bool { return r.crds.ready() == nil })
+	poll.True(t, "the start-up CRDs", func() bool { return r.crds.ready() == nil })
 	dc, err := r.spaceClient(layout.InventorySpace)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestCRDUpgrade(t *testing.T) {
 	}
 
 	var upgraded *unstructured.Unstructured
-	waitFor(t, "the root to replace the older definition", func() bool {
+	poll.True(t, "the root to replace the older definition", func() bool {
 		upgraded, err = crds.Get(ctx, name, metav1.GetOptions{})
 		if err != nil || upgraded.GetResourceVersion() == old.GetResourceVersion() {
 			return false
@@ -148,7 +149,7 @@ func TestCRDUpgrade(t *testing.T) {
 // stored.
 func TestStatusCollectorCELIsValidated(t *testing.T) {
 	r := startTestRoot(t)
-	waitFor(t, "the workload CRDs", func() bool { return r.crds.ready() == nil })
+	poll.True(t, "the workload CRDs", func() bool { return r.crds.ready() == nil })
 	dc, err := r.spaceClient(layout.DefaultSpace)
 	if err != nil {
 		t.Fatal(err)
