@@ -26,6 +26,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/apiserver/kubeapi"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -72,18 +73,6 @@ func (f *fleet) announce(t *testing.T, dests ...Destination) {
 	k := store.Key{Resource: fleetRecords, Name: fmt.Sprint("change-", n)}
 	if _, err := f.st.Create(context.Background(), k, []byte(`{"metadata":{"name":"`+k.Name+`"}}`)); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -144,12 +133,12 @@ func TestSyncTargetStatus(t *testing.T) {
 	stop := start()
 
 	// An admin makes a SyncTarget before any edge of that name joined.
-	waitFor(t, "the inventory CRDs", func() bool { return installed.Load() == 1 })
+	poll.True(t, "the inventory CRDs", func() bool { return installed.Load() == 1 })
 	if _, err := targets.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "SyncTarget", "metadata": map[string]any{"name": "lonely"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the admin's SyncTarget to show PATH <none> and CONNECTED False", func() bool {
+	poll.True(t, "the admin's SyncTarget to show PATH <none> and CONNECTED False", func() bool {
 		o := get("lonely")
 		if o == nil {
 			return false
@@ -161,7 +150,7 @@ func TestSyncTargetStatus(t *testing.T) {
 	e1 := Destination{Name: "e1", Labels: map[string]string{"zone": "a"}, Path: []string{"r1", "e1"}, Connected: true}
 	f.announce(t, e1)
 	var created time.Time
-	waitFor(t, "e1's SyncTarget, connected", func() bool {
+	poll.True(t, "e1's SyncTarget, connected", func() bool {
 		o := get("e1")
 		if o == nil {
 			return false
@@ -172,12 +161,12 @@ func TestSyncTargetStatus(t *testing.T) {
 	})
 	// LAST-SEEN and AGE have a resolution of a second: e1 disconnects in
 	// a later second than the one it connected in.
-	waitFor(t, "a second after e1 connected", func() bool { return time.Now().Truncate(time.Second).After(created) })
+	poll.True(t, "a second after e1 connected", func() bool { return time.Now().Truncate(time.Second).After(created) })
 	stoppedAfter := time.Now().Truncate(time.Second)
 	e1.Connected = false
 	f.announce(t, e1)
 	var lastSeen time.Time
-	waitFor(t, "e1's SyncTarget, disconnected", func() bool {
+	poll.True(t, "e1's SyncTarget, disconnected", func() bool {
 		o := get("e1")
 		if o == nil {
 			return false
@@ -200,7 +189,7 @@ func TestSyncTargetStatus(t *testing.T) {
 	defer stop()
 	e1.LastSeen = created.UnixNano()
 	f.announce(t, e1, Destination{Name: "e2", Path: []string{"r1", "e2"}, Connected: true}, Destination{Name: "e3", Path: []string{"r1", "e3"}})
-	waitFor(t, "e2's SyncTarget, connected", func() bool {
+	poll.True(t, "e2's SyncTarget, connected", func() bool {
 		o := get("e2")
 		if o == nil {
 			return false

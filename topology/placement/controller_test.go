@@ -15,6 +15,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/status"
@@ -187,17 +188,12 @@ func (f *fixture) placed(control bool) []string {
 func (f *fixture) waitDownsync(want ...string) {
 	f.t.Helper()
 	slices.Sort(want)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := f.downsync()
-		if slices.Equal(got, want) {
-			return
+	poll.Until(f.t, "downsync space", func() error {
+		if got := f.downsync(); !slices.Equal(got, want) {
+			return fmt.Errorf("\n got  %s\n want %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("downsync space:\n got  %s\n want %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (f *fixture) status(space, name string) v1alpha1.EdgePlacementStatus {
@@ -215,17 +211,14 @@ func (f *fixture) status(space, name string) v1alpha1.EdgePlacementStatus {
 
 func (f *fixture) waitStatus(space, name, what string, ok func(v1alpha1.EdgePlacementStatus) bool) v1alpha1.EdgePlacementStatus {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := f.status(space, name)
-		if ok(st) {
-			return st
+	var st v1alpha1.EdgePlacementStatus
+	poll.Until(f.t, fmt.Sprintf("placement %s/%s: %s", space, name, what), func() error {
+		if st = f.status(space, name); !ok(st) {
+			return fmt.Errorf("status %+v", st)
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("placement %s/%s: %s; status %+v", space, name, what, st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 // slices returns "slice→dest,dest" for a placement's slices.
@@ -312,13 +305,12 @@ func TestPlacementEndToEnd(t *testing.T) {
 	// The placement goes: so does everything it placed, and its slices.
 	f.del(store.Key{Space: ws, Resource: placementsRes, Name: "p1"})
 	f.waitDownsync()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(f.slices(ws, "p1")) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("slices left after the placement was deleted: %v", f.slices(ws, "p1"))
+	poll.Until(t, "no slice left after the placement was deleted", func() error {
+		if left := f.slices(ws, "p1"); len(left) > 0 {
+			return fmt.Errorf("%v", left)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Two placements choosing different Customizers for one object on one
@@ -494,10 +486,12 @@ func TestHoldHoldsReportedState(t *testing.T) {
 	hold.Reset()
 	partial := reportedPartial(t, f, ref)
 	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
-	time.Sleep(300 * time.Millisecond) // thirty windows
-	if _, err := f.st.Get(store.Key{Space: ws, Resource: combinedRes, Namespace: "app", Name: "a.configmaps.p"}); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("a CombinedStatus before the reports were ready: %v", err)
-	}
+	poll.Holds(t, "no CombinedStatus before the reports are ready", 300*time.Millisecond, func() error { // thirty windows
+		if _, err := f.st.Get(store.Key{Space: ws, Resource: combinedRes, Namespace: "app", Name: "a.configmaps.p"}); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%v", err)
+		}
+		return nil
+	})
 	if _, err := f.rs.Create(ctx, cursor, []byte(`{"metadata":{"name":"cursor"}}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -527,21 +521,18 @@ func TestCombinedStatusRewrittenWhenResultOrObjectChanges(t *testing.T) {
 	}
 	count := func(what, want string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		poll.Until(t, what+": the CombinedStatus counting "+want, func() error {
 			o, err := f.st.Get(key)
-			if err == nil {
-				var cs v1alpha1.CombinedStatus
-				_ = json.Unmarshal(o.Data, &cs)
-				if len(cs.Results) == 1 && len(cs.Results[0].Rows) == 1 && cs.Results[0].Rows[0].Columns[0].String() == want {
-					return
-				}
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the CombinedStatus never counted %s", what, want)
+			var cs v1alpha1.CombinedStatus
+			_ = json.Unmarshal(o.Data, &cs)
+			if len(cs.Results) != 1 || len(cs.Results[0].Rows) != 1 || cs.Results[0].Rows[0].Columns[0].String() != want {
+				return fmt.Errorf("results %+v", cs.Results)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	partial := reportedPartial(t, f, ref)
 	f.report("reports-r1", partial.Key(), reports.KindPartial, partial)
@@ -675,20 +666,16 @@ func testReportedState(t *testing.T, f *fixture) {
 }
 
 // waitSeen waits until ConfigMap app/a of the workload space has
-// status.seen equal to want, and fails with msg after 10 s.
+// status.seen equal to want, and fails with msg.
 func (f *fixture) waitSeen(want, msg string) {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(f.t, msg, func() error {
 		o, _ := f.st.Get(store.Key{Space: ws, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"})
-		if st, _ := jsonMap(o)["status"].(map[string]any); st["seen"] == want {
-			return
+		if st, _ := jsonMap(o)["status"].(map[string]any); st["seen"] != want {
+			return fmt.Errorf("status %v, want seen %q", st, want)
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatal(msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (f *fixture) report(space string, k store.Key, kind string, r any) {
@@ -722,19 +709,14 @@ func compile(t testing.TB, f *fixture, name string) *status.Collector {
 
 func (f *fixture) waitCombined(ns, name string) v1alpha1.CombinedStatus {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		o, err := f.st.Get(store.Key{Space: ws, Resource: combinedRes, Namespace: ns, Name: name})
-		if err == nil {
-			var cs v1alpha1.CombinedStatus
-			if err := json.Unmarshal(o.Data, &cs); err != nil {
-				f.t.Fatal(err)
-			}
-			return cs
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("no CombinedStatus %s/%s", ns, name)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var o *store.Object
+	poll.Until(f.t, "CombinedStatus "+ns+"/"+name, func() (err error) {
+		o, err = f.st.Get(store.Key{Space: ws, Resource: combinedRes, Namespace: ns, Name: name})
+		return err
+	})
+	var cs v1alpha1.CombinedStatus
+	if err := json.Unmarshal(o.Data, &cs); err != nil {
+		f.t.Fatal(err)
 	}
+	return cs
 }

@@ -1,13 +1,14 @@
 package placement
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -44,16 +45,23 @@ func TestCustomizationUsesTheSelectedLocation(t *testing.T) {
 		return map[string]any{"resources": []any{"configmaps"}, "labelSelectors": []any{map[string]any{"matchLabels": map[string]any{"p": v}}}}
 	}
 	f.placement(ws, "a-region", map[string]string{"region": "1"}, byLabel("region"))
-	locations := func() string {
-		var out []string
-		for _, n := range []string{"via-region", "via-red", "plain", "both"} {
-			ann := f.annotationsAt(store.Key{Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: n})
-			out = append(out, fmt.Sprintf("%s:%v", n, ann[v1alpha1.LocationOverridesAnnotation]))
+	// locationsAre: the objects' Location overrides and the SyncTargets'
+	// Locations read want.
+	locationsAre := func(want string) func() error {
+		return func() error {
+			var out []string
+			for _, n := range []string{"via-region", "via-red", "plain", "both"} {
+				ann := f.annotationsAt(store.Key{Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: n})
+				out = append(out, fmt.Sprintf("%s:%v", n, ann[v1alpha1.LocationOverridesAnnotation]))
+			}
+			for _, d := range []string{"s1", "s2"} {
+				out = append(out, fmt.Sprintf("%s:%v", d, f.annotationsAt(store.Key{Resource: syncTargetsRes, Name: d})[v1alpha1.LocationAnnotation]))
+			}
+			if got := strings.Join(out, " "); got != want {
+				return errors.New(got)
+			}
+			return nil
 		}
-		for _, d := range []string{"s1", "s2"} {
-			out = append(out, fmt.Sprintf("%s:%v", d, f.annotationsAt(store.Key{Resource: syncTargetsRes, Name: d})[v1alpha1.LocationAnnotation]))
-		}
-		return strings.Join(out, " ")
 	}
 
 	// One placement, through region-1. The SyncTargets name the first
@@ -62,7 +70,7 @@ func TestCustomizationUsesTheSelectedLocation(t *testing.T) {
 	f.waitDownsync("configmaps/app/via-region→s1,s2", "namespaces//app→s1,s2",
 		"synctargets//s1→s1", "synctargets//s2→s2", "locations//red→s1,s2", "locations//region-1→s1,s2")
 	want := "via-region:s1=region-1,s2=region-1 via-red:<nil> plain:<nil> both:<nil> s1:red s2:red"
-	waitUntil(t, "the Locations of the objects", func() (bool, string) { got := locations(); return got == want, got })
+	poll.Until(t, "the Locations of the objects", locationsAre(want))
 
 	// Another placement, through red: its objects need no override; an
 	// object that is not customized never does.
@@ -70,7 +78,7 @@ func TestCustomizationUsesTheSelectedLocation(t *testing.T) {
 	f.waitDownsync("configmaps/app/via-region→s1,s2", "configmaps/app/via-red→s1,s2",
 		"configmaps/app/plain→s1,s2", "namespaces//app→s1,s2",
 		"synctargets//s1→s1", "synctargets//s2→s2", "locations//region-1→s1,s2", "locations//red→s1,s2")
-	waitUntil(t, "the Locations of the objects", func() (bool, string) { got := locations(); return got == want, got })
+	poll.Until(t, "the Locations of the objects", locationsAre(want))
 
 	// Both place one customized object: they disagree on the Location at
 	// each destination, both report it, and a-region (first by name)
@@ -89,28 +97,12 @@ func TestCustomizationUsesTheSelectedLocation(t *testing.T) {
 		}
 	}
 	want = "via-region:s1=region-1,s2=region-1 via-red:<nil> plain:<nil> both:s1=region-1,s2=region-1 s1:red s2:red"
-	waitUntil(t, "the winner's Location", func() (bool, string) { got := locations(); return got == want, got })
+	poll.Until(t, "the winner's Location", locationsAre(want))
 
 	// The object stops being customized: the Location no longer matters,
 	// so there is no conflict.
 	f.configMap(ws, "app", "both", map[string]string{"p": "region"}, nil)
 	for _, p := range []string{"a-region", "b-red"} {
 		f.waitStatus(ws, p, "no conflict", func(s v1alpha1.EdgePlacementStatus) bool { return s.ConflictCount == 0 })
-	}
-}
-
-// waitUntil polls ok until it holds, failing with its last message.
-func waitUntil(t *testing.T, what string, ok func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		done, msg := ok()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, msg)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // A change of one placed object rewrites that object in the downsync
@@ -33,29 +34,33 @@ func TestChangeRewritesOnlyItself(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	// The ConfigMap, the namespace, the Location, the placement and a
 	// SyncTarget per destination.
-	for len(revs()) < n+4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	// settled waits until the downsync space has not changed for 300 ms.
+	poll.Until(t, "the downsync space filled", func() error {
+		if got := len(revs()); got < n+4 {
+			return fmt.Errorf("%d objects, want %d", got, n+4)
+		}
+		return nil
+	})
+	// settled waits until the downsync space has not changed for 300 ms:
+	// the bound within which a rewrite would follow the last one.
 	settled := func() map[store.Key]int64 {
 		last, since := revs(), time.Now()
-		for time.Since(since) < 300*time.Millisecond && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+		poll.Until(t, "the downsync space unchanged for 300 ms", func() error {
 			if now := revs(); !maps.Equal(now, last) {
 				last, since = now, time.Now()
 			}
-		}
+			if quiet := time.Since(since); quiet < 300*time.Millisecond {
+				return fmt.Errorf("unchanged for %v", quiet)
+			}
+			return nil
+		})
 		return last
 	}
 	before := settled()
 	f.configMap(ws, "app", "a", nil, map[string]string{"v": "2"})
 	cm := store.Key{Space: down, Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: "a"}
-	for revs()[cm] == before[cm] && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.True(t, "the ConfigMap rewritten", func() bool { return revs()[cm] != before[cm] })
 	rewritten := func(before map[store.Key]int64) (map[store.Key]int64, []string) {
 		now := settled()
 		var changed []string
@@ -75,9 +80,7 @@ func TestChangeRewritesOnlyItself(t *testing.T) {
 	// that one (the controller skips the copies it knows unchanged).
 	f.target("s7", map[string]string{"env": "prod", "zone": "z1"})
 	st := store.Key{Space: down, Resource: syncTargetsRes, Name: "s7"}
-	for revs()[st] == after[st] && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.True(t, "the copy of s7 rewritten", func() bool { return revs()[st] != after[st] })
 	if _, changed = rewritten(after); len(changed) != 1 || changed[0] != "synctargets/s7" {
 		t.Fatalf("a SyncTarget's change rewrote %v, want synctargets/s7 alone", changed[:min(len(changed), 10)])
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
@@ -75,9 +76,11 @@ func TestUpsyncIntoTheWorkloadSpace(t *testing.T) {
 		"synctargets//s1→s1", "synctargets//s2→s2", "locations//prod→s1,s2")
 	upsynced := func(what string, want ...string) {
 		t.Helper()
-		waitUntil(t, what, func() (bool, string) {
-			got := f.upsyncedHere()
-			return slices.Equal(got, want), fmt.Sprint(got)
+		poll.Until(t, what, func() error {
+			if got := f.upsyncedHere(); !slices.Equal(got, want) {
+				return fmt.Errorf("%v", got)
+			}
+			return nil
 		})
 	}
 	cond := func(what string, status metav1.ConditionStatus, reason string, msg ...string) {
