@@ -1,12 +1,13 @@
 package syncer
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -43,8 +44,7 @@ func TestCompileShared(t *testing.T) {
 		}
 		keys = append(keys, k)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, "the compiled collectors dropped after their last user went", func() error {
 		runtime.GC()
 		kept := 0
 		compiledCollectors.mu.Lock()
@@ -54,12 +54,9 @@ func TestCompileShared(t *testing.T) {
 			}
 		}
 		compiledCollectors.mu.Unlock()
-		if kept == 0 {
-			break
+		if kept > 0 {
+			return fmt.Errorf("%d kept", kept)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d compiled collectors kept after their last user went", kept)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -231,7 +232,7 @@ func (h *harness) outboxKeys() []string {
 func (h *harness) waitStatus(what string, ok func(DestinationState) bool) DestinationState {
 	h.t.Helper()
 	var ds DestinationStatus
-	eventually(h.t, what, func() error {
+	poll.Until(h.t, what, func() error {
 		var err error
 		if ds, err = h.status(); err != nil {
 			return err
@@ -252,7 +253,7 @@ func (h *harness) get(gvr schema.GroupVersionResource, ns, name string) (*unstru
 // namespace controller, being deleted).
 func (h *harness) gone(gvr schema.GroupVersionResource, ns, name string) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("%s %s/%s deleted", gvr.Resource, ns, name), func() error {
+	poll.Until(h.t, fmt.Sprintf("%s %s/%s deleted", gvr.Resource, ns, name), func() error {
 		u, err := h.get(gvr, ns, name)
 		switch {
 		case apierrors.IsNotFound(err):
@@ -264,22 +265,6 @@ func (h *harness) gone(gvr schema.GroupVersionResource, ns, name string) {
 		}
 		return errors.New("still there")
 	})
-}
-
-// eventually polls f until it returns nil (20 s at most).
-func eventually(t testing.TB, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // requestLog records the syncer's requests but watches, lists and gets:

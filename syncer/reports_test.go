@@ -20,6 +20,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/apiserver/vcluster"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/status"
@@ -195,7 +196,7 @@ func (h *harness) partialNames() []string {
 func (h *harness) waitPartial(what, placement, collector string, obj store.Key, ok func(p status.Partial, rows string) bool) status.Partial {
 	h.t.Helper()
 	var p status.Partial
-	eventually(h.t, what, func() error {
+	poll.Until(h.t, what, func() error {
 		var err error
 		if p, err = h.partialOf(placement, collector, obj); err != nil {
 			return err
@@ -211,7 +212,7 @@ func (h *harness) waitPartial(what, placement, collector string, obj store.Key, 
 func (h *harness) waitSync(what, placement string, ok func(reports.PlacementSync) bool) reports.PlacementSync {
 	h.t.Helper()
 	var ps reports.PlacementSync
-	eventually(h.t, what, func() error {
+	poll.Until(h.t, what, func() error {
 		var err error
 		if ps, err = h.placementSync(placement); err != nil {
 			return err
@@ -358,7 +359,7 @@ func testReports(t *testing.T, c *testCluster) {
 		}
 	}
 	upKey := store.Key{Space: "outbox", Resource: resConfigMaps, Namespace: ns, Name: reports.ForwardedName("edge-s", "found")}
-	eventually(t, "found upsynced", func() error {
+	poll.Until(t, "found upsynced", func() error {
 		o, err := h.st.Get(upKey)
 		if err != nil {
 			return err
@@ -381,7 +382,7 @@ func testReports(t *testing.T, c *testCluster) {
 	if err := cms.Delete(ctx, "found", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "found's report gone", func() error {
+	poll.Until(t, "found's report gone", func() error {
 		if _, err := h.st.Get(upKey); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("still there: %v", err)
 		}
@@ -391,7 +392,7 @@ func testReports(t *testing.T, c *testCluster) {
 	// Reports that no longer apply go: a placement leaves, then a
 	// placement stops naming its collector.
 	h.remove(p3, broken)
-	eventually(t, "p3's reports gone", func() error {
+	poll.Until(t, "p3's reports gone", func() error {
 		if got, want := h.partialNames(), []string{"p1/web/ready-pods", "p2/bad/cm-keys", "p2/cfg/cm-keys"}; !slices.Equal(got, want) {
 			return fmt.Errorf("partials %v", got)
 		}
@@ -401,7 +402,7 @@ func testReports(t *testing.T, c *testCluster) {
 		return nil
 	})
 	h.put(placementObj("p2", []any{clause("", "configmaps", ns)}, nil))
-	eventually(t, "p2's partials gone", func() error {
+	poll.Until(t, "p2's partials gone", func() error {
 		if got := h.partialNames(); !slices.Equal(got, []string{"p1/web/ready-pods"}) {
 			return fmt.Errorf("partials %v", got)
 		}
@@ -425,7 +426,10 @@ func testReportsRestart(t *testing.T, c *testCluster) {
 	h.start()
 	h.waitPartial("2 ready", "p", "ready", web, func(_ status.Partial, r string) bool { return r == "[2]" })
 	h.waitSync("ready", "p", func(ps reports.PlacementSync) bool { return ps.Ready == 1 && revs(ps) == "map[5:1]" })
-	time.Sleep(100 * time.Millisecond) // let the last writes of the first run land (two windows)
+	// Not a check: time for the first run's last writes to land (two
+	// windows) before it stops, lest the next run make them and they be
+	// taken for its own.
+	time.Sleep(100 * time.Millisecond)
 	h.stop()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -449,33 +453,39 @@ func testReportsRestart(t *testing.T, c *testCluster) {
 		}
 	}()
 
+	// wrong says which outbox event so far is one no restart may cause.
+	wrong := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range events {
+			if strings.HasPrefix(e, "DELETED") || strings.Contains(e, reports.PartialResource.Resource) ||
+				strings.Contains(e, reports.PlacementSyncResource.Resource) {
+				return fmt.Errorf("%s (all: %v)", e, events)
+			}
+		}
+		return nil
+	}
+
 	c.setDown(true)
 	s := h.start()
 	h.waitStatus("unreachable after the restart", func(st DestinationState) bool { return !st.Reachable })
-	eventually(t, "a pass to fail", func() error {
+	poll.Until(t, "a pass to fail", func() error {
 		if st := s.Stats(); st.Passes == 0 || st.Reachable {
 			return fmt.Errorf("stats %+v", st)
 		}
 		return nil
 	})
-	time.Sleep(150 * time.Millisecond) // (a few windows: a wrong write would land)
+	// A wrong write would land within a few windows.
+	poll.Holds(t, "no outbox event while the cluster is down", 150*time.Millisecond, wrong)
 	c.setDown(false)
 	h.waitStatus("reachable", func(st DestinationState) bool { return st.Reachable && st.Applied == 2 })
-	eventually(t, "the reporter to take over", func() error {
+	poll.Until(t, "the reporter to take over", func() error {
 		if st := s.Stats(); st.Partials != 1 || st.PlacementSyncs != 1 {
 			return fmt.Errorf("stats %+v", st)
 		}
 		return nil
 	})
-	time.Sleep(200 * time.Millisecond) // (a few windows: a wrong write would land)
-	mu.Lock()
-	defer mu.Unlock()
-	for _, e := range events {
-		if strings.HasPrefix(e, "DELETED") || strings.Contains(e, reports.PartialResource.Resource) ||
-			strings.Contains(e, reports.PlacementSyncResource.Resource) {
-			t.Errorf("outbox event after the restart: %s (all: %v)", e, events)
-		}
-	}
+	poll.Holds(t, "no outbox event after the restart", 200*time.Millisecond, wrong)
 	if _, err := h.partialOf("p", "ready", web); err != nil {
 		t.Error(err)
 	}
@@ -649,11 +659,11 @@ func testUpsyncLateResource(t *testing.T, c *testCluster) {
 	if _, err := h.admin.Resource(gvrCRD).Create(ctx, &unstructured.Unstructured{Object: gadgetCRD()}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "gadgets served", func() error {
+	poll.Until(t, "gadgets served", func() error {
 		_, err := h.admin.Resource(gvrGadget).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: gadget(ns, "g", 4)}, metav1.CreateOptions{})
 		return err
 	})
-	eventually(t, "the gadget upsynced", func() error {
+	poll.Until(t, "the gadget upsynced", func() error {
 		o, err := h.st.Get(store.Key{Space: "outbox", Resource: store.Resource{Group: "test.canopy.dev", Resource: "gadgets"},
 			Namespace: ns, Name: reports.ForwardedName("edge-l", "g")})
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/apiserver/vcluster"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -222,7 +223,7 @@ func testApplyOrderPruneUnmanaged(t *testing.T, c *testCluster) {
 	}
 
 	// Reports: each managed object's live state under its inbox key.
-	eventually(t, "5 reports", func() error {
+	poll.Until(t, "5 reports", func() error {
 		if got := h.outboxKeys(); len(got) != 5 {
 			return fmt.Errorf("outbox %v", got)
 		}
@@ -266,7 +267,7 @@ func testApplyOrderPruneUnmanaged(t *testing.T, c *testCluster) {
 		t.Errorf("their configmap: %v", err)
 	}
 	h.waitStatus("nothing applied", func(s DestinationState) bool { return s.Applied == 0 && s.FailedCount == 0 })
-	eventually(t, "no reports", func() error {
+	poll.Until(t, "no reports", func() error {
 		if got := h.outboxKeys(); len(got) != 0 {
 			return fmt.Errorf("outbox %v", got)
 		}
@@ -308,7 +309,7 @@ func testDrift(t *testing.T, c *testCluster) {
 		}
 	}
 	edit("edit data", func(cm *unstructured.Unstructured) { _ = unstructured.SetNestedField(cm.Object, "2", "data", "a") })
-	eventually(t, "data.a restored", func() error {
+	poll.Until(t, "data.a restored", func() error {
 		cm, err := cms.Get(ctx, "cm", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -323,7 +324,7 @@ func testDrift(t *testing.T, c *testCluster) {
 	})
 	// The count is taken once the restoring apply has returned, which may
 	// be after the object is seen restored.
-	eventually(t, "one drift correction counted", func() error {
+	poll.Until(t, "one drift correction counted", func() error {
 		if n := s.Stats().DriftCorrections; n < 1 {
 			return fmt.Errorf("drift corrections = %d", n)
 		}
@@ -339,7 +340,7 @@ func testDrift(t *testing.T, c *testCluster) {
 		delete(l, ManagedLabel)
 		cm.SetLabels(l)
 	})
-	eventually(t, "label restored", func() error {
+	poll.Until(t, "label restored", func() error {
 		cm, err := cms.Get(ctx, "cm", metav1.GetOptions{})
 		if err != nil || !managed(cm) {
 			return fmt.Errorf("labels %v, %v", cm.GetLabels(), err)
@@ -352,7 +353,7 @@ func testDrift(t *testing.T, c *testCluster) {
 	if _, err := deps.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{FieldManager: "someone"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replicas restored", func() error {
+	poll.Until(t, "replicas restored", func() error {
 		d, err := deps.Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -368,7 +369,7 @@ func testDrift(t *testing.T, c *testCluster) {
 	if err := cms.Delete(ctx, "cm", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "cm recreated", func() error {
+	poll.Until(t, "cm recreated", func() error {
 		cm, err := cms.Get(ctx, "cm", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -426,7 +427,7 @@ func testRestart(t *testing.T, c *testCluster) {
 	patchesBefore := len(h.reqs.writes("PATCH"))
 
 	s := h.start()
-	eventually(t, "a restored", func() error {
+	poll.Until(t, "a restored", func() error {
 		a, err := cms.Get(ctx, "a", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -504,7 +505,7 @@ func TestInboxWatchBeyondHistory(t *testing.T) {
 		h.put(configMap("hist", fmt.Sprint("cm-", i), map[string]any{"i": fmt.Sprint(i)}))
 	}
 	h.put(configMap("hist", "cm-0", map[string]any{"i": "last"}))
-	eventually(t, "every ConfigMap applied", func() error {
+	poll.Until(t, "every ConfigMap applied", func() error {
 		for i := range n {
 			u, err := h.get(gvrCM, "hist", fmt.Sprint("cm-", i))
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
 )
@@ -64,7 +65,7 @@ func TestUpsyncGlobThroughCluster(t *testing.T) {
 	key := func(name string) store.Key {
 		return store.Key{Space: "outbox", Resource: resConfigMaps, Namespace: ns, Name: reports.ForwardedName("edge-g", name)}
 	}
-	eventually(t, "up-1 and up-2 upsynced", func() error {
+	poll.Until(t, "up-1 and up-2 upsynced", func() error {
 		for _, name := range []string{"up-1", "up-2"} {
 			if _, err := h.st.Get(key(name)); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
