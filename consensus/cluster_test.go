@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 func newTestFSMAsStore() store.FSM { return newTestFSM() }
@@ -106,7 +107,7 @@ func TestClusterBootstrapsAndForwardsWrites(t *testing.T) {
 
 	// Every node sees three live voters, one leader, the gossiped Meta.
 	for i := range c.nodes {
-		eventually(t, 10*time.Second, "3 live voters seen by "+c.nodes[i].cfg.NodeID, func() bool {
+		poll.True(t, "3 live voters seen by "+c.nodes[i].cfg.NodeID, func() bool {
 			ms := c.nodes[i].node.Members()
 			if len(ms) != 3 {
 				return false
@@ -233,7 +234,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 			})
 		}
 	}
-	eventually(t, 20*time.Second, "200 acked writes", func() bool { return acks.count() >= 200 })
+	poll.True(t, "200 acked writes", func() bool { return acks.count() >= 200 })
 	lastBeforeKill := c.nodes[leader].node.AppliedIndex()
 	killedAt := time.Now()
 	c.kill(leader)
@@ -243,7 +244,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 		t.Fatal("the killed node is still the leader")
 	}
 	ackedAtKill := acks.count()
-	eventually(t, 20*time.Second, "200 more acked writes after the failover", func() bool {
+	poll.True(t, "200 more acked writes after the failover", func() bool {
 		return acks.count() >= ackedAtKill+200
 	})
 	stop.Store(true)
@@ -262,7 +263,7 @@ func TestClusterLeaderFailover(t *testing.T) {
 		}
 	}
 	c.start(leader)
-	eventually(t, 20*time.Second, "the old leader caught up", func() bool {
+	poll.True(t, "the old leader caught up", func() bool {
 		return c.nodes[leader].node.AppliedIndex() >= s.Last
 	})
 	restarted := c.nodes[leader].fsm.(*testFSM)
@@ -305,35 +306,31 @@ func TestClusterAddsNewServerRefusesForeignCluster(t *testing.T) {
 	// A replica of this cluster, started later, is added as a voter and
 	// catches up.
 	c.add("n3", 3)
-	eventually(t, 15*time.Second, "n3 a voter", func() bool {
+	poll.True(t, "n3 a voter", func() bool {
 		return slices.Contains(c.voters(leader), "n3")
 	})
 	propose(t, c.nodes[3].node, "from-n3")
 	c.checkSameState()
 
 	// Meanwhile, and for a few more reconcile rounds, x0 is nowhere.
-	deadline := time.Now().Add(3 * reconcileInterval)
-	for {
+	poll.Holds(t, "the foreign x0 kept apart", 3*reconcileInterval, func() error {
 		for _, i := range c.live() {
 			if slices.Contains(c.voters(i), "x0") {
-				t.Fatalf("%s: foreign x0 in the raft configuration", c.nodes[i].cfg.NodeID)
+				return fmt.Errorf("%s: foreign x0 in the raft configuration", c.nodes[i].cfg.NodeID)
 			}
 			for _, m := range c.nodes[i].node.Members() {
 				if m.ID == "x0" {
-					t.Fatalf("%s: foreign x0 among members", c.nodes[i].cfg.NodeID)
+					return fmt.Errorf("%s: foreign x0 among members", c.nodes[i].cfg.NodeID)
 				}
 			}
 		}
 		for _, m := range foreign.Members() {
 			if m.ID != "x0" {
-				t.Fatalf("foreign node sees %s", m.ID)
+				return fmt.Errorf("foreign node sees %s", m.ID)
 			}
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	}, poll.Every(100*time.Millisecond))
 	if got := c.voters(leader); !reflect.DeepEqual(got, []string{"n0", "n1", "n2", "n3"}) {
 		t.Fatalf("voters %v", got)
 	}
@@ -349,7 +346,7 @@ func TestClusterRemovesDeadServer(t *testing.T) {
 
 	killedAt := time.Now()
 	c.kill(victim)
-	eventually(t, 20*time.Second, victimID+" removed", func() bool {
+	poll.True(t, victimID+" removed", func() bool {
 		return !slices.Contains(c.voters(leader), victimID)
 	})
 	if took := time.Since(killedAt); took < grace {
@@ -366,7 +363,7 @@ func TestClusterRemovesDeadServer(t *testing.T) {
 	// Back on its data directory, it is added again.
 	c.start(victim)
 	leader = c.waitLeader(15 * time.Second)
-	eventually(t, 20*time.Second, victimID+" a voter again", func() bool {
+	poll.True(t, victimID+" a voter again", func() bool {
 		return slices.Contains(c.voters(leader), victimID)
 	})
 	c.checkSameState()
@@ -395,14 +392,14 @@ func TestSingleNodeUpgradesToCluster(t *testing.T) {
 	}})
 	c.start(0)
 	c.waitLeader(10 * time.Second)
-	eventually(t, 10*time.Second, "n0 re-addressed", func() bool {
+	poll.True(t, "n0 re-addressed", func() bool {
 		ms := c.nodes[0].node.Members()
 		f := c.nodes[0].node.raft.GetConfiguration()
 		return f.Error() == nil && len(ms) == 1 && string(f.Configuration().Servers[0].Address) == c.nodes[0].cfg.RaftAddr
 	})
 	c.add("n1", 3)
 	c.add("n2", 3)
-	eventually(t, 15*time.Second, "three voters", func() bool {
+	poll.True(t, "three voters", func() bool {
 		return reflect.DeepEqual(c.voters(0), []string{"n0", "n1", "n2"})
 	})
 	propose(t, c.nodes[2].node, "from-n2")
@@ -593,7 +590,7 @@ func TestClusterNewServerInstallsSnapshot(t *testing.T) {
 	// Raft records the installed snapshot and the leader's contact just
 	// after the FSM has restored it.
 	var got Status
-	eventually(t, 10*time.Second, "n3's status after installing the snapshot", func() bool {
+	poll.True(t, "n3's status after installing the snapshot", func() bool {
 		got = c.nodes[3].node.Status()
 		return got.LastSnapshotIndex > 0 && got.LastContact >= 0 && got.NumPeers == 3
 	})

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // Deliver reaches the leader's Config.Deliver from every replica, the
@@ -69,7 +71,7 @@ func TestDeliver(t *testing.T) {
 	if err := c.nodes[leader].node.TransferLeadership(c.nodes[to].cfg.NodeID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, c.nodes[to].cfg.NodeID+" leading", func() bool {
+	poll.True(t, c.nodes[to].cfg.NodeID+" leading", func() bool {
 		return c.nodes[to].node.IsLeader() && !c.nodes[leader].node.IsLeader()
 	})
 	if id, err := c.nodes[follower].node.Deliver(ctx, []byte("transferred")); err != nil || id != c.nodes[to].cfg.NodeID {

@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // fullDisk makes raft-wal's file system full on demand: creating a segment
@@ -143,8 +145,8 @@ func TestDiskFullRecovers(t *testing.T) {
 		}
 
 		phase.full(false)
-		eventually(t, 10*time.Second, "LogError to clear once space returns", func() bool { return n.LogError() == nil })
-		eventually(t, 10*time.Second, "a write to succeed once space returns", func() bool {
+		poll.True(t, "LogError to clear once space returns", func() bool { return n.LogError() == nil })
+		poll.True(t, "a write to succeed once space returns", func() bool {
 			return write(fmt.Sprintf("%s/after/%d", phase.name, len(acked))) == nil
 		})
 	}
@@ -213,7 +215,7 @@ func TestInterruptedRotationIsFinished(t *testing.T) {
 		}
 	}
 	// The rotation ran in the background: wait until its new tail exists.
-	eventually(t, 5*time.Second, "the new segment", func() bool {
+	poll.True(t, "the new segment", func() bool {
 		st := rawState()
 		_, err := os.Stat(filepath.Join(dir, segmentFileName(st.Segments[len(st.Segments)-1])))
 		return len(st.Segments) == 2 && err == nil

@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // TestForwardGoAway: a closing leader answers the requests it took on and
@@ -42,7 +44,7 @@ func TestForwardGoAway(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() { srv.close(); close(closed) }()
-	eventually(t, 5*time.Second, "the follower sees the goaway", func() bool {
+	poll.True(t, "the follower sees the goaway", func() bool {
 		client.mu.Lock()
 		defer client.mu.Unlock()
 		return client.conns["leader"] == nil

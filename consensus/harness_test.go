@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // testCA issues certificates for test replicas.
@@ -247,7 +248,7 @@ func (c *testCluster) live() []int {
 func (c *testCluster) waitLeader(timeout time.Duration) int {
 	c.t.Helper()
 	leader := -1
-	eventually(c.t, timeout, "one leader known to all live nodes", func() bool {
+	poll.True(c.t, "one leader known to all live nodes", func() bool {
 		leader = -1
 		var id raft.ServerID
 		for _, i := range c.live() {
@@ -263,7 +264,7 @@ func (c *testCluster) waitLeader(timeout time.Duration) int {
 			}
 		}
 		return leader >= 0
-	})
+	}, poll.For(timeout))
 	return leader
 }
 

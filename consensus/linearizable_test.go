@@ -19,6 +19,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // kvFSM is a deterministic key-value register: each command sets one key.
@@ -217,11 +218,11 @@ func TestClusterLinearizable(t *testing.T) {
 			})
 		}
 	}
-	eventually(t, 20*time.Second, "300 operations", func() bool { return puts.Load()+gets.Load() >= 300 })
+	poll.True(t, "300 operations", func() bool { return puts.Load()+gets.Load() >= 300 })
 	c.kill(leader)
 	c.waitLeader(15 * time.Second)
 	before := puts.Load() + gets.Load()
-	eventually(t, 20*time.Second, "300 operations after the failover", func() bool { return puts.Load()+gets.Load() >= before+300 })
+	poll.True(t, "300 operations after the failover", func() bool { return puts.Load()+gets.Load() >= before+300 })
 	stop.Store(true)
 	wg.Wait()
 	if t.Failed() {

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // testState is the whole state of testFSM: each command is a distinct key.
@@ -164,18 +165,6 @@ func propose(tb testing.TB, n *Node, cmd string) applyResult {
 	return resp.(applyResult)
 }
 
-// eventually polls cond every 10ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestProposeReturnsApplyResult(t *testing.T) {
 	fsm := newTestFSM()
 	n := openNode(t, t.TempDir(), fsm)
@@ -297,7 +286,7 @@ func TestReopenRebuildsFSM(t *testing.T) {
 				c.TrailingLogs = 5
 			},
 			snapshot: func(t *testing.T, n *Node) {
-				eventually(t, 5*time.Second, "an automatic snapshot", func() bool {
+				poll.True(t, "an automatic snapshot", func() bool {
 					return n.Stats()["last_snapshot_index"] != "0"
 				})
 			},

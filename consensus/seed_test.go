@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // seedFrom takes a snapshot of fsm and seeds dir with it at index.
@@ -135,7 +137,7 @@ func TestSeedClusterStartsAlone(t *testing.T) {
 	}
 	c.add("n1", 3)
 	c.add("n2", 3)
-	eventually(t, 15*time.Second, "three voters", func() bool {
+	poll.True(t, "three voters", func() bool {
 		return reflect.DeepEqual(c.voters(0), []string{"n0", "n1", "n2"})
 	})
 	r := propose(t, c.nodes[2].node, "from-n2")
