@@ -24,7 +24,7 @@ func TestRootRefusesDamagedLog(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "root")
 	args := []string{"--role=root", "--name=root", "--data-dir=" + dir, "--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0"}
 	root := startRelay(t, "root", args...)
-	root.waitLog("root relay serving", 30*time.Second)
+	root.waitLog("root relay serving")
 	root.stop()
 
 	segs, err := filepath.Glob(filepath.Join(dir, "raft", "wal", "*.wal"))

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // TestRootDiskFull runs a root on a small tmpfs (issue 26: a write failed
@@ -51,7 +51,7 @@ func TestRootDiskFull(t *testing.T) {
 	dir := filepath.Join(mnt, "root")
 	args := []string{"--role=root", "--name=root", "--data-dir=" + dir, "--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0"}
 	root := startRelay(t, "root", args...)
-	root.waitLog("root relay serving", 30*time.Second)
+	root.waitLog("root relay serving")
 
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, pki.AdminKubeconfigFile))
 	if err != nil {
@@ -123,24 +123,19 @@ func TestRootDiskFull(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=300m", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("growing the tmpfs: %v: %s", err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		body, err := readyz()
-		if err == nil {
-			break
+	poll.Until(t, "/readyz to pass once space returned", func() error {
+		if body, err := readyz(); err != nil {
+			return fmt.Errorf("%q (%v)", body, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still failing 30s after space returned: %q (%v)", body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := create("after"); err != nil {
 		t.Fatalf("a write once space returned: %v", err)
 	}
 
 	root.stop()
 	root = startRelay(t, "root", args...)
-	root.waitLog("root relay serving", 30*time.Second)
+	root.waitLog("root relay serving")
 	if rc, err = clientcmd.BuildConfigFromFlags("", filepath.Join(dir, pki.AdminKubeconfigFile)); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -24,7 +23,7 @@ func TestKubeconfigUnlistedSpace(t *testing.T) {
 	base := t.TempDir()
 	rootDir := filepath.Join(base, "root")
 	root := startRelay(t, "root", "--role=root", "--name=root", "--data-dir="+rootDir, "--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0")
-	link, _ := root.waitLog("root relay serving", 30*time.Second)["link"].(string)
+	link, _ := root.waitLog("root relay serving")["link"].(string)
 	stdout, stderr, code := runRelay(t, "token", "create", "--data-dir="+rootDir)
 	if code != 0 {
 		t.Fatalf("relay token create: exit code %d, stderr %q", code, stderr)
@@ -32,7 +31,7 @@ func TestKubeconfigUnlistedSpace(t *testing.T) {
 	startRelay(t, "edge-1", "--role=edge", "--name=edge-1", "--parent="+link, "--virtual-cluster",
 		"--data-dir="+filepath.Join(base, "edge-1"), "--join-token="+strings.TrimSpace(stdout))
 	admin := filepath.Join(rootDir, pki.AdminKubeconfigFile)
-	waitContext(t, admin, "mailbox-edge-1", 30*time.Second)
+	waitContext(t, admin, "mailbox-edge-1")
 
 	// A data directory whose admin.kubeconfig lists no child's space, as
 	// the root's does for its children after the first hundred.

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // `relay members` against a single root: one line, the root itself,
@@ -33,21 +34,17 @@ func TestMembers(t *testing.T) {
 	<-r.Ready()
 
 	var lines []string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, "relay members to show a healthy root", func() error {
 		stdout, stderr, code := runRelay(t, "members", "--data-dir="+dir)
 		if code != exitOK {
 			t.Fatalf("relay members: exit %d, %s", code, stderr)
 		}
 		lines = strings.Split(strings.TrimSpace(stdout), "\n")
-		if len(lines) == 2 && strings.Fields(lines[1])[6] == "ok" {
-			break
+		if len(lines) != 2 || strings.Fields(lines[1])[6] != "ok" {
+			return fmt.Errorf("\n%s", stdout)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("relay members never showed a healthy root:\n%s", stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME RAFT API VOTER LEADER ALIVE HEALTH STATE APPLIED" {
 		t.Errorf("header %q", lines[0])
 	}

@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -37,17 +38,11 @@ func TestRenderWithTheSelectedLocation(t *testing.T) {
 		"spec": map[string]any{"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"env": "prod"}}},
 			"downsync": []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"shop"}}}}})
 
-	var out []byte
-	var err error
-	deadline := time.Now().Add(20 * time.Second)
-	for { // until the object is placed with its Location
-		out, err = render(context.Background(), kubeconfig, "default", "s1", "configmaps", "shop", "web")
-		if err == nil && strings.Contains(string(out), "location: prod") || time.Now().After(deadline) {
-			break
+	poll.Until(t, "render for s1 with the Location", func() error { // once the object is placed
+		out, err := render(context.Background(), kubeconfig, "default", "s1", "configmaps", "shop", "web")
+		if err != nil || !strings.Contains(string(out), "location: prod") {
+			return fmt.Errorf("%v\n%s\nwant location: prod", err, out)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil || !strings.Contains(string(out), "location: prod") {
-		t.Fatalf("render for s1: %v\n%s\nwant location: prod", err, out)
-	}
+		return nil
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +17,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -59,17 +59,10 @@ func startRenderRoot(t *testing.T) *renderRoot {
 func (r *renderRoot) create(c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) {
 	r.t.Helper()
 	u := &unstructured.Unstructured{Object: obj}
-	var err error
-	deadline := time.Now().Add(20 * time.Second)
-	for { // the CRDs are installed as the root starts
-		if _, err = c.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{}); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		r.t.Fatalf("create %s: %v", u.GetName(), err)
-	}
+	poll.Until(r.t, "create "+u.GetName(), func() error { // the CRDs are installed as the root starts
+		_, err := c.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{})
+		return err
+	})
 }
 
 // relay render shows, for each destination, the object as its edge will
@@ -104,17 +97,10 @@ func TestRender(t *testing.T) {
 			"downsync": []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"shop"}}}}})
 
 	var out []byte
-	var err error
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if out, err = render(context.Background(), kubeconfig, "default", "store-2", "configmaps", "shop", "web"); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("render for store-2: %v", err)
-	}
+	poll.Until(t, "render for store-2", func() (err error) {
+		out, err = render(context.Background(), kubeconfig, "default", "store-2", "configmaps", "shop", "web")
+		return err
+	})
 	if !strings.Contains(string(out), `replicas: "3"`) || strings.Contains(string(out), "edge.canopy.dev/") {
 		t.Fatalf("render for store-2:\n%s\nwant replicas 3 and no Canopy annotations", out)
 	}

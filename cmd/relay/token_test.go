@@ -16,7 +16,7 @@ func startTokenRoot(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "root")
 	root := startRelay(t, "root", "--role=root", "--name=root", "--data-dir="+dir, "--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0")
-	root.waitLog("root relay serving", 30*time.Second)
+	root.waitLog("root relay serving")
 	return dir
 }
 

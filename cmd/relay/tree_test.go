@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // relayProc is a relay binary running in the background with JSON logs.
@@ -80,27 +85,26 @@ func (p *relayProc) logs() string {
 }
 
 // waitLog waits until a log line has message msg and returns it.
-func (p *relayProc) waitLog(msg string, timeout time.Duration) map[string]any {
+func (p *relayProc) waitLog(msg string) map[string]any {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var line map[string]any
+	poll.Until(p.t, fmt.Sprintf("%s to log %q", p.name, msg), func() error {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		for _, l := range p.lines {
 			if l["msg"] == msg {
-				p.mu.Unlock()
-				return l
+				line = l
+				return nil
 			}
 		}
-		p.mu.Unlock()
 		select {
 		case <-p.done:
-			p.t.Fatalf("%s exited (%v) before logging %q", p.name, p.err, msg)
-		case <-time.After(50 * time.Millisecond):
+			return poll.Stop(fmt.Errorf("exited (%v)", p.err))
+		default:
+			return errors.New("not logged")
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not log %q within %v", p.name, msg, timeout)
-		}
-	}
+	})
+	return line
 }
 
 // stop sends SIGTERM and checks that the relay exits with code 0.
@@ -120,25 +124,18 @@ func (p *relayProc) stop() {
 }
 
 // waitContext waits until the kubeconfig at path has context name.
-func waitContext(t *testing.T, path, name string, timeout time.Duration) {
+func waitContext(t *testing.T, path, name string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	poll.Until(t, fmt.Sprintf("context %q in %s", name, path), func() error {
 		cfg, err := clientcmd.LoadFromFile(path)
-		if err == nil && cfg.Contexts[name] != nil {
-			return
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			var have []string
-			if cfg != nil {
-				for c := range cfg.Contexts {
-					have = append(have, c)
-				}
-			}
-			t.Fatalf("%s has no context %q after %v (contexts %v, error %v)", path, name, timeout, have, err)
+		if cfg.Contexts[name] == nil {
+			return fmt.Errorf("contexts %v", slices.Sorted(maps.Keys(cfg.Contexts)))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestTree runs a root and an edge as processes: the edge joins with a
@@ -154,7 +151,7 @@ func TestTree(t *testing.T) {
 	rootArgs := []string{"--role=root", "--name=root", "--data-dir=" + rootDir, "--api-addr=127.0.0.1:0", "--link-addr=127.0.0.1:0"}
 
 	root := startRelay(t, "root", rootArgs...)
-	link, _ := root.waitLog("root relay serving", 30*time.Second)["link"].(string)
+	link, _ := root.waitLog("root relay serving")["link"].(string)
 	if link == "" {
 		t.Fatalf("root logged no link address:\n%s", root.logs())
 	}
@@ -167,21 +164,21 @@ func TestTree(t *testing.T) {
 	edgeArgs := []string{"--role=edge", "--name=edge-1", "--parent=" + link, "--virtual-cluster", "--data-dir=" + edgeDir}
 	edge := startRelay(t, "edge-1", append(edgeArgs, "--join-token="+token)...)
 	kubeconfig := filepath.Join(rootDir, pki.AdminKubeconfigFile)
-	waitContext(t, kubeconfig, "mailbox-edge-1", 30*time.Second)
+	waitContext(t, kubeconfig, "mailbox-edge-1")
 	out, err := exec.CommandContext(t.Context(), kubectl, "--kubeconfig="+kubeconfig, "--context=mailbox-edge-1", "get", "ns").CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl --context=mailbox-edge-1 get ns: %v\n%s", err, out)
 	}
-	edge.waitLog("connected to parent", 30*time.Second)
+	edge.waitLog("connected to parent")
 	edge.stop()
 	root.stop()
 
 	// Both restart from their data directories; the edge has no token now.
 	root = startRelay(t, "root", rootArgs...)
-	link, _ = root.waitLog("root relay serving", 30*time.Second)["link"].(string)
+	link, _ = root.waitLog("root relay serving")["link"].(string)
 	edgeArgs[2] = "--parent=" + link
 	edge = startRelay(t, "edge-1", edgeArgs...)
-	edge.waitLog("connected to parent", 30*time.Second)
+	edge.waitLog("connected to parent")
 	select {
 	case <-edge.done:
 		t.Fatalf("edge exited after reconnecting: %v", edge.err)
