@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // Each scenario on a small tree (1x2x3: a root, 2 regions, 3 edges under
@@ -380,13 +383,13 @@ func TestExplainLag(t *testing.T) {
 	}
 	edge := f.edges[0].name
 	var got []string
-	for ctx.Err() == nil {
-		// The SyncTarget is written once the edge's announcement arrived.
-		if got = f.explainLag([]string{edge, "no-such-edge"}); len(got) == 1 && strings.Contains(got[0], "connected true") {
-			break
+	// The SyncTarget is written once the edge's announcement arrived.
+	poll.Until(t, "explainLag to show the edge connected", func() error {
+		if got = f.explainLag([]string{edge, "no-such-edge"}); len(got) != 1 || !strings.Contains(got[0], "connected true") {
+			return fmt.Errorf("%q", got)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	want := edge + " under " + f.edges[0].parent.name + ": holds what its parent routes to it; SyncTarget at the root: connected true, path root/" + f.edges[0].parent.name + "/" + edge
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("explainLag: %q, want [%q]", got, want)
