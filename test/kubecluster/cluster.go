@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // Options selects what Start runs. The zero value is a full cluster with
@@ -473,26 +475,25 @@ func (c *Cluster) run(name, bin string, env []string, args ...string) error {
 // waitFor polls cond until it returns nil, a process of the cluster exits,
 // or ctx ends; the error then names what was awaited and the last failure.
 func (c *Cluster) waitFor(ctx context.Context, what string, cond func(context.Context) error) error {
-	const interval = 100 * time.Millisecond
-	for {
+	timeout := poll.Timeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = time.Until(deadline)
+	}
+	err := poll.Wait(ctx, func() error {
 		c.mu.Lock()
 		procs := c.processes
 		c.mu.Unlock()
 		for _, p := range procs {
 			if err := p.exited(); err != nil {
-				return fmt.Errorf("waiting for %s: %w", what, err)
+				return poll.Stop(err)
 			}
 		}
-		err := cond(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w; last error: %v", what, ctx.Err(), err)
-		case <-time.After(interval):
-		}
+		return cond(ctx)
+	}, poll.For(timeout), poll.Every(100*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
+	return nil
 }
 
 // writePKI writes the cluster's CA, the apiserver's serving certificate,

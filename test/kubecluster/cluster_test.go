@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // TestMinimal runs two API-only clusters side by side: each stores what it
@@ -202,7 +204,7 @@ func TestFull(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, func() error {
+	poll.Until(t, "deployment web with 2 pods Running", func() error {
 		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -224,26 +226,7 @@ func TestFull(t *testing.T) {
 			return fmt.Errorf("%d of %d pods Running on a fake node", running, len(pods.Items))
 		}
 		return nil
-	})
-}
-
-// eventually polls f until it returns nil, failing the test with f's last
-// error after timeout.
-func eventually(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("not within %v: %v", timeout, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	}, poll.For(2*time.Minute))
 }
 
 func configMap(name string, data map[string]string) *corev1.ConfigMap {
