@@ -22,6 +22,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -335,7 +336,7 @@ func startCanopy(b testing.TB, n int) (*rest.Config, []int) {
 	// once the cluster has a leader and it has caught up) and its /readyz
 	// answers ok.
 	rcs := make([]*rest.Config, n)
-	waitFor(b, procs, 2*time.Minute, "waiting for the roots to be ready", func(ctx context.Context) error {
+	ready := whileRunning(procs, func(ctx context.Context) error {
 		for i, p := range procs {
 			if rcs[i] != nil {
 				continue
@@ -356,10 +357,13 @@ func startCanopy(b testing.TB, n int) (*rest.Config, []int) {
 		}
 		return nil
 	})
+	if err := poll.Wait(context.Background(), ready, poll.For(2*time.Minute)); err != nil {
+		b.Fatalf("waiting for the roots to be ready: %v%s", err, logTails(procs))
+	}
 
 	// The leader: the replica whose MembersPath names itself the leader.
 	leader := -1
-	waitFor(b, procs, time.Minute, "waiting for a leader", func(ctx context.Context) error {
+	leads := whileRunning(procs, func(ctx context.Context) error {
 		var seen []string
 		for i, p := range procs {
 			base, err := server.APIBase(rcs[i].Host)
@@ -378,6 +382,9 @@ func startCanopy(b testing.TB, n int) (*rest.Config, []int) {
 		}
 		return fmt.Errorf("no replica leads (%s)", strings.Join(seen, "; "))
 	})
+	if err := poll.Wait(context.Background(), leads, poll.For(time.Minute)); err != nil {
+		b.Fatalf("waiting for a leader: %v%s", err, logTails(procs))
+	}
 	pids := make([]int, n)
 	for i, p := range procs {
 		pids[i] = p.cmd.Process.Pid
@@ -397,33 +404,28 @@ func adminConfig(path string) (*rest.Config, error) {
 	return cc.ClientConfig()
 }
 
-// waitFor calls check, each call bounded by a few seconds, until it
-// returns nil. It fails b when timeout passes first, with check's last
-// error and the end of every relay's log, or at once when a relay exits.
-func waitFor(b testing.TB, procs []*relayProc, timeout time.Duration, what string, check func(context.Context) error) {
-	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+// whileRunning makes check a poll condition: each call is bounded by a
+// few seconds, and a relay that has exited ends the wait (poll.Stop).
+func whileRunning(procs []*relayProc, check func(context.Context) error) func() error {
+	return func() error {
 		for _, p := range procs {
 			if p.exited() {
-				b.Fatalf("%s: %s exited: %v (its log follows)", what, p.name, p.err)
+				return poll.Stop(fmt.Errorf("%s exited: %v", p.name, p.err))
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := check(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			var logs strings.Builder
-			for _, p := range procs {
-				fmt.Fprintf(&logs, "\n--- %s (%s):\n%s", p.name, p.log, p.tail(40))
-			}
-			b.Fatalf("%s: not done within %v: %v%s", what, timeout, err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer cancel()
+		return check(ctx)
 	}
+}
+
+// logTails is the end of every relay's log, for a failure message.
+func logTails(procs []*relayProc) string {
+	var logs strings.Builder
+	for _, p := range procs {
+		fmt.Fprintf(&logs, "\n--- %s (%s):\n%s", p.name, p.log, p.tail(40))
+	}
+	return logs.String()
 }
 
 func TestMain(m *testing.M) { relaybin.Main(m) }
