@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // managedFields renders who owns what, without times.
@@ -408,7 +410,7 @@ func crdSteps() []step {
 		}),
 		call("crd/established", func(ctx context.Context, tg *target) string {
 			var crd *apiextensionsv1.CustomResourceDefinition
-			err := pollErr(ctx, 20*time.Second, func(ctx context.Context) error {
+			err := poll.Wait(ctx, func() error {
 				var err error
 				crd, err = tg.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.diff.example.com", metav1.GetOptions{})
 				if err != nil {
@@ -420,15 +422,15 @@ func crdSteps() []step {
 					}
 				}
 				return fmt.Errorf("not established: %v", crd.Status.Conditions)
-			})
+			}, poll.For(20*time.Second))
 			if err != nil {
 				return "error: " + err.Error() + "\n"
 			}
 			// The resource must also be served (discovery and handler).
-			err = pollErr(ctx, 20*time.Second, func(ctx context.Context) error {
+			err = poll.Wait(ctx, func() error {
 				_, err := tg.dyn.Resource(widgetGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 				return err
-			})
+			}, poll.For(20*time.Second))
 			if err != nil {
 				return "error: " + err.Error() + "\n"
 			}

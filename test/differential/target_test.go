@@ -25,6 +25,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // rootSpace is the space of the root the scenario runs in.
@@ -148,8 +149,10 @@ func startRoot(t *testing.T) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pollErr(t.Context(), 15*time.Second, func(ctx context.Context) error {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	readyCtx, cancelReady := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancelReady()
+	if err := poll.Wait(readyCtx, func() error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(readyCtx)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("root /readyz: %w", err)
@@ -173,24 +176,6 @@ func startKube(t *testing.T) *target {
 		t.Fatal(err)
 	}
 	return tg
-}
-
-// pollErr calls f every 50ms until it returns nil, ctx ends or timeout
-// passes; it returns the last error then.
-func pollErr(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := f(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not met within %v: %w", timeout, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // kubectlResult is what one kubectl run printed and how it ended.
