@@ -2,6 +2,7 @@ package observability
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -30,6 +31,7 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -295,8 +297,9 @@ func TestMetricsExported(t *testing.T) {
 	var missing []string
 	exported := map[string][]string{}
 	scrapeErrs := map[string]error{} // the last of each relay
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Until every series read is exported; what is still missing after a
+	// minute is reported below, series by series.
+	_ = poll.Wait(context.Background(), func() error {
 		for relay, scrape := range scrapers {
 			names, err := scrapeNames(scrape)
 			scrapeErrs[relay] = err
@@ -315,11 +318,11 @@ func TestMetricsExported(t *testing.T) {
 				missing = append(missing, name)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
+		if len(missing) > 0 {
+			return fmt.Errorf("%d series missing", len(missing))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, poll.For(60*time.Second), poll.Every(200*time.Millisecond))
 	slices.Sort(missing)
 	if len(missing) > 0 {
 		for relay, err := range scrapeErrs {
@@ -396,10 +399,10 @@ func rootScraper(t *testing.T, kubeconfig string) func() (*http.Response, error)
 		return strings.TrimSpace(string(out)), nil
 	}
 	// The root writes its kubeconfig, then serves.
-	eventually(t, 60*time.Second, func() error {
+	poll.Until(t, "the metrics RBAC applied", func() error {
 		_, err := run("apply", "-f", rbacFile)
 		return err
-	})
+	}, poll.For(60*time.Second))
 	token, err := run("-n", "monitoring", "create", "token", "prometheus")
 	if err != nil {
 		t.Fatal(err)
@@ -504,19 +507,4 @@ func freeAddr(t *testing.T) string {
 	}
 	t.Fatal("no free port among 100 tried")
 	return ""
-}
-
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
