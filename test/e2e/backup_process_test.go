@@ -25,6 +25,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/backup"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -174,20 +175,20 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	edge := startChildProcess(t, "--role=edge", "--name=edge-1", "--data-dir="+filepath.Join(base, "edge-1"),
 		"--parent="+link, "--virtual-cluster", "--labels=zone=a", "--join-token="+strings.TrimSpace(token))
 	kubectl(backupObjects, "apply", "-f", "-")
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the gadgets applied once their CRD is served", func() error {
 		_, err := runKubectl(t, home, kubeconfig, backupGadgets, nil, "apply", "-f", "-")
 		return err
 	})
 	kubectl(backupInventory, "--context=inventory", "apply", "-f", "-")
 	// The edge applies the placed ConfigMap: the inventory, the placement
 	// and the downsync space all hold something.
-	eventually(t, 60*time.Second, func() error {
+	poll.Until(t, "the edge to hold the placed objects", func() error {
 		st, err := edge.inbox()
 		if err != nil || !st.Connected || st.Objects == 0 {
 			return fmt.Errorf("edge inbox %+v, %v", st, err)
 		}
 		return nil
-	})
+	}, poll.For(60*time.Second))
 
 	// A ServiceAccount may back up only once RBAC allows it.
 	saKubeconfig := bareKubeconfigFrom(t, kubeconfig, layout.DefaultSpace)
@@ -241,7 +242,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 		defer mu.Unlock()
 		return len(writes)
 	}
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "20 writes", func() error {
 		if written() < 20 {
 			return fmt.Errorf("%d writes so far", written())
 		}
@@ -249,7 +250,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	})
 	// The binding takes effect once the authorizer has seen it.
 	saFile := filepath.Join(base, "sa.backup")
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "a backup by the ServiceAccount", func() error {
 		if out, stderr, code := relay("backup", "--kubeconfig="+saKubeconfig, "--out="+saFile); code != 0 {
 			return fmt.Errorf("backup by the ServiceAccount: exit %d: %s%s", code, out, stderr)
 		}
@@ -266,7 +267,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	}
 	rev, _ := strconv.ParseInt(m[1], 10, 64)
 	after := written()
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "20 writes after the backup", func() error {
 		if written() < after+20 {
 			return fmt.Errorf("%d writes after the backup so far", written()-after)
 		}
@@ -277,7 +278,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 		t.Fatalf("%s: %v, mode %v; want 0600", file, err, info.Mode())
 	}
 	var inboxBefore inboxStatus
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the edge connected, holding objects", func() error {
 		inboxBefore, err = edge.inbox()
 		if err != nil || !inboxBefore.Connected || inboxBefore.Objects == 0 {
 			return fmt.Errorf("edge inbox %+v, %v", inboxBefore, err)
@@ -392,13 +393,13 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	// The edge, whose key the restored registry holds, links to the new
 	// root, resyncs (its cursor is of the old root's history) and holds
 	// what it held before.
-	eventually(t, 60*time.Second, func() error {
+	poll.Until(t, "the edge back on the restored root", func() error {
 		st, err := edge.inbox()
 		if err != nil || !st.Connected || st.Hash != inboxBefore.Hash {
 			return fmt.Errorf("edge inbox %+v (%v), want connected with the inbox it had before, %+v", st, err, inboxBefore)
 		}
 		return nil
-	})
+	}, poll.For(60*time.Second))
 }
 
 func checkBackupFile(path string) (backup.Header, error) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -76,7 +77,7 @@ func testClientCertificate(t *testing.T, r *root, admin *kubernetes.Clientset) {
 	if _, err := admin.RbacV1().RoleBindings("default").Create(ctx, barrier, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "alice to list ConfigMaps in default", func() error {
 		_, err := alice.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -91,7 +92,7 @@ func testClientCertificate(t *testing.T, r *root, admin *kubernetes.Clientset) {
 	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "alice to list ConfigMaps in the namespace", func() error {
 		_, err := alice.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		return err
 	})

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // TestClientGo drives one in-process root with client-go: typed, dynamic,
@@ -326,7 +328,7 @@ func testDynamicCRD(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, gadgetCRD(), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the gadgets CRD Established", func() error {
 		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "gadgets.e2e.canopy.dev", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -453,7 +455,7 @@ func testDynamicCRD(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "gadgets.e2e.canopy.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the gadgets gone with their CRD", func() error {
 		_, err := gadgets.List(ctx, metav1.ListOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("list gadgets after CRD deletion: %v", err)
@@ -551,7 +553,7 @@ func testInformer(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 	if !slices.Equal(got, want) {
 		t.Errorf("informer events: got %q, want %q", got, want)
 	}
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "the informer to see live deleted", func() error {
 		if _, err := inf.Lister().ConfigMaps(ns).Get("live"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("lister still has live: %v", err)
 		}
@@ -936,7 +938,7 @@ func testGCBackground(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 	if _, err := cs.AppsV1().Deployments(ns).Get(ctx, "owner", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("background deletion: owner still there: %v", err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the dependent collected", func() error {
 		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "dependent", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("dependent not collected: %v", err)
@@ -962,14 +964,14 @@ func testGCOrphan(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "owner", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the owner deleted", func() error {
 		_, err := cs.AppsV1().Deployments(ns).Get(ctx, "owner", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("owner still there: %v", err)
 		}
 		return nil
 	})
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the dependent orphaned", func() error {
 		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "dependent", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("orphaned dependent was deleted: %v", err)
@@ -1008,7 +1010,7 @@ func testGCForeground(t *testing.T, _ *root, cs *kubernetes.Clientset) {
 	if o.DeletionTimestamp == nil || !slices.Contains(o.Finalizers, metav1.FinalizerDeleteDependents) {
 		t.Errorf("owner in foreground deletion: deletionTimestamp %v finalizers %v", o.DeletionTimestamp, o.Finalizers)
 	}
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the dependent in foreground deletion", func() error {
 		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "dependent", metav1.GetOptions{})
 		if err != nil {
 			return err

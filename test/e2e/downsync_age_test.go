@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // TestDownsyncAge: objects placed in the downsync space, and so in the
@@ -53,7 +55,7 @@ spec:
     namespaces: [web]
 `, "apply", "-f", "-")
 	var out string
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the settings ConfigMap in the downsync space", func() error {
 		var err error
 		out, err = r.kubectl(t, "--context=downsync", "get", "configmaps", "-n", "web", "settings")
 		return err

@@ -6,13 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -170,7 +170,7 @@ func TestEdgeAPI(t *testing.T) {
 
 	// Deleting the placement deletes its slices (ownerReference).
 	r.mustKubectl(t, "delete", "edgeplacement", "web")
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "the placement's slices deleted", func() error {
 		if out := r.mustKubectl(t, "get", "sps", "-o", "name"); out != "" {
 			return errors.New("slices left: " + out)
 		}

@@ -3,8 +3,8 @@ package e2e
 import (
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -92,7 +92,7 @@ subjects:
 		}
 		what := c.ctx + ": " + c.sa
 		resource := strings.ToLower(c.kind) + "s"
-		eventually(t, 10*time.Second, func() error {
+		poll.Until(t, "auth can-i answered", func() error {
 			_, err := as("", "auth", "can-i", "create", resource, "-n", "team")
 			return err
 		})
@@ -163,7 +163,7 @@ subjects:
 	robot := func(stdin string, args ...string) (string, error) {
 		return runKubectl(t, r.home(t), bare, stdin, nil, append([]string{"--token=" + token}, args...)...)
 	}
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "the robot binding itself cluster-admin in team", func() error {
 		_, err := robot(`apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
@@ -176,7 +176,7 @@ subjects:
 `, "apply", "-f", "-")
 		return err
 	})
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "the robot reading secrets in team", func() error {
 		_, err := robot("", "get", "secrets", "-n", "team")
 		return err
 	})

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // TestKubectlExplain drives kubectl explain, and kubectl apply and create
@@ -142,7 +142,7 @@ func testExplainCustomResource(t *testing.T, r *root, _ *kubernetes.Clientset) {
                 type: string
                 description: Shape of the gadget, added later.
 `), ctx, "apply", "-f", "-")
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "kubectl explain to show the added field", func() error {
 		out, err := r.kubectl(t, ctx, "explain", "gadgets.spec.shape")
 		if err != nil {
 			return err

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -167,7 +168,7 @@ func startHACluster(t *testing.T, n int, extra ...string) *haCluster {
 		}
 	}
 	c.nodes[0].start(t)
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "relay pki export from the first replica", func() error {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(relaybin.For(t), "pki", "export", "--data-dir="+c.nodes[0].dir)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -245,7 +246,7 @@ func (c *haCluster) waitReady(timeout time.Duration, nodes ...*haNode) {
 	for i, n := range nodes {
 		css[i] = c.client(n)
 	}
-	eventually(c.t, timeout, func() error {
+	poll.Until(c.t, "the replicas ready", func() error {
 		for i, n := range nodes {
 			if !n.running() {
 				c.t.Fatalf("%s exited:\n%s", n.name, n.out.String())
@@ -255,7 +256,7 @@ func (c *haCluster) waitReady(timeout time.Duration, nodes ...*haNode) {
 			}
 		}
 		return nil
-	})
+	}, poll.For(timeout))
 }
 
 // waitLeader waits until a running replica leads a term after the given
@@ -264,7 +265,7 @@ func (c *haCluster) waitLeader(after int, timeout time.Duration) (*haNode, int) 
 	c.t.Helper()
 	var leader *haNode
 	term := 0
-	eventually(c.t, timeout, func() error {
+	poll.Until(c.t, "a leader elected", func() error {
 		leader, term = nil, 0
 		for _, n := range c.nodes {
 			if lt := n.leaderTerm(); lt > after && lt > term {
@@ -275,7 +276,7 @@ func (c *haCluster) waitLeader(after int, timeout time.Duration) (*haNode, int) 
 			return fmt.Errorf("no replica leads a term after %d", after)
 		}
 		return nil
-	})
+	}, poll.For(timeout))
 	return leader, term
 }
 
@@ -636,7 +637,7 @@ func TestHAProcessLinearizable(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, 20*time.Second, atLeast(200))
+	poll.Until(t, "200 operations", atLeast(200))
 
 	type kill struct {
 		victim, successor string
@@ -651,7 +652,7 @@ func TestHAProcessLinearizable(t *testing.T) {
 		next, nt := c.waitLeader(lt, 20*time.Second)
 		k.elected, k.successor, term = h.now()-k.at, next.name, nt
 		// Service resumes: a write called after the kill is acknowledged.
-		eventually(t, 20*time.Second, func() error {
+		poll.Until(t, "a write after the kill acknowledged", func() error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			for _, w := range h.writes {
@@ -664,7 +665,7 @@ func TestHAProcessLinearizable(t *testing.T) {
 		kills = append(kills, k)
 		leader.start(t)
 		c.waitReady(30*time.Second, leader)
-		eventually(t, 20*time.Second, atLeast(ops()+100))
+		poll.Until(t, "100 more operations", atLeast(ops()+100))
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -770,23 +771,24 @@ type haObject struct{ value, rv string }
 // read back).
 func createWithRetry(t *testing.T, cs *kubernetes.Clientset, name string) haObject {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var obj haObject
+	poll.Until(t, "create "+name, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		cm, err := cs.CoreV1().ConfigMaps(haNamespace).Create(ctx, registerCM(name, "v-"+name, ""), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			cm, err = cs.CoreV1().ConfigMaps(haNamespace).Get(ctx, name, metav1.GetOptions{})
 		}
-		cancel()
-		switch o := classify(err); {
-		case o == outcomeOK:
-			return haObject{cm.Data["v"], cm.ResourceVersion}
-		case (o == outcomeNotApplied || o == outcomeUnknown) && time.Now().Before(deadline):
-			time.Sleep(200 * time.Millisecond)
-		default:
-			t.Fatalf("create %s: %v", name, err)
+		switch classify(err) {
+		case outcomeOK:
+			obj = haObject{cm.Data["v"], cm.ResourceVersion}
+			return nil
+		case outcomeNotApplied, outcomeUnknown:
+			return err
 		}
-	}
+		return poll.Stop(err)
+	}, poll.Every(200*time.Millisecond))
+	return obj
 }
 
 // listCMs lists the ConfigMaps of haNamespace: without resourceVersion a
@@ -900,7 +902,7 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 	c.waitReady(60*time.Second, fourth)
 	t.Logf("fourth replica serving after %v", time.Since(start).Round(time.Millisecond))
 	// The leader made it a voter (only its log tells a process test).
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "root-3 added as a voter", func() error {
 		for _, n := range c.nodes {
 			if strings.Contains(n.out.String(), `msg="adding voter" relay=`+n.name+` peer=root-3`) {
 				return nil
@@ -938,7 +940,7 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 	want["via-wiped"] = createWithRetry(t, css[1], "via-wiped")
 
 	// All four replicas hold the same objects.
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the four replicas to hold the same objects", func() error {
 		for i, cs := range css {
 			if err := replicaHolds(cs, want, "0"); err != nil {
 				return fmt.Errorf("%s: %w", c.nodes[i].name, err)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -118,7 +119,7 @@ func TestHAProcessSnapshotCatchUp(t *testing.T) {
 	// own status shows that a snapshot compacted its log.
 	var leader *haNode
 	var firstIndex uint64
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "a leader with a snapshot", func() error {
 		m, err := c.membersJSON(c.nodes[0])
 		if err != nil {
 			return err
@@ -154,7 +155,7 @@ func TestHAProcessSnapshotCatchUp(t *testing.T) {
 	// the same applied index everywhere once writes stop, and a snapshot
 	// restored on the fourth, which started without any state.
 	var m haMembers
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the fourth replica to list four members", func() error {
 		var err error
 		if m, err = c.membersJSON(fourth); err != nil {
 			return err

@@ -27,6 +27,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/server"
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // root is one in-process root relay for a test.
@@ -71,7 +72,7 @@ func startRootIn(t testing.TB, dir string) *root {
 	<-r.Ready()
 	rt := &root{Root: r, dir: dir, kubeconfig: r.KubeconfigPath()}
 	// Wait until authorization caches are synced (readyz).
-	eventually(t, 10*time.Second, func() error {
+	poll.Until(t, "the root ready", func() error {
 		_, err := rt.kubectl(t, "get", "--raw=/readyz")
 		return err
 	})
@@ -138,20 +139,6 @@ func (r *root) home(t testing.TB) string {
 	h := filepath.Join(r.dir, "home")
 	_ = os.MkdirAll(h, 0o700)
 	return h
-}
-
-// eventually polls f until it returns nil or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("condition not met within %v: %v", timeout, err)
 }
 
 // clients returns a typed clientset for a space (context name).
@@ -233,22 +220,6 @@ func bareKubeconfigFrom(t testing.TB, adminKubeconfig, space string) string {
 		t.Fatalf("write %s: %v", path, err)
 	}
 	return path
-}
-
-// poll is eventually for goroutines other than the test's: it returns the
-// last error instead of failing the test.
-func poll(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not met within %v: %w", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // createNamespace creates a namespace with client-go.

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
@@ -456,7 +457,7 @@ func testKubectlGetWatch(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	cmd, out, errb := r.kubectlBackground(t, "get", "cm", "-n", ns, "-w", "--output-watch-events")
 	// The initial list is printed first; everything after it comes from the
 	// watch started at the list's resourceVersion.
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the initial ADDED w1", func() error {
 		if cmd.ProcessState != nil {
 			return fmt.Errorf("kubectl exited: %s", errb.String())
 		}
@@ -480,7 +481,7 @@ func testKubectlGetWatch(t *testing.T, r *root, cs *kubernetes.Clientset) {
 		t.Fatal(err)
 	}
 	want := []string{`^MODIFIED\s+w1\s+2\s`, `^ADDED\s+w2\s+0\s`, `^DELETED\s+w1\s`}
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the watch events in order", func() error {
 		o := out.String()
 		pos := 0
 		for _, w := range want {
@@ -738,7 +739,7 @@ func testKubectlDeleteFinalizer(t *testing.T, r *root, cs *kubernetes.Clientset)
 	go func() {
 		// Wait until kubectl's delete marked the object, hold it a second
 		// longer, then drop the finalizer.
-		err := poll(30*time.Second, func() error {
+		err := poll.Wait(ctx, func() error {
 			cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "held", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -1056,7 +1057,7 @@ func testKubectlCRD(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	// Deleting the CRD stops serving it and deletes its objects.
 	wantContains(t, "delete crd", r.mustKubectl(t, "delete", "crd", "widgets.e2e.canopy.dev", "--timeout=30s"),
 		`customresourcedefinition.apiextensions.k8s.io "widgets.e2e.canopy.dev" deleted`)
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "widgets no longer served", func() error {
 		_, err := r.kubectl(t, "get", "widgets", "-n", ns)
 		if err == nil {
 			return fmt.Errorf("widgets still served")
@@ -1075,7 +1076,7 @@ func testKubectlCRD(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	// Re-creating the CRD brings back no objects.
 	r.mustKubectlIn(t, widgetCRD, "apply", "-f", "-")
 	r.mustKubectl(t, "wait", "--for=condition=established", "crd/widgets.e2e.canopy.dev", "--timeout=30s")
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "widgets served again, empty", func() error {
 		l, err := dc.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -1117,7 +1118,7 @@ metadata: {name: sa1, namespace: %[1]s}
 	}
 
 	r.mustKubectl(t, "delete", "namespace", ns, "--wait=false")
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the namespace Terminating", func() error {
 		phase, err := r.kubectl(t, "get", "namespace", ns, "-o", "jsonpath={.status.phase}")
 		if err != nil {
 			return err
@@ -1139,7 +1140,7 @@ metadata: {name: sa1, namespace: %[1]s}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() error {
+	poll.Until(t, "the namespace gone", func() error {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("namespace still there (%v)", err)

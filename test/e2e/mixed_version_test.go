@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -95,7 +96,7 @@ func runMixedTree(t *testing.T, bins mixedTree) {
 		"spec": {"instanceSelector": {"matchLabels": {"zone": "a"}}}}`, "--context=inventory", "apply", "-f", "-")
 	// The edge.canopy.dev CRDs of the default space come with the leader's
 	// first work.
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the workload applied", func() error {
 		_, err := runKubectl(t, home, kubeconfig, mixedWorkload, nil, "apply", "-f", "-")
 		return err
 	})
@@ -149,7 +150,7 @@ func (p *childProcess) stop(t *testing.T) {
 func waitColor(t *testing.T, home, kubeconfig, color string) {
 	t.Helper()
 	want := fmt.Sprintf(`[[%q,1]]`, color)
-	eventually(t, 90*time.Second, func() error {
+	poll.Until(t, "the CombinedStatus to show "+color, func() error {
 		out, err := runKubectl(t, home, kubeconfig, "", nil, "-n", "shop", "get", "combinedstatuses", "-o", "json")
 		if err != nil {
 			return err
@@ -190,5 +191,5 @@ func waitColor(t *testing.T, home, kubeconfig, color string) {
 			}
 		}
 		return fmt.Errorf("CombinedStatus of settings under shop: %v, want rows %s", got, want)
-	})
+	}, poll.For(90*time.Second))
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -64,7 +65,7 @@ func startRootBinary(t *testing.T, bin, dataDir, apiAddr, linkAddr string) *rela
 		}
 	})
 	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the relay serving", func() error {
 		select {
 		case <-p.done:
 			t.Fatalf("relay exited during start-up (%v):\n%s", p.err, p.stderr.String())

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/canopy-dev/canopy/test/poll"
 )
 
 // siblingsWorkload places a Namespace and a ConfigMap on every edge
@@ -169,9 +171,9 @@ func TestSiblingsProcessRehome(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, 60*time.Second, converged(regionA, 2))
+	poll.Until(t, "the edges converged under region-a", converged(regionA, 2), poll.For(60*time.Second))
 	// The edges were given region-a only: they know region-b from it.
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the edges told of region-b", func() error {
 		for _, name := range names {
 			out := procs[name].out.String()
 			if !strings.Contains(out, "parent's siblings") || !strings.Contains(out, linkB) {
@@ -193,8 +195,8 @@ func TestSiblingsProcessRehome(t *testing.T) {
 	}
 
 	regionA.kill9(t)
-	eventually(t, 60*time.Second, converged(regionB, 2))
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the edges converged under region-b", converged(regionB, 2), poll.For(60*time.Second))
+	poll.Until(t, "the edges under region-b in the inventory", func() error {
 		var list struct {
 			Items []struct {
 				Metadata struct {
@@ -241,7 +243,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 	}
 	// A change after the failure reaches every edge, applied once.
 	kubectl(siblingsWorkload("v2"), "apply", "-f", "-")
-	eventually(t, 60*time.Second, func() error {
+	poll.Until(t, "the change at every edge, applied once", func() error {
 		if err := converged(regionB, 2)(); err != nil {
 			return err
 		}
@@ -255,7 +257,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}, poll.For(60*time.Second))
 	for _, name := range names {
 		if applies, deletes, _, _ := procs[name].syncerCounters(); applies != before[name]+1 || deletes != 0 {
 			t.Errorf("%s: %d applies and %d deletes after the change, want 1 and 0", name, applies-before[name], deletes)

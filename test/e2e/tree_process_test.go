@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -124,7 +125,7 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 	// mailbox at the root and the edge's at the region are views of it.
 	kubeconfig := filepath.Join(rootDir, "admin.kubeconfig")
 	var cs *kubernetes.Clientset
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the downsync space served", func() error {
 		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 			&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
 			&clientcmd.ConfigOverrides{CurrentContext: "downsync"})
@@ -138,7 +139,7 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 	})
 
 	// Both have joined (the restarts below carry no token).
-	eventually(t, 30*time.Second, func() error {
+	poll.Until(t, "the region and the edge joined", func() error {
 		for _, p := range []*childProcess{region, edge} {
 			st, err := p.inbox()
 			if err != nil {
@@ -163,13 +164,14 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 				return
 			}
 			written.Add(1)
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the writes' pace
 		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); write(0, 150) }()
 
+	// The faults' schedule against the writes' pace: inputs, not waits.
 	time.Sleep(300 * time.Millisecond)
 	region.kill9(t)
 	time.Sleep(200 * time.Millisecond)
@@ -185,7 +187,7 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 		return
 	}
 
-	eventually(t, 60*time.Second, func() error {
+	poll.Until(t, "the region and the edge converged", func() error {
 		r, err := region.inbox()
 		if err != nil {
 			return err
@@ -203,7 +205,7 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 				e.Objects, e.Hash, e.Connected, mb.Objects, mb.Hash)
 		}
 		return nil
-	})
+	}, poll.For(60*time.Second))
 }
 
 func withoutToken(args []string) []string {
