@@ -217,6 +217,13 @@ type WatchOptions struct {
 	// Bookmarks asks for a Bookmark event at least every BookmarkInterval
 	// (Options) while the watcher is idle.
 	Bookmarks bool
+	// RevisionEnds asks for a Bookmark right after the events of each
+	// write that delivered any (and after the history replayed from
+	// Since, at the revision the watch started at). One revision may
+	// change many keys (a Txn, a group of them), whose events arrive one
+	// by one: an event's Revision says that every earlier revision has
+	// been delivered, never that its own has; this Bookmark does.
+	RevisionEnds bool
 	// Match is as in ListOptions: objects moving in and out of it are
 	// Added and Deleted like label changes.
 	Match func(*Object) bool

@@ -23,7 +23,8 @@
 //     (Options.PagingStates tells the worst case).
 //   - Watch: per-watcher bounded queues fed by Apply without ever blocking
 //     it, kube selection semantics (Added on entering a selection, Deleted
-//     on leaving it) and bookmarks.
+//     on leaving it) and bookmarks: periodic ones while idle, or one at
+//     the end of each write's events (WatchOptions.RevisionEnds).
 //   - Spaces (space.go): Space is one space's objects behind an interface
 //     (get, list, watch, Txn, revisions), which the kube API server serves
 //     every request through; Store.Space is the embedded implementation,

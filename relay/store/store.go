@@ -137,6 +137,10 @@ type Store struct {
 	// under several names takes an event once.
 	addressed map[string]map[*watcher]struct{}
 	fanSeq    uint64
+	// fanOuts numbers fan-outs; revEnding lists the RevisionEnds watchers
+	// the current one queued an event.
+	fanOuts   uint64
+	revEnding []*watcher
 	// addresses is Options.Addresses as Object.Memo takes it (nil
 	// without), made once.
 	addresses  func(*Object) any

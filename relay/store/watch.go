@@ -42,6 +42,7 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 		s:         s,
 		filter:    f,
 		bookmarks: opts.Bookmarks,
+		revEnds:   opts.RevisionEnds,
 		max:       s.opts.WatcherQueue,
 		ch:        make(chan Event),
 		done:      make(chan struct{}),
@@ -68,6 +69,9 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 		})
 	}
 	w.floor = max(opts.Since, s.rev)
+	if opts.RevisionEnds && opts.Since > 0 {
+		w.backlog = append(w.backlog, Event{Type: Bookmark, Revision: w.floor})
+	}
 	if a := opts.Addressed; a != nil {
 		w.addr = a
 		if o := lookup(s.tables, a.Set); o != nil {
@@ -181,15 +185,18 @@ type watcher struct {
 	s         *Store
 	filter    filter
 	bookmarks bool
+	revEnds   bool  // WatchOptions.RevisionEnds
 	floor     int64 // bookmarks never report less: max(Since, revision at start)
 
 	// Guarded by s.fanMu: whether it is in the registry; for an Addressed
 	// watch, its Addressing and the names it is registered under; the
-	// fan-out visit (Store.fanSeq) that last found it.
+	// fan-out visit (Store.fanSeq) that last found it; the fan-out
+	// (Store.fanOuts) that last queued it an event, for RevisionEnds.
 	registered bool
 	addr       *Addressing
 	names      []string
 	stamp      uint64
+	fanned     uint64
 	max        int // queue bound
 
 	ch   chan Event
@@ -475,11 +482,15 @@ func (s *Store) endWatchers(err error) {
 }
 
 // fanOut queues evs on the watchers that select them, closing those that
-// overflow. It never blocks on a consumer. s.fanMu must be held.
+// overflow, and then a Bookmark at the last event's revision on those of
+// them that asked for RevisionEnds. It never blocks on a consumer.
+// s.fanMu must be held.
 func (s *Store) fanOut(evs []Event) {
-	if s.nwatchers == 0 {
+	if s.nwatchers == 0 || len(evs) == 0 {
 		return
 	}
+	s.fanOuts++
+	defer s.endRevisions(evs[len(evs)-1].Revision)
 	for _, ev := range evs {
 		k := ev.Object.Key
 		for _, wk := range [...]watchKey{
@@ -547,9 +558,31 @@ func (s *Store) readdress(w *watcher, ev Event) {
 // deliver queues ev on w as w's filter sees it, closing w if it
 // overflows. s.fanMu must be held.
 func (s *Store) deliver(w *watcher, ev Event) {
-	if ev, ok := w.filter.translate(ev); ok && !w.push(ev) {
-		s.unregister(w)
+	ev, ok := w.filter.translate(ev)
+	if !ok {
+		return
 	}
+	if !w.push(ev) {
+		s.unregister(w)
+		return
+	}
+	if w.revEnds && w.fanned != s.fanOuts {
+		w.fanned = s.fanOuts
+		s.revEnding = append(s.revEnding, w)
+	}
+}
+
+// endRevisions queues a Bookmark at rev, the revision of the last event
+// fanned out, on every RevisionEnds watcher the fan-out queued an event.
+// s.fanMu must be held.
+func (s *Store) endRevisions(rev int64) {
+	for _, w := range s.revEnding {
+		if !w.push(Event{Type: Bookmark, Revision: rev}) {
+			s.unregister(w)
+		}
+	}
+	clear(s.revEnding)
+	s.revEnding = s.revEnding[:0]
 }
 
 // tickBookmarks is the one ticker behind every watcher's bookmarks. It stops
