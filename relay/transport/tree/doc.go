@@ -24,7 +24,11 @@
 // for it is bounded by its number of keys. Within one stream a key already
 // sent at its current version is not sent again (history replay after a
 // resume marks keys dirty once per event). When the dirty set is empty the
-// sender sends Progress(rev): every change up to rev has been sent.
+// sender sends Progress(rev): every change up to rev has been sent. One
+// revision may change many keys (a Txn), whose events arrive one by one:
+// it counts only once the store's Bookmark that ends it has arrived
+// (store.WatchOptions.RevisionEnds), for a receiving side that moved its
+// cursor past half a revision would resume after the other half.
 //
 // Frames are not in revision order (each key goes at its current version),
 // so a receiving side moves its cursor only on Progress and ResyncEnd,
@@ -36,8 +40,8 @@
 // ResyncBegin(rev), every object at rev, ResyncEnd(rev), and the receiving
 // side deletes, in the Txn that sets its cursor to rev, every key of its
 // space that the snapshot did not name. A watch that falls behind
-// (store.ErrTooSlow) resumes from the last revision pumped into the dirty
-// set, or resyncs if that is gone.
+// (store.ErrTooSlow) resumes from the last revision pumped whole into the
+// dirty set, or resyncs if that is gone.
 //
 // # Upsync on the wire
 //

@@ -42,8 +42,11 @@ type source struct {
 	// the revision of its newest change seen.
 	dirty map[store.Key]int64
 	// seen is the revision up to which every event of the watch is in
-	// dirty or already sent.
-	seen int64
+	// dirty or already sent; pumped is the newest revision of an event
+	// taken into dirty. A revision may change many keys: it is seen only
+	// at the store's Bookmark that ends it (WatchOptions.RevisionEnds),
+	// so pumped > seen while the rest of a revision is on its way.
+	seen, pumped int64
 	// pending lists, oldest first, revisions seen but not yet acknowledged
 	// with when they were seen: the lag in seconds is the age of the
 	// first. Bounded: past maxPending entries the newest absorbs the next.
@@ -191,6 +194,7 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 	s.mu.Lock()
 	clear(s.dirty)
 	s.seen = int64(min(cursor, uint64(1<<63-1)))
+	s.pumped = s.seen
 	s.mu.Unlock()
 
 	// sent maps each key sent on this stream to the revision of the
@@ -269,7 +273,7 @@ func (s *source) seenRev() int64 {
 }
 
 func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) {
-	opts := store.WatchOptions{Space: s.space, Since: since, Bookmarks: s.bookmarks}
+	opts := store.WatchOptions{Space: s.space, Since: since, Bookmarks: s.bookmarks, RevisionEnds: true}
 	if s.route != nil {
 		opts.Also = []store.Key{s.route.Record}
 		if s.st.Addressable() {
@@ -378,7 +382,7 @@ func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) 
 	clear(s.maybe)
 	clear(s.rerouted)
 	s.catchup = 0
-	s.seen = rev
+	s.seen, s.pumped = rev, rev
 	s.notePending(rev, time.Now())
 	s.mu.Unlock()
 	pump := s.startPump(w)
@@ -435,8 +439,13 @@ func (s *source) startPump(w store.Watcher) chan error {
 				for d := range moved {
 					s.rerouted[d] = s.rerouted[d] || ev.Revision <= s.catchup
 				}
+				// More events of this revision may follow: only the
+				// earlier ones are whole.
+				s.seen = max(s.seen, ev.Revision-1)
+				s.pumped = max(s.pumped, ev.Revision)
+			} else {
+				s.seen = max(s.seen, ev.Revision)
 			}
-			s.seen = max(s.seen, ev.Revision)
 			s.mu.Unlock()
 			select {
 			case s.wake <- struct{}{}:
@@ -530,10 +539,12 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 		}
 
 		s.mu.Lock()
-		idle, seen := len(s.dirty) == 0, s.seen
+		idle, seen, whole := len(s.dirty) == 0, s.seen, s.pumped <= s.seen
 		s.mu.Unlock()
-		if idle && seen > *progressed {
+		if idle && whole && seen > *progressed {
 			// Everything up to seen has been written before this frame.
+			// (A revision half pumped waits for its Bookmark, which
+			// wakes this loop, rather than a Progress short of it.)
 			if err := l.write(&wire.Progress{Revision: uint64(seen)}); err != nil {
 				return err
 			}
