@@ -101,7 +101,8 @@ func (a *ackLog) check(t *testing.T, who string, s testState) {
 }
 
 func TestClusterBootstrapsAndForwardsWrites(t *testing.T) {
-	c := newTestCluster(t, 3, newTestFSMAsStore, nil)
+	// Every write must be acknowledged: one leader throughout.
+	c := newTestCluster(t, 3, newTestFSMAsStore, func(c *Config) { c.tune = steadyTuning() })
 	leader := c.waitLeader(15 * time.Second)
 	leaderID := c.nodes[leader].cfg.NodeID
 

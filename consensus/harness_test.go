@@ -109,6 +109,15 @@ func fastTuning() *tuning {
 	}
 }
 
+// steadyTuning is fastTuning with raft's own timers: for a test whose
+// assertions need one leader throughout, which fastTuning's 200 ms lease
+// can lose when the race detector and other tests starve the process.
+func steadyTuning() *tuning {
+	t := fastTuning()
+	t.raft = func(*raft.Config) {}
+	return t
+}
+
 func testLogger(t testing.TB) *slog.Logger {
 	level := slog.LevelWarn + 4 // errors only: a killed node makes peers warn
 	if os.Getenv("CONSENSUS_TEST_LOG") != "" {
