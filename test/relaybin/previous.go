@@ -118,8 +118,7 @@ func buildPrevious() (string, error) {
 		}
 	}
 	tmpBin := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
-	build := exec.Command("go", "build", "-o", tmpBin, "./cmd/relay")
-	build.Dir = dir
+	build := goBuild(dir, tmpBin)
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/relay at %s (in %s): %v\n%s", commit, dir, err, out)
 	}

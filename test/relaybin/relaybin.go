@@ -44,8 +44,7 @@ func Path() (string, error) {
 			return
 		}
 		path = filepath.Join(dir, "relay")
-		cmd := exec.Command("go", "build", "-o", path, "./cmd/relay")
-		cmd.Dir = root
+		cmd := goBuild(root, path)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			built = fmt.Errorf("go build ./cmd/relay in %s: %v\n%s", cmd.Dir, err, out)
 		}
@@ -72,4 +71,14 @@ func Main(m *testing.M) {
 		_ = os.RemoveAll(dir)
 	}
 	os.Exit(code)
+}
+
+// goBuild is the command that builds ./cmd/relay of the module in dir
+// into out as `make build` does (static, -trimpath), so that it reuses
+// what that build compiled of the module's dependencies.
+func goBuild(dir, out string) *exec.Cmd {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/relay")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd
 }
