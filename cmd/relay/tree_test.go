@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,88 +17,37 @@ import (
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 )
 
 // relayProc is a relay binary running in the background with JSON logs.
 type relayProc struct {
-	t    *testing.T
-	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited and its stderr is read
-	err  error
-
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	lines  []map[string]any
+	*procs.Process
+	t *testing.T
 }
 
-// startRelay starts the relay binary with args and --log-format=json.
+// startRelay starts the relay binary with args and --log-format=json, in
+// a directory of its own.
 func startRelay(t *testing.T, name string, args ...string) *relayProc {
 	t.Helper()
-	p := &relayProc{t: t, name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(relayBin, append(args, "--log-format=json")...)
-	p.cmd.Dir = t.TempDir()
-	errPipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(errPipe)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var m map[string]any
-			_ = json.Unmarshal(sc.Bytes(), &m)
-			p.mu.Lock()
-			p.stderr.Write(sc.Bytes())
-			p.stderr.WriteByte('\n')
-			if m != nil {
-				p.lines = append(p.lines, m)
-			}
-			p.mu.Unlock()
-		}
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", p.name, p.logs())
-		}
-	})
-	return p
-}
-
-func (p *relayProc) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
+	cmd := exec.Command(relayBin, append(args, "--log-format=json")...)
+	cmd.Dir = t.TempDir()
+	return &relayProc{Process: procs.Start(t, name, cmd), t: t}
 }
 
 // waitLog waits until a log line has message msg and returns it.
 func (p *relayProc) waitLog(msg string) map[string]any {
 	p.t.Helper()
 	var line map[string]any
-	poll.Until(p.t, fmt.Sprintf("%s to log %q", p.name, msg), func() error {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, l := range p.lines {
-			if l["msg"] == msg {
-				line = l
+	p.Until(p.t, fmt.Sprintf("%s to log %q", p.Name(), msg), func() error {
+		for l := range strings.Lines(p.Output()) {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+				line = m
 				return nil
 			}
 		}
-		select {
-		case <-p.done:
-			return poll.Stop(fmt.Errorf("exited (%v)", p.err))
-		default:
-			return errors.New("not logged")
-		}
+		return errors.New("not logged")
 	})
 	return line
 }
@@ -110,16 +55,8 @@ func (p *relayProc) waitLog(msg string) map[string]any {
 // stop sends SIGTERM and checks that the relay exits with code 0.
 func (p *relayProc) stop() {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		p.t.Fatalf("signal %s: %v", p.name, err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		p.t.Fatalf("%s did not stop within 30s of SIGTERM", p.name)
-	}
-	if p.err != nil {
-		p.t.Fatalf("%s: %v after SIGTERM, want exit status 0\n%s", p.name, p.err, p.logs())
+	if err := p.Stop(p.t); err != nil {
+		p.t.Fatalf("%s: %v after SIGTERM, want exit status 0\n%s", p.Name(), err, p.Output())
 	}
 }
 
@@ -153,7 +90,7 @@ func TestTree(t *testing.T) {
 	root := startRelay(t, "root", rootArgs...)
 	link, _ := root.waitLog("root relay serving")["link"].(string)
 	if link == "" {
-		t.Fatalf("root logged no link address:\n%s", root.logs())
+		t.Fatalf("root logged no link address:\n%s", root.Output())
 	}
 	stdout, stderr, code := runRelay(t, "token", "create", "--data-dir="+rootDir)
 	if code != 0 {
@@ -179,11 +116,7 @@ func TestTree(t *testing.T) {
 	edgeArgs[2] = "--parent=" + link
 	edge = startRelay(t, "edge-1", edgeArgs...)
 	edge.waitLog("connected to parent")
-	select {
-	case <-edge.done:
-		t.Fatalf("edge exited after reconnecting: %v", edge.err)
-	case <-time.After(2 * time.Second):
-	}
+	poll.Holds(t, "the edge running after reconnecting", 2*time.Second, edge.Exited)
 	edge.stop()
 	root.stop()
 }

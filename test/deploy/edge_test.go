@@ -23,6 +23,7 @@ import (
 	"github.com/canopy-dev/canopy/syncer"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -114,7 +115,7 @@ edge:
 	}
 
 	// The chart's flags, with the pod's paths made the test's.
-	status := freeAddr(t)
+	status := procs.FreeAddr(t)
 	dataDir := filepath.Join(t.TempDir(), "edge-1")
 	var args []string
 	for _, a := range containerArgs(t, find(t, objs, "Deployment", "canopy-edge"), "relay") {
@@ -135,7 +136,7 @@ edge:
 	cmd := exec.Command(unshare, append([]string{"--mount", "--propagation", "private", "sh", "-c", inPod, "sh", relaybin.For(t)}, args...)...)
 	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "KUBERNETES_") }),
 		"SA_DIR="+saDir, "KUBERNETES_SERVICE_HOST="+apiURL.Hostname(), "KUBERNETES_SERVICE_PORT="+apiURL.Port())
-	edge := startProcess(t, "edge", cmd)
+	edge := procs.Start(t, "edge", cmd)
 	t.Logf("edge: relay %s", strings.Join(args, " "))
 
 	edgeJoined(t, edge, status, root)
@@ -179,7 +180,7 @@ edge:
 			}
 		}
 		poll.Until(t, "the edge's log", func() error {
-			for line := range strings.Lines(edge.output()) {
+			for line := range strings.Lines(edge.Output()) {
 				if strings.Contains(line, `"object not applied"`) && strings.Contains(line, "forbidden") && strings.Contains(line, "secrets") {
 					t.Logf("edge: %s", strings.TrimSpace(line))
 					return nil
@@ -222,12 +223,9 @@ func synced(t testing.TB, root *rootRelay, name string) (condition, error) {
 // edgeJoined waits until the edge process, whose status endpoint is
 // status, has joined, and makes the root's Location select it
 // (--labels=env=test).
-func edgeJoined(t *testing.T, edge *process, status string, root *rootRelay) {
+func edgeJoined(t *testing.T, edge *procs.Process, status string, root *rootRelay) {
 	t.Helper()
-	poll.Until(t, "the edge joined", func() error {
-		if err := edge.exited(); err != nil {
-			t.Fatal(err)
-		}
+	edge.Until(t, "the edge joined", func() error {
 		return httpOK("http://" + status + "/readyz")
 	}, poll.For(60*time.Second))
 	if _, err := root.kubectl(t, locations, "--context=inventory", "apply", "-f", "-"); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -84,7 +85,7 @@ func TestRootGrowsFrom1To3(t *testing.T) {
 	addrs := make([]replicaAddrs, 3)
 	dirs := make([]string, 3)
 	for i := range addrs {
-		addrs[i] = replicaAddrs{api: freeAddr(t), link: freeAddr(t), raft: freeAddr(t), peer: freeAddr(t)}
+		addrs[i] = replicaAddrs{api: procs.FreeAddr(t), link: procs.FreeAddr(t), raft: procs.FreeAddr(t), peer: procs.FreeAddr(t)}
 		dirs[i] = filepath.Join(base, fmt.Sprintf("canopy-root-%d", i))
 	}
 	single := chartRootArgs(t, ``, "relay", 0, dirs[0], "", addrs)
@@ -95,8 +96,8 @@ func TestRootGrowsFrom1To3(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(root.token(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	status := freeAddr(t)
-	edge := startProcess(t, "edge", exec.Command(relaybin.For(t), "--role=edge", "--name=edge-1", "--parent="+addrs[0].link,
+	status := procs.FreeAddr(t)
+	edge := procs.Start(t, "edge", exec.Command(relaybin.For(t), "--role=edge", "--name=edge-1", "--parent="+addrs[0].link,
 		"--data-dir="+filepath.Join(base, "edge-1"), "--virtual-cluster", "--labels=env=test", "--join-token-file="+tokenFile, "--status-addr="+status))
 	edgeJoined(t, edge, status, root)
 	placeSynced(t, root, placement("before"), "before")
@@ -111,7 +112,7 @@ func TestRootGrowsFrom1To3(t *testing.T) {
 	if err := os.WriteFile(bundle, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	root.stop(t)
+	root.Stop(t)
 
 	const three = `root: {replicas: 3, pki: {secretName: canopy-root-pki}}`
 	replicas := make([]*rootRelay, 3)
@@ -123,23 +124,16 @@ func TestRootGrowsFrom1To3(t *testing.T) {
 	}
 	// The replicas start together (podManagementPolicy: Parallel), and
 	// none is ready before the cluster has a leader.
-	procs := make([]*process, 3)
-	for i := range procs {
+	for i := range replicas {
 		args := chartRootArgs(t, three, "relay", i, dirs[i], bundle, addrs)
 		if i == 0 {
 			t.Logf("replica 0: relay %s", strings.Join(args, " "))
 		}
-		procs[i] = startProcess(t, fmt.Sprintf("canopy-root-%d", i), exec.Command(relaybin.For(t), args...))
-		replicas[i] = &rootRelay{process: procs[i], dir: dirs[i], link: addrs[i].link, home: t.TempDir()}
+		p := procs.Start(t, fmt.Sprintf("canopy-root-%d", i), exec.Command(relaybin.For(t), args...))
+		replicas[i] = &rootRelay{Process: p, dir: dirs[i], link: addrs[i].link, home: t.TempDir()}
 	}
 	for _, r := range replicas {
-		poll.Until(t, r.name+" ready", func() error {
-			if err := r.exited(); err != nil {
-				t.Fatalf("%v:\n%s", err, r.output())
-			}
-			_, err := r.kubectl(t, "", "get", "--raw=/readyz")
-			return err
-		}, poll.For(90*time.Second))
+		r.ready(t, 90*time.Second)
 	}
 	poll.Until(t, "three voters", func() error {
 		raw, err := replicas[1].kubectl(t, "", "get", "--raw=/canopy/v1/members")
@@ -173,7 +167,7 @@ func TestRootGrowsFrom1To3(t *testing.T) {
 		t.Errorf("placement before, read at replica 2: %+v %v", c, err)
 	}
 	placeSynced(t, replicas[1], placement("after"), "after")
-	if err := edge.exited(); err != nil {
+	if err := edge.Exited(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -163,7 +164,7 @@ func TestSystemdCommandLines(t *testing.T) {
 				a = strings.NewReplacer("${STATE_DIRECTORY}", state, "${CREDENTIALS_DIRECTORY}", creds).Replace(a)
 				a = addr.ReplaceAllStringFunc(a, func(s string) string {
 					if ports[s] == "" {
-						ports[s] = freeAddr(t)
+						ports[s] = procs.FreeAddr(t)
 					}
 					return ports[s]
 				})
@@ -172,13 +173,10 @@ func TestSystemdCommandLines(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, relaybin.For(t), args...)
-			p := startProcess(t, "relay-"+role, cmd)
-			poll.Until(t, "relay "+strings.Join(args, " ")+" started", func() error {
-				if err := p.exited(); err != nil {
-					t.Fatalf("%v:\n%s", err, p.output())
-				}
-				if !strings.Contains(p.output(), `"msg":"starting relay"`) {
-					return fmt.Errorf("not started: %s", p.output())
+			p := procs.Start(t, "relay-"+role, cmd)
+			p.Until(t, "relay "+strings.Join(args, " ")+" started", func() error {
+				if !strings.Contains(p.Output(), `"msg":"starting relay"`) {
+					return fmt.Errorf("not started: %s", p.Output())
 				}
 				return nil
 			}, poll.For(20*time.Second))
@@ -196,7 +194,7 @@ clusters: [{name: c, cluster: {server: "https://%s"}}]
 users: [{name: u, user: {token: t}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
-`, freeAddr(t))
+`, procs.FreeAddr(t))
 }
 
 // TestSystemdAnalyzeVerify: systemd-analyze verify finds nothing to say of

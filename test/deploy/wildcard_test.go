@@ -15,6 +15,7 @@ import (
 
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -65,11 +66,11 @@ func TestRootOnEveryInterface(t *testing.T) {
 	// unshare execs sh, which brings loopback up and execs the relay: the
 	// process started is the relay, in the new namespace.
 	bin := relaybin.For(t)
-	root := startProcess(t, "root", exec.Command("unshare", append([]string{"--net", "sh", "-c",
+	root := procs.Start(t, "root", exec.Command("unshare", append([]string{"--net", "sh", "-c",
 		`ip link set lo up && exec "$0" "$@"`, bin}, args...)...))
 	t.Logf("root: relay %s", strings.Join(args, " "))
 	inNet := func(name string, arg ...string) *exec.Cmd {
-		return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(root.cmd.Process.Pid), "--net", name}, arg...)...)
+		return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(root.Pid()), "--net", name}, arg...)...)
 	}
 	run := func(cmd *exec.Cmd) (string, error) {
 		var out, errb bytes.Buffer
@@ -81,10 +82,7 @@ func TestRootOnEveryInterface(t *testing.T) {
 		return out.String(), nil
 	}
 	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	poll.Until(t, "the root ready", func() error {
-		if err := root.exited(); err != nil {
-			t.Fatalf("%v:\n%s", err, root.output())
-		}
+	root.Until(t, "the root ready", func() error {
 		_, err := run(inNet(kubecluster.Kubectl(t), "--kubeconfig="+kubeconfig, "get", "--raw=/readyz"))
 		return err
 	}, poll.For(60*time.Second))

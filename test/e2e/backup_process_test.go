@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -142,8 +142,8 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	t.Parallel()
 	bin := relaybin.For(t)
 	base := t.TempDir()
-	rootDir, link := filepath.Join(base, "root"), freeAddr(t)
-	root := startRelayProcess(t, rootDir, freeAddr(t), link)
+	rootDir, link := filepath.Join(base, "root"), procs.FreeAddr(t)
+	root := startRelayProcess(t, rootDir, procs.FreeAddr(t), link)
 	kubeconfig := filepath.Join(rootDir, "admin.kubeconfig")
 	home := filepath.Join(base, "home")
 	kubectl := func(stdin string, args ...string) string {
@@ -285,7 +285,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 		}
 		return nil
 	})
-	if err := root.stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+	if err := root.Stop(t); err != nil {
 		t.Fatalf("root: %v", err)
 	}
 
@@ -348,7 +348,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("at revision %d", rev)) || !strings.Contains(out, fmt.Sprintf("writes past revision %d", rev+bump)) {
 		t.Fatalf("relay restore: exit %d: %s%s", code, out, stderr)
 	}
-	startRelayProcess(t, newDir, freeAddr(t), link)
+	startRelayProcess(t, newDir, procs.FreeAddr(t), link)
 	newKubeconfig := filepath.Join(newDir, "admin.kubeconfig")
 
 	h, want, err := loadBackupFile(file)

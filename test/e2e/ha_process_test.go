@@ -29,6 +29,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -42,12 +43,11 @@ type haNode struct {
 	expect                int      // --bootstrap-expect, 0 for none
 	extra                 []string // more flags (--snapshot-threshold, ...)
 
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
+	proc *procs.Process // the running one, once started
 }
 
-// start runs the replica; t.Cleanup kills its process group.
+// start runs the replica in a process group of its own; t.Cleanup kills
+// the group.
 func (n *haNode) start(t *testing.T) {
 	t.Helper()
 	args := []string{"--role=root", "--name=" + n.name, "--data-dir=" + n.dir,
@@ -61,46 +61,7 @@ func (n *haNode) start(t *testing.T) {
 	args = append(args, n.extra...)
 	cmd := exec.Command(relaybin.For(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, done := &syncBuffer{}, make(chan struct{})
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", n.name, err)
-	}
-	n.cmd, n.out, n.done = cmd, out, done
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			s := out.String()
-			if len(s) > 6000 {
-				s = "…" + s[len(s)-6000:]
-			}
-			t.Logf("%s (pid %d) output:\n%s", n.name, cmd.Process.Pid, s)
-		}
-	})
-}
-
-// kill9 kills the replica's process group with SIGKILL and waits for it.
-func (n *haNode) kill9(t *testing.T) {
-	t.Helper()
-	if err := syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %s: %v", n.name, err)
-	}
-	<-n.done
-}
-
-func (n *haNode) running() bool {
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
-	}
+	n.proc = procs.Start(t, n.name, cmd)
 }
 
 var (
@@ -113,10 +74,10 @@ var (
 // the term with the leadership, which the kill loops need; `relay
 // members` shows the leader too (haCluster.members).
 func (n *haNode) leaderTerm() int {
-	if n.out == nil || !n.running() {
+	if n.proc == nil || n.proc.Exited() != nil {
 		return 0
 	}
-	out := n.out.String()
+	out := n.proc.Output()
 	maxTerm := func(re *regexp.Regexp) int {
 		m := 0
 		for _, s := range re.FindAllStringSubmatch(out, -1) {
@@ -145,7 +106,7 @@ type haCluster struct {
 
 func (c *haCluster) newNode(name string) *haNode {
 	return &haNode{name: name, dir: filepath.Join(c.base, name), extra: c.extra,
-		api: freeAddr(c.t), link: freeAddr(c.t), raft: freeAddr(c.t), peer: freeAddr(c.t)}
+		api: procs.FreeAddr(c.t), link: procs.FreeAddr(c.t), raft: procs.FreeAddr(c.t), peer: procs.FreeAddr(c.t)}
 }
 
 // startHACluster starts n replicas that bootstrap together
@@ -248,8 +209,8 @@ func (c *haCluster) waitReady(timeout time.Duration, nodes ...*haNode) {
 	}
 	poll.Until(c.t, "the replicas ready", func() error {
 		for i, n := range nodes {
-			if !n.running() {
-				c.t.Fatalf("%s exited:\n%s", n.name, n.out.String())
+			if err := n.proc.Exited(); err != nil {
+				c.t.Fatalf("%v:\n%s", err, n.proc.Tail(procs.TailLines))
 			}
 			if err := c.ready(css[i]); err != nil {
 				return fmt.Errorf("%s: %w", n.name, err)
@@ -648,7 +609,7 @@ func TestHAProcessLinearizable(t *testing.T) {
 	for range 3 {
 		leader, lt := c.waitLeader(term-1, 20*time.Second) // the current leader
 		k := kill{victim: leader.name, at: h.now()}
-		leader.kill9(t)
+		leader.proc.Kill(t)
 		next, nt := c.waitLeader(lt, 20*time.Second)
 		k.elected, k.successor, term = h.now()-k.at, next.name, nt
 		// Service resumes: a write called after the kill is acknowledged.
@@ -866,10 +827,10 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 
 	// All three killed at once, restarted from disk.
 	for _, n := range c.nodes {
-		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		_ = n.proc.Signal(syscall.SIGKILL)
 	}
 	for _, n := range c.nodes {
-		<-n.done
+		<-n.proc.Done()
 	}
 	start := time.Now()
 	for _, n := range c.nodes {
@@ -904,7 +865,7 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 	// The leader made it a voter (only its log tells a process test).
 	poll.Until(t, "root-3 added as a voter", func() error {
 		for _, n := range c.nodes {
-			if strings.Contains(n.out.String(), `msg="adding voter" relay=`+n.name+` peer=root-3`) {
+			if strings.Contains(n.proc.Output(), `msg="adding voter" relay=`+n.name+` peer=root-3`) {
 				return nil
 			}
 		}
@@ -921,7 +882,7 @@ func TestHAProcessRestartAndRejoin(t *testing.T) {
 	// A replica's disk is wiped while writes go on; it rejoins under its
 	// old name with only the PKI imported again.
 	wiped := c.nodes[1]
-	wiped.kill9(t)
+	wiped.proc.Kill(t)
 	for i := range 5 {
 		name := fmt.Sprintf("while-wiped-%d", i)
 		want[name] = createWithRetry(t, css[[]int{0, 2, 3}[i%3]], name)

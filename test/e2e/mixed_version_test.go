@@ -6,11 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -70,17 +70,17 @@ type mixedTree struct{ root, region, edge string }
 func runMixedTree(t *testing.T, bins mixedTree) {
 	cur := relaybin.For(t)
 	base := t.TempDir()
-	rootDir, apiAddr, rootLink, regionLink := filepath.Join(base, "root"), freeAddr(t), freeAddr(t), freeAddr(t)
+	rootDir, apiAddr, rootLink, regionLink := filepath.Join(base, "root"), procs.FreeAddr(t), procs.FreeAddr(t), procs.FreeAddr(t)
 	root := startRootBinary(t, bins.root, rootDir, apiAddr, rootLink)
 	tok, err := exec.Command(bins.root, "token", "create", "--data-dir="+rootDir).Output()
 	if err != nil {
 		t.Fatalf("relay token create: %v", err)
 	}
 	token := "--join-token=" + strings.TrimSpace(string(tok))
-	region := &childProcess{bin: bins.region, status: freeAddr(t), args: []string{"--role=region", "--name=region-1",
+	region := &childProcess{bin: bins.region, status: procs.FreeAddr(t), args: []string{"--role=region", "--name=region-1",
 		"--data-dir=" + filepath.Join(base, "region-1"), "--parent=" + rootLink, "--link-addr=" + regionLink, token}}
 	region.start(t)
-	edge := &childProcess{bin: bins.edge, status: freeAddr(t), args: []string{"--role=edge", "--name=edge-1",
+	edge := &childProcess{bin: bins.edge, status: procs.FreeAddr(t), args: []string{"--role=edge", "--name=edge-1",
 		"--data-dir=" + filepath.Join(base, "edge-1"), "--parent=" + regionLink, "--virtual-cluster", "--labels=zone=a", token}}
 	edge.start(t)
 
@@ -106,11 +106,11 @@ func runMixedTree(t *testing.T, bins mixedTree) {
 	// on its data directory (it joined: no token).
 	switch bins.prev(cur) {
 	case "region":
-		region.stop(t)
+		region.Stop(t)
 		region.bin, region.args = cur, withoutToken(region.args)
 		region.start(t)
 	case "root":
-		if err := root.stop(t, syscall.SIGTERM, 30*time.Second); err != nil {
+		if err := root.Stop(t); err != nil {
 			t.Fatalf("the previous root: %v", err)
 		}
 		startRootBinary(t, cur, rootDir, apiAddr, rootLink)
@@ -129,19 +129,6 @@ func (m mixedTree) prev(cur string) string {
 		return "region"
 	default:
 		return "edge"
-	}
-}
-
-// stop sends SIGTERM and waits for the relay to exit.
-func (p *childProcess) stop(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%v did not stop within 30s of SIGTERM", p.args[:2])
 	}
 }
 

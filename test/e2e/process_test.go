@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,56 +20,26 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/test/kubecluster"
-	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 func TestMain(m *testing.M) { relaybin.Main(m) }
 
-// relayProcess is a root relay running as a separate process.
-type relayProcess struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error // Wait's result, once done is closed
-}
-
 // startRelayProcess starts `relay --role=root` on dataDir and the given
 // addresses and waits until its kubeconfig exists and it answers /readyz.
-func startRelayProcess(t *testing.T, dataDir, apiAddr, linkAddr string) *relayProcess {
+func startRelayProcess(t *testing.T, dataDir, apiAddr, linkAddr string) *procs.Process {
 	t.Helper()
 	return startRootBinary(t, relaybin.For(t), dataDir, apiAddr, linkAddr)
 }
 
 // startRootBinary is startRelayProcess with the relay binary bin.
-func startRootBinary(t *testing.T, bin, dataDir, apiAddr, linkAddr string) *relayProcess {
+func startRootBinary(t *testing.T, bin, dataDir, apiAddr, linkAddr string) *procs.Process {
 	t.Helper()
-	cmd := exec.Command(bin, "--role=root", "--name=root", "--data-dir="+dataDir,
-		"--api-addr="+apiAddr, "--link-addr="+linkAddr)
-	p := &relayProcess{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start relay: %v", err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("relay output:\n%s", p.stderr.String())
-		}
-	})
+	p := procs.Start(t, "root", exec.Command(bin, "--role=root", "--name=root", "--data-dir="+dataDir,
+		"--api-addr="+apiAddr, "--link-addr="+linkAddr))
 	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
-	poll.Until(t, "the relay serving", func() error {
-		select {
-		case <-p.done:
-			t.Fatalf("relay exited during start-up (%v):\n%s", p.err, p.stderr.String())
-		default:
-		}
+	p.Until(t, "the relay serving", func() error {
 		if _, err := os.Stat(kubeconfig); err != nil {
 			return err
 		}
@@ -84,21 +53,6 @@ func startRootBinary(t *testing.T, bin, dataDir, apiAddr, linkAddr string) *rela
 		return nil
 	})
 	return p
-}
-
-// stop sends sig and waits for the process to exit.
-func (p *relayProcess) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) error {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal relay: %v", err)
-	}
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(timeout):
-		t.Fatalf("relay did not exit within %v of %v:\n%s", timeout, sig, p.stderr.String())
-		return nil
-	}
 }
 
 func clientsetFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
@@ -131,7 +85,7 @@ func TestProcess(t *testing.T) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	apiAddr, linkAddr := freeAddr(t), freeAddr(t)
+	apiAddr, linkAddr := procs.FreeAddr(t), procs.FreeAddr(t)
 	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
 	kubectl := func(kubeconfig string, args ...string) (string, error) {
 		return runKubectl(t, home, kubeconfig, "", nil, args...)
@@ -227,7 +181,7 @@ func TestProcess(t *testing.T) {
 		})
 	}
 	<-time.After(2 * time.Second)
-	if err := p.stop(t, syscall.SIGKILL, 10*time.Second); err == nil {
+	if err := p.Kill(t); err == nil {
 		t.Errorf("relay exited cleanly on SIGKILL?")
 	}
 	close(stop)
@@ -359,7 +313,7 @@ func TestProcess(t *testing.T) {
 	}
 
 	// SIGTERM is a clean shutdown.
-	if err := p.stop(t, syscall.SIGTERM, 20*time.Second); err != nil {
-		t.Errorf("relay exit on SIGTERM: %v\n%s", err, p.stderr.String())
+	if err := p.Stop(t); err != nil {
+		t.Errorf("relay exit on SIGTERM: %v\n%s", err, p.Output())
 	}
 }

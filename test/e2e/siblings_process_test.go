@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 )
 
 // siblingsWorkload places a Namespace and a ConfigMap on every edge
@@ -123,16 +124,16 @@ func TestSiblingsProcessRehome(t *testing.T) {
 		return out
 	}
 
-	linkA, linkB, peerA := freeAddr(t), freeAddr(t), freeAddr(t)
+	linkA, linkB, peerA := procs.FreeAddr(t), procs.FreeAddr(t), procs.FreeAddr(t)
 	regionA := startChildProcess(t, "--role=region", "--name=region-a", "--data-dir="+filepath.Join(base, "region-a"),
 		"--parent="+rootLink, "--link-addr="+linkA, "--peer-addr="+peerA, "--join-token="+token)
 	regionB := startChildProcess(t, "--role=region", "--name=region-b", "--data-dir="+filepath.Join(base, "region-b"),
-		"--parent="+rootLink, "--link-addr="+linkB, "--peer-addr="+freeAddr(t), "--join="+peerA, "--join-token="+token)
+		"--parent="+rootLink, "--link-addr="+linkB, "--peer-addr="+procs.FreeAddr(t), "--join="+peerA, "--join-token="+token)
 	names := make([]string, edges)
-	procs := map[string]*childProcess{}
+	edgeProcs := map[string]*childProcess{}
 	for i := range names {
 		names[i] = fmt.Sprintf("edge-%02d", i)
-		procs[names[i]] = startChildProcess(t, "--role=edge", "--name="+names[i], "--data-dir="+filepath.Join(base, names[i]),
+		edgeProcs[names[i]] = startChildProcess(t, "--role=edge", "--name="+names[i], "--data-dir="+filepath.Join(base, names[i]),
 			"--parent="+linkA, "--virtual-cluster", "--labels=fleet=siblings", "--parent-timeout=3s", "--join-token="+token)
 	}
 
@@ -152,7 +153,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 				return err
 			}
 			for _, name := range names {
-				e, err := procs[name].inbox()
+				e, err := edgeProcs[name].inbox()
 				if err != nil {
 					return err
 				}
@@ -164,7 +165,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 					return fmt.Errorf("%s: connected %v, %d objects (hash %s); its mailbox at %s: %d (hash %s)",
 						name, e.Connected, e.Objects, e.Hash, region.args[1], mb.Objects, mb.Hash)
 				}
-				if applies, _, managed, err := procs[name].syncerCounters(); err != nil || managed != managedWant || applies < managedWant {
+				if applies, _, managed, err := edgeProcs[name].syncerCounters(); err != nil || managed != managedWant || applies < managedWant {
 					return fmt.Errorf("%s manages %d objects in its cluster, %d applies (%v), want %d", name, managed, applies, err, managedWant)
 				}
 			}
@@ -175,7 +176,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 	// The edges were given region-a only: they know region-b from it.
 	poll.Until(t, "the edges told of region-b", func() error {
 		for _, name := range names {
-			out := procs[name].out.String()
+			out := edgeProcs[name].Output()
 			if !strings.Contains(out, "parent's siblings") || !strings.Contains(out, linkB) {
 				return fmt.Errorf("%s was not told of region-b (%s)", name, linkB)
 			}
@@ -184,7 +185,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 	})
 	before := map[string]int{}
 	for _, name := range names {
-		applies, deletes, _, err := procs[name].syncerCounters()
+		applies, deletes, _, err := edgeProcs[name].syncerCounters()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +195,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 		before[name] = applies
 	}
 
-	regionA.kill9(t)
+	regionA.Kill(t)
 	poll.Until(t, "the edges converged under region-b", converged(regionB, 2), poll.For(60*time.Second))
 	poll.Until(t, "the edges under region-b in the inventory", func() error {
 		var list struct {
@@ -229,7 +230,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 		return nil
 	})
 	for _, name := range names {
-		applies, deletes, _, err := procs[name].syncerCounters()
+		applies, deletes, _, err := edgeProcs[name].syncerCounters()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +249,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 			return err
 		}
 		for _, name := range names {
-			applies, _, _, err := procs[name].syncerCounters()
+			applies, _, _, err := edgeProcs[name].syncerCounters()
 			if err != nil {
 				return err
 			}
@@ -259,7 +260,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 		return nil
 	}, poll.For(60*time.Second))
 	for _, name := range names {
-		if applies, deletes, _, _ := procs[name].syncerCounters(); applies != before[name]+1 || deletes != 0 {
+		if applies, deletes, _, _ := edgeProcs[name].syncerCounters(); applies != before[name]+1 || deletes != 0 {
 			t.Errorf("%s: %d applies and %d deletes after the change, want 1 and 0", name, applies-before[name], deletes)
 		}
 	}

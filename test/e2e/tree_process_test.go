@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,23 +19,22 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
 // childProcess is a region or edge relay running as a process, with its
-// status endpoint.
+// status endpoint; start runs it again after a stop.
 type childProcess struct {
-	bin    string // the relay binary; empty: relaybin.For
-	args   []string
-	status string
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	done   chan struct{}
+	bin            string // the relay binary; empty: relaybin.For
+	args           []string
+	status         string
+	*procs.Process // the running one, once started
 }
 
 func startChildProcess(t *testing.T, args ...string) *childProcess {
 	t.Helper()
-	p := &childProcess{args: args, status: freeAddr(t)}
+	p := &childProcess{args: args, status: procs.FreeAddr(t)}
 	p.start(t)
 	return p
 }
@@ -47,31 +45,7 @@ func (p *childProcess) start(t *testing.T) {
 	if bin == "" {
 		bin = relaybin.For(t)
 	}
-	p.cmd = exec.Command(bin, append(p.args, "--status-addr="+p.status)...)
-	p.out, p.done = &syncBuffer{}, make(chan struct{})
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cmd, done, out := p.cmd, p.done, p.out
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%v output:\n%s", p.args[:2], out.String())
-		}
-	})
-}
-
-func (p *childProcess) kill9(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	p.Process = procs.Start(t, strings.Join(p.args[:2], " "), exec.Command(bin, append(p.args, "--status-addr="+p.status)...))
 }
 
 type inboxStatus struct {
@@ -102,8 +76,8 @@ func (p *childProcess) inbox() (inboxStatus, error) {
 // creates a join token: its data directory, link address and the token.
 func startRootWithToken(t *testing.T, base string) (dir, link, token string) {
 	t.Helper()
-	dir, link = filepath.Join(base, "root"), freeAddr(t)
-	startRelayProcess(t, dir, freeAddr(t), link)
+	dir, link = filepath.Join(base, "root"), procs.FreeAddr(t)
+	startRelayProcess(t, dir, procs.FreeAddr(t), link)
 	tok, err := exec.Command(relaybin.For(t), "token", "create", "--data-dir="+dir).Output()
 	if err != nil {
 		t.Fatalf("relay token create: %v", err)
@@ -115,7 +89,7 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
 	rootDir, rootLink, token := startRootWithToken(t, base)
-	regionLink := freeAddr(t)
+	regionLink := procs.FreeAddr(t)
 	region := startChildProcess(t, "--role=region", "--name=region-a", "--data-dir="+filepath.Join(base, "region-a"),
 		"--parent="+rootLink, "--link-addr="+regionLink, "--join-token="+token)
 	edge := startChildProcess(t, "--role=edge", "--name=edge-1", "--data-dir="+filepath.Join(base, "edge-1"),
@@ -173,12 +147,12 @@ func TestTreeProcessesSurviveKill9(t *testing.T) {
 
 	// The faults' schedule against the writes' pace: inputs, not waits.
 	time.Sleep(300 * time.Millisecond)
-	region.kill9(t)
+	region.Kill(t)
 	time.Sleep(200 * time.Millisecond)
 	region.args = withoutToken(region.args)
 	region.start(t)
 	time.Sleep(500 * time.Millisecond)
-	edge.kill9(t)
+	edge.Kill(t)
 	time.Sleep(200 * time.Millisecond)
 	edge.args = withoutToken(edge.args)
 	edge.start(t)

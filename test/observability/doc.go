@@ -17,6 +17,7 @@
 // because the Prometheus server module, where the PromQL parser and
 // rulefmt live, would raise about forty versions in the main go.mod
 // (golang.org/x/net, grpc, OpenTelemetry...) that the relay is built
-// with. It requires the main module only for test/relaybin, and runs the
-// relay as a process: nothing of the relay is linked with those versions.
+// with. It requires the main module only for its test helpers
+// (test/relaybin, test/procs, test/poll), and runs the relay as a
+// process: nothing of the relay is linked with those versions.
 package observability

@@ -11,17 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +28,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
 )
 
@@ -279,15 +276,15 @@ func TestMetricsExported(t *testing.T) {
 		return
 	}
 	base := t.TempDir()
-	rootDir, rootAPI, rootLink := filepath.Join(base, "root"), freeAddr(t), freeAddr(t)
-	startRelay(t, "root", "--role=root", "--name=root", "--data-dir="+rootDir, "--api-addr="+rootAPI, "--link-addr="+rootLink)
+	rootDir, rootAPI, rootLink := filepath.Join(base, "root"), procs.FreeAddr(t), procs.FreeAddr(t)
+	procs.Start(t, "root", exec.Command(relaybin.For(t), "--role=root", "--name=root", "--data-dir="+rootDir, "--api-addr="+rootAPI, "--link-addr="+rootLink))
 	root := rootScraper(t, filepath.Join(rootDir, "admin.kubeconfig"))
 	token := joinToken(t, rootDir)
-	regionLink, regionStatus, edgeStatus := freeAddr(t), freeAddr(t), freeAddr(t)
-	startRelay(t, "region", "--role=region", "--name=region-a", "--data-dir="+filepath.Join(base, "region-a"),
-		"--parent="+rootLink, "--link-addr="+regionLink, "--join-token="+token, "--status-addr="+regionStatus)
-	startRelay(t, "edge", "--role=edge", "--name=edge-1", "--data-dir="+filepath.Join(base, "edge-1"),
-		"--parent="+regionLink, "--join-token="+token, "--virtual-cluster", "--status-addr="+edgeStatus)
+	regionLink, regionStatus, edgeStatus := procs.FreeAddr(t), procs.FreeAddr(t), procs.FreeAddr(t)
+	procs.Start(t, "region", exec.Command(relaybin.For(t), "--role=region", "--name=region-a", "--data-dir="+filepath.Join(base, "region-a"),
+		"--parent="+rootLink, "--link-addr="+regionLink, "--join-token="+token, "--status-addr="+regionStatus))
+	procs.Start(t, "edge", exec.Command(relaybin.For(t), "--role=edge", "--name=edge-1", "--data-dir="+filepath.Join(base, "edge-1"),
+		"--parent="+regionLink, "--join-token="+token, "--virtual-cluster", "--status-addr="+edgeStatus))
 	scrapers := map[string]func() (*http.Response, error){
 		"root":   root,
 		"region": func() (*http.Response, error) { return http.Get("http://" + regionStatus + "/metrics") },
@@ -452,59 +449,4 @@ func joinToken(t *testing.T, dataDir string) string {
 		t.Fatalf("relay token create: %v", err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// startRelay runs the relay binary with args until the test ends; its
-// output is logged if the test fails.
-func startRelay(t *testing.T, name string, args ...string) {
-	t.Helper()
-	log, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(relaybin.For(t), args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting the %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		_ = log.Close()
-		if t.Failed() {
-			out, _ := os.ReadFile(log.Name())
-			t.Logf("%s output:\n%s", name, out)
-		}
-	})
-}
-
-// handedOut are the ports freeAddr gave: none is given twice.
-var handedOut sync.Map
-
-// freeAddr returns a loopback address whose port is free for TCP and UDP
-// (a link listens on both).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 100 {
-		port := 20000 + rand.IntN(12000)
-		if _, taken := handedOut.LoadOrStore(port, true); taken {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		_ = ln.Close()
-		if err != nil {
-			continue
-		}
-		_ = pc.Close()
-		return addr
-	}
-	t.Fatal("no free port among 100 tried")
-	return ""
 }
