@@ -7,13 +7,11 @@ package server
 // docs/benchmarks.md ("Edge syncer on real clusters").
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"reflect"
 	"runtime"
 	"slices"
@@ -182,26 +180,7 @@ func (rt *realTree) startEdge(t testing.TB, name string) {
 // root's admin kubeconfig.
 func (rt *realTree) kubectl(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
-	bin := os.Getenv("KUBECTL")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("kubectl"); err != nil {
-			t.Fatalf("kubectl not found (set KUBECTL): %v", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + rt.root.KubeconfigPath()}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+rt.home)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.String(), nil
+	return kubecluster.RunKubectl(t, rt.home, rt.root.KubeconfigPath(), stdin, nil, args...)
 }
 
 func (rt *realTree) mustKubectl(t testing.TB, stdin string, args ...string) string {

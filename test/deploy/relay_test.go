@@ -1,10 +1,6 @@
 package deploy
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -66,17 +62,5 @@ func (r *rootRelay) token(t testing.TB) string {
 // kubectl runs kubectl against the root with its admin kubeconfig.
 func (r *rootRelay) kubectl(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubecluster.Kubectl(t), append([]string{"--kubeconfig=" + filepath.Join(r.dir, "admin.kubeconfig")}, args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+r.home)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
-	}
-	return out.String(), nil
+	return kubecluster.RunKubectl(t, r.home, filepath.Join(r.dir, "admin.kubeconfig"), stdin, nil, args...)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/backup"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
@@ -148,7 +149,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	home := filepath.Join(base, "home")
 	kubectl := func(stdin string, args ...string) string {
 		t.Helper()
-		out, err := runKubectl(t, home, kubeconfig, stdin, nil, args...)
+		out, err := kubecluster.RunKubectl(t, home, kubeconfig, stdin, nil, args...)
 		if err != nil {
 			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
 		}
@@ -176,7 +177,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 		"--parent="+link, "--virtual-cluster", "--labels=zone=a", "--join-token="+strings.TrimSpace(token))
 	kubectl(backupObjects, "apply", "-f", "-")
 	poll.Until(t, "the gadgets applied once their CRD is served", func() error {
-		_, err := runKubectl(t, home, kubeconfig, backupGadgets, nil, "apply", "-f", "-")
+		_, err := kubecluster.RunKubectl(t, home, kubeconfig, backupGadgets, nil, "apply", "-f", "-")
 		return err
 	})
 	kubectl(backupInventory, "--context=inventory", "apply", "-f", "-")

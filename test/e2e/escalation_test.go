@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -88,7 +89,7 @@ subjects:
 		token := strings.TrimSpace(r.mustKubectl(t, "--context="+c.ctx, "create", "token", c.sa, "-n", "team"))
 		bare := r.bareKubeconfig(t, c.ctx)
 		as := func(stdin string, args ...string) (string, error) {
-			return runKubectl(t, r.home(t), bare, stdin, nil, append([]string{"--token=" + token}, args...)...)
+			return kubecluster.RunKubectl(t, r.home(t), bare, stdin, nil, append([]string{"--token=" + token}, args...)...)
 		}
 		what := c.ctx + ": " + c.sa
 		resource := strings.ToLower(c.kind) + "s"
@@ -161,7 +162,7 @@ subjects:
 	token := strings.TrimSpace(r.mustKubectl(t, "create", "token", "robot", "-n", "team"))
 	bare := r.bareKubeconfig(t, "default")
 	robot := func(stdin string, args ...string) (string, error) {
-		return runKubectl(t, r.home(t), bare, stdin, nil, append([]string{"--token=" + token}, args...)...)
+		return kubecluster.RunKubectl(t, r.home(t), bare, stdin, nil, append([]string{"--token=" + token}, args...)...)
 	}
 	poll.Until(t, "the robot binding itself cluster-admin in team", func() error {
 		_, err := robot(`apiVersion: rbac.authorization.k8s.io/v1

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -99,26 +98,7 @@ func (r *root) kubectl(t testing.TB, args ...string) (string, error) {
 // kubectlIn runs kubectl with stdin and extra environment.
 func (r *root) kubectlIn(t testing.TB, stdin string, env []string, args ...string) (string, error) {
 	t.Helper()
-	return runKubectl(t, r.home(t), r.kubeconfig, stdin, env, args...)
-}
-
-// runKubectl runs kubectl with the kubeconfig at kubeconfig and HOME=home
-// and returns stdout; a non-zero exit is an error carrying stderr.
-func runKubectl(t testing.TB, home, kubeconfig, stdin string, env []string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubecluster.Kubectl(t), append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
-	cmd.Env = append(append(os.Environ(), "HOME="+home), env...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.String(), nil
+	return kubecluster.RunKubectl(t, r.home(t), r.kubeconfig, stdin, env, args...)
 }
 
 // mustKubectl is kubectl that fails the test on error.
@@ -181,7 +161,7 @@ func (r *root) dynamicClient(t testing.TB, space string) dynamic.Interface {
 // token-only one, for instance), sharing this root's HOME.
 func (r *root) kubectlWith(t testing.TB, kubeconfig string, args ...string) (string, error) {
 	t.Helper()
-	return runKubectl(t, r.home(t), kubeconfig, "", nil, args...)
+	return kubecluster.RunKubectl(t, r.home(t), kubeconfig, "", nil, args...)
 }
 
 // bareKubeconfig writes a kubeconfig for a space with the server and the CA

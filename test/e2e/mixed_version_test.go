@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/procs"
 	"github.com/canopy-dev/canopy/test/relaybin"
@@ -88,7 +89,7 @@ func runMixedTree(t *testing.T, bins mixedTree) {
 	home := filepath.Join(base, "home")
 	kubectl := func(stdin string, args ...string) {
 		t.Helper()
-		if _, err := runKubectl(t, home, kubeconfig, stdin, nil, args...); err != nil {
+		if _, err := kubecluster.RunKubectl(t, home, kubeconfig, stdin, nil, args...); err != nil {
 			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
 		}
 	}
@@ -97,7 +98,7 @@ func runMixedTree(t *testing.T, bins mixedTree) {
 	// The edge.canopy.dev CRDs of the default space come with the leader's
 	// first work.
 	poll.Until(t, "the workload applied", func() error {
-		_, err := runKubectl(t, home, kubeconfig, mixedWorkload, nil, "apply", "-f", "-")
+		_, err := kubecluster.RunKubectl(t, home, kubeconfig, mixedWorkload, nil, "apply", "-f", "-")
 		return err
 	})
 	waitColor(t, home, kubeconfig, "blue")
@@ -138,7 +139,7 @@ func waitColor(t *testing.T, home, kubeconfig, color string) {
 	t.Helper()
 	want := fmt.Sprintf(`[[%q,1]]`, color)
 	poll.Until(t, "the CombinedStatus to show "+color, func() error {
-		out, err := runKubectl(t, home, kubeconfig, "", nil, "-n", "shop", "get", "combinedstatuses", "-o", "json")
+		out, err := kubecluster.RunKubectl(t, home, kubeconfig, "", nil, "-n", "shop", "get", "combinedstatuses", "-o", "json")
 		if err != nil {
 			return err
 		}

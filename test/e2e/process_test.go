@@ -43,7 +43,7 @@ func startRootBinary(t *testing.T, bin, dataDir, apiAddr, linkAddr string) *proc
 		if _, err := os.Stat(kubeconfig); err != nil {
 			return err
 		}
-		out, err := runKubectl(t, filepath.Join(dataDir, "..", "home"), kubeconfig, "", nil, "get", "--raw=/readyz")
+		out, err := kubecluster.RunKubectl(t, filepath.Join(dataDir, "..", "home"), kubeconfig, "", nil, "get", "--raw=/readyz")
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func TestProcess(t *testing.T) {
 	apiAddr, linkAddr := procs.FreeAddr(t), procs.FreeAddr(t)
 	kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
 	kubectl := func(kubeconfig string, args ...string) (string, error) {
-		return runKubectl(t, home, kubeconfig, "", nil, args...)
+		return kubecluster.RunKubectl(t, home, kubeconfig, "", nil, args...)
 	}
 
 	p := startRelayProcess(t, dataDir, apiAddr, linkAddr)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/procs"
 )
@@ -117,7 +118,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 	kubeconfig, home := filepath.Join(rootDir, "admin.kubeconfig"), t.TempDir()
 	kubectl := func(stdin string, args ...string) string {
 		t.Helper()
-		out, err := runKubectl(t, home, kubeconfig, stdin, nil, args...)
+		out, err := kubecluster.RunKubectl(t, home, kubeconfig, stdin, nil, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +210,7 @@ func TestSiblingsProcessRehome(t *testing.T) {
 				} `json:"status"`
 			} `json:"items"`
 		}
-		out, err := runKubectl(t, home, kubeconfig, "", nil, "--context=inventory", "get", "synctargets", "-o", "json")
+		out, err := kubecluster.RunKubectl(t, home, kubeconfig, "", nil, "--context=inventory", "get", "synctargets", "-o", "json")
 		if err != nil {
 			return err
 		}

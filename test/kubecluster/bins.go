@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -85,29 +84,4 @@ func moduleOf(gomod string) (string, error) {
 		}
 	}
 	return "", sc.Err()
-}
-
-var (
-	kubectlOnce sync.Once
-	kubectlPath string
-	kubectlErr  error
-)
-
-// Kubectl returns the kubectl tests run against a cluster or a relay:
-// $KUBECTL, else kubectl on PATH (`make kubectl` builds one into bin/ when
-// there is none). A missing kubectl fails the test. It is safe for
-// concurrent use, but like any t.Fatal it must run on the test's goroutine.
-func Kubectl(t testing.TB) string {
-	t.Helper()
-	kubectlOnce.Do(func() {
-		if p := os.Getenv("KUBECTL"); p != "" {
-			kubectlPath = p
-			return
-		}
-		kubectlPath, kubectlErr = exec.LookPath("kubectl")
-	})
-	if kubectlErr != nil {
-		t.Fatalf("kubectl not found: set KUBECTL or put kubectl on PATH (make kubectl builds one into bin/): %v", kubectlErr)
-	}
-	return kubectlPath
 }

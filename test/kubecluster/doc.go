@@ -9,7 +9,8 @@
 // The binaries are the ones `make kube-bins` builds into the repository's
 // bin/ from the versions pinned in hack/kube/go.mod. A missing binary fails
 // the test with that hint; nothing is skipped. Kubectl finds the kubectl
-// that tests run against a cluster or a relay ($KUBECTL, else PATH).
+// that tests run against a cluster or a relay ($KUBECTL, else PATH), and
+// RunKubectl runs it with a kubeconfig and a HOME of the test's.
 //
 // Start returns once the cluster serves requests; Stop (also registered with
 // t.Cleanup) kills every process. Each process's output goes to a file in the
