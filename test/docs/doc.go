@@ -20,4 +20,8 @@
 //
 // An unknown package name fails too: it is how a package that was renamed
 // or split shows.
+//
+// It also holds the promises package docs make about what a package links
+// ("it imports neither the kube API server nor the tree transport"): one
+// table, importRules, checked against `go list`, one row a package.
 package docs
