@@ -13,33 +13,35 @@ import (
 	"github.com/canopy-dev/canopy/test/poll"
 )
 
-// seedFrom takes a snapshot of fsm and seeds dir with it at index.
-func seedFrom(t *testing.T, dir string, index uint64, fsm *testFSM) testState {
+// seeded runs a node through commands commands and seeds a new
+// directory with a snapshot of its state at index: the directory, and the
+// state it holds.
+func seeded(t *testing.T, commands int, index uint64) (dir string, want testState) {
 	t.Helper()
-	snap, err := fsm.Snapshot()
+	src := newTestFSM()
+	a := openNode(t, t.TempDir(), src)
+	for i := range commands {
+		propose(t, a, "a-"+strconv.Itoa(i))
+	}
+	snap, err := src.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer snap.Release()
+	dir = t.TempDir()
 	if err := Seed(dir, index, snap); err != nil {
 		t.Fatalf("Seed: %v", err)
 	}
-	s, _, _ := fsm.snapshot()
-	return s
+	want, _, _ = src.snapshot()
+	return dir, want
 }
 
 // A seeded node starts from the seed's state at its index; the next
 // commands get later indexes, and the state survives a restart as raft's
 // own snapshot plus log.
 func TestSeedStartsAtItsIndex(t *testing.T) {
-	src := newTestFSM()
-	a := openNode(t, t.TempDir(), src)
-	for i := range 20 {
-		propose(t, a, "a-"+strconv.Itoa(i))
-	}
-	dir := t.TempDir()
 	const index = 1000
-	want := seedFrom(t, dir, index, src)
+	dir, want := seeded(t, 20, index)
 	if err := Seed(dir, index, testSnapshot{want}); !errors.Is(err, ErrHasState) {
 		t.Fatalf("Seed over a seed: %v, want ErrHasState", err)
 	}
@@ -77,13 +79,7 @@ func TestSeedStartsAtItsIndex(t *testing.T) {
 // A seed damaged on disk is refused by Open, which installs nothing: the
 // next Open refuses it the same way.
 func TestSeedDamagedIsRefused(t *testing.T) {
-	src := newTestFSM()
-	a := openNode(t, t.TempDir(), src)
-	for i := range 5 {
-		propose(t, a, "a-"+strconv.Itoa(i))
-	}
-	dir := t.TempDir()
-	seedFrom(t, dir, 100, src)
+	dir, _ := seeded(t, 5, 100)
 	path := filepath.Join(dir, seedFile)
 	xorByte(t, path, snapshotHeaderLen+3, 0x20)
 	for range 2 {
@@ -106,14 +102,8 @@ func TestSeedDamagedIsRefused(t *testing.T) {
 // alone as a one-voter cluster at the seed's index, and new replicas join
 // it and catch up.
 func TestSeedClusterStartsAlone(t *testing.T) {
-	src := newTestFSM()
-	a := openNode(t, t.TempDir(), src)
-	for i := range 10 {
-		propose(t, a, "a-"+strconv.Itoa(i))
-	}
-	dir := t.TempDir()
 	const index = 5000
-	want := seedFrom(t, dir, index, src)
+	dir, want := seeded(t, 10, index)
 
 	c := &testCluster{t: t, ca: newTestCA(t), newFSM: newTestFSMAsStore, clusterID: "test"}
 	t.Cleanup(c.closeAll)
