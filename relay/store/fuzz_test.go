@@ -83,15 +83,7 @@ func FuzzRestore(f *testing.F) {
 			f.Fatal("seed failed")
 		}
 	}
-	snap, err := src.Snapshot()
-	if err != nil {
-		f.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
+	f.Add(snapshotBytes(f, src))
 	f.Add([]byte(snapshotMagic))
 	f.Add([]byte{})
 
@@ -101,17 +93,9 @@ func FuzzRestore(f *testing.F) {
 		if s.Restore(bytes.NewReader(in)) != nil {
 			return
 		}
-		snap, err := s.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if _, err := snap.WriteTo(&out); err != nil {
-			t.Fatal(err)
-		}
 		r := New(Options{})
 		defer r.Close()
-		if err := r.Restore(&out); err != nil {
+		if err := r.Restore(bytes.NewReader(snapshotBytes(t, s))); err != nil {
 			t.Fatalf("restoring a written snapshot: %v", err)
 		}
 		if !slices.Equal(dump(t, r, "", "ws"), dump(t, s, "", "ws")) {

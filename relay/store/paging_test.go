@@ -393,17 +393,10 @@ func TestListPagingSharesStates(t *testing.T) {
 func TestListPagingRestoreDropsStates(t *testing.T) {
 	s, _ := newPagingStore(t, Options{})
 	fillPods(t, s, 3)
-	snap, err := s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
+	snap := snapshotBytes(t, s)
 	mustCreate(t, s, key("ws", pods, "ns0", "p000a"), body("u", nil, 0))
 	tok := pageAt(t, s)
-	if err := s.Restore(&buf); err != nil {
+	if err := s.Restore(bytes.NewReader(snap)); err != nil {
 		t.Fatal(err)
 	}
 	if got := retainedRevs(s); len(got) != 0 {

@@ -27,6 +27,21 @@ func fillSnapStore(t *testing.T, s *Store) {
 	}
 }
 
+// snapshotBytes writes out a snapshot of s's state now.
+func snapshotBytes(t testing.TB, s *Store) []byte {
+	t.Helper()
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func TestSnapshotRestore(t *testing.T) {
 	opts := Options{Fields: nodeFields}
 	s := newStore(t, opts)
@@ -85,15 +100,7 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 
 	// The format is deterministic: the restored state writes the same bytes.
-	again, err := r.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf2 bytes.Buffer
-	if _, err := again.WriteTo(&buf2); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(buf.Bytes(), buf2.Bytes()) {
+	if !bytes.Equal(buf.Bytes(), snapshotBytes(t, r)) {
 		t.Fatal("snapshots of the same state differ")
 	}
 
@@ -113,20 +120,13 @@ func TestSnapshotRestore(t *testing.T) {
 func TestRestoreEndsWatchers(t *testing.T) {
 	src := newStore(t, Options{})
 	fillSnapStore(t, src)
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
+	b := snapshotBytes(t, src)
 
 	s := newStore(t, Options{})
 	w := mustWatch(t, s, WatchOptions{})
 	waited := make(chan error)
 	go func() { waited <- s.WaitForRevision(context.Background(), src.Revision()) }()
-	if err := s.Restore(&buf); err != nil {
+	if err := s.Restore(bytes.NewReader(b)); err != nil {
 		t.Fatal(err)
 	}
 	if err := ended(t, w); !errors.Is(err, ErrExpired) {
@@ -145,15 +145,7 @@ func TestRestoreRejectsCorruption(t *testing.T) {
 	for i := range 3 {
 		mustCreate(t, src, key("a", pods, "ns", fmt.Sprint(i)), body("u", nil, i))
 	}
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
+	good := snapshotBytes(t, src)
 
 	s := newStore(t, Options{})
 	mustCreate(t, s, key("x", pods, "ns", "keep"), body("u", nil, 0))
@@ -229,17 +221,9 @@ func TestSnapshotAt(t *testing.T) {
 func TestRestoreRefusesNewerFormat(t *testing.T) {
 	src := newStore(t, Options{})
 	mustCreate(t, src, key("a", pods, "ns", "o"), body("u", nil, 0))
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
+	b := snapshotBytes(t, src)
 	b[len(snapshotMagic)] = snapshotVersion + 1
-	err = newStore(t, Options{}).Restore(bytes.NewReader(b))
+	err := newStore(t, Options{}).Restore(bytes.NewReader(b))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "snapshot format 2 is newer than this relay reads (1)") {
 		t.Fatalf("Restore of a newer format: %v", err)
 	}
