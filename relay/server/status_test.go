@@ -28,11 +28,7 @@ func TestChildReadyz(t *testing.T) {
 	// An edge whose parent does not answer never joins.
 	lonely := ChildConfig{Role: pki.RoleEdge, Name: "lonely", DataDir: t.TempDir(), Parents: []string{freeTCPPort(t)},
 		JoinToken: token, VirtualCluster: true, StatusAddr: freeTCPPort(t)}
-	c, err := OpenChild(lonely, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveInBackground(t, "lonely", c.Serve)
+	startTestChild(t, lonely)
 	poll.True(t, "the lonely edge's /healthz", func() bool { code, _ := get(lonely.StatusAddr, "/healthz"); return code == http.StatusOK })
 	if code, body := get(lonely.StatusAddr, "/readyz"); code != http.StatusServiceUnavailable || body != "not ready: not joined yet" {
 		t.Errorf("/readyz of an edge that has not joined: %d %q", code, body)
@@ -40,11 +36,7 @@ func TestChildReadyz(t *testing.T) {
 
 	region := ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
 		JoinToken: token, LinkAddr: freeTCPPort(t), StatusAddr: freeTCPPort(t)}
-	rc, err := OpenChild(region, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveInBackground(t, "r1", rc.Serve)
+	rc := startTestChild(t, region)
 	poll.True(t, "the region ready", func() bool { code, _ := get(region.StatusAddr, "/readyz"); return code == http.StatusOK })
 	if rc.LinkAddr() == "" {
 		t.Error("the region is ready but does not serve its children")
@@ -52,11 +44,7 @@ func TestChildReadyz(t *testing.T) {
 
 	edge := ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{region.LinkAddr},
 		JoinToken: token, VirtualCluster: true, StatusAddr: freeTCPPort(t)}
-	ec, err := OpenChild(edge, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveInBackground(t, "e1", ec.Serve)
+	startTestChild(t, edge)
 	poll.True(t, "the edge ready", func() bool { code, _ := get(edge.StatusAddr, "/readyz"); return code == http.StatusOK })
 	if _, _, err := pki.LoadChildIdentity(edge.DataDir); err != nil {
 		t.Errorf("the edge is ready without its certificate: %v", err)
