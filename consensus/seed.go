@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/canopy-dev/canopy/relay/atomicfile"
 )
 
 // seedFile is the file in Config.Dir that holds a seed (Seed) until Open
@@ -55,39 +57,24 @@ func Seed(dir string, index uint64, snap io.WriterTo) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("consensus: %w", err)
 	}
-	path := filepath.Join(dir, seedFile)
-	tmp, err := os.CreateTemp(dir, seedFile+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("consensus: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	crc := crc32.New(castagnoli)
-	bw := bufio.NewWriterSize(io.MultiWriter(tmp, crc), 64<<10)
-	var hdr [snapshotHeaderLen]byte
-	hdr[0] = snapshotVersion
-	binary.BigEndian.PutUint64(hdr[1:], index)
-	_, err = bw.Write(hdr[:])
-	if err == nil {
-		_, err = snap.WriteTo(bw)
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		_, err = tmp.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32()))
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
+	err := atomicfile.Write(filepath.Join(dir, seedFile), 0o600, func(f *os.File) error {
+		crc := crc32.New(castagnoli)
+		bw := bufio.NewWriterSize(io.MultiWriter(f, crc), 64<<10)
+		var hdr [snapshotHeaderLen]byte
+		hdr[0] = snapshotVersion
+		binary.BigEndian.PutUint64(hdr[1:], index)
+		if _, err := bw.Write(hdr[:]); err != nil {
+			return err
+		}
+		if _, err := snap.WriteTo(bw); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		_, err := f.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32()))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("consensus: writing the seed: %w", err)
 	}
@@ -200,15 +187,5 @@ func (n *Node) finishSeed(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("consensus: removing the seed: %w", err)
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.SyncDir(filepath.Dir(path))
 }

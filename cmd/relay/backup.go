@@ -3,13 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/canopy-dev/canopy/relay/atomicfile"
 	"github.com/canopy-dev/canopy/relay/backup"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
@@ -53,29 +54,30 @@ backup's revision. 'relay restore' starts a new root from it.`,
 			if err != nil {
 				return err
 			}
-			tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
+			var (
+				n      int64
+				h      backup.Header
+				failed error // the backup's own fault, not the file's
+			)
+			err = atomicfile.Write(out, 0o600, func(f *os.File) error {
+				var err error
+				if n, err = server.GetBackup(cmd.Context(), rc, base, f); err != nil {
+					failed = fmt.Errorf("backing up %s: %w", base, err)
+					return failed
+				}
+				if _, err := f.Seek(0, io.SeekStart); err != nil {
+					return err
+				}
+				if h, err = backup.Check(f); err != nil {
+					failed = fmt.Errorf("the backup %s sent: %w", base, err)
+					return failed
+				}
+				return nil
+			})
+			if failed != nil {
+				return failed
+			}
 			if err != nil {
-				return flagErrorf("out", "%v", err)
-			}
-			defer os.Remove(tmp.Name()) // a no-op once renamed
-			n, err := server.GetBackup(cmd.Context(), rc, base, tmp)
-			if err == nil {
-				err = tmp.Sync()
-			}
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("backing up %s: %w", base, err)
-			}
-			h, err := checkFile(tmp.Name())
-			if err != nil {
-				return fmt.Errorf("the backup %s sent: %w", base, err)
-			}
-			if err := os.Rename(tmp.Name(), out); err != nil {
-				return flagErrorf("out", "%v", err)
-			}
-			if err := syncDir(filepath.Dir(out)); err != nil {
 				return flagErrorf("out", "%v", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "backup of %s at revision %d written to %s (%d bytes)\n", h.Relay, h.Revision, out, n)
@@ -173,24 +175,4 @@ others start with empty data directories and join it.`,
 	f.StringVar(&bundle, "pki", "", "credentials of the backed-up root, from 'relay pki export' (default: already in --data-dir)")
 	f.Int64Var(&bump, "bump-revision", defaultBumpRevision, "how many revisions past the backup's the restored root starts")
 	return cmd
-}
-
-// checkFile checks the backup at path whole.
-func checkFile(path string) (backup.Header, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return backup.Header{}, err
-	}
-	defer f.Close()
-	return backup.Check(f)
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/canopy-dev/canopy/relay/atomicfile"
 )
 
 // File names inside [Dir] (the first group) and inside the data directory
@@ -34,45 +36,13 @@ const (
 	pemPrivateKey  = "PRIVATE KEY"
 )
 
-// writeFileAtomic replaces path with data: it writes a temporary file in the
-// same directory with mode perm, syncs it, renames it over path and syncs the
-// directory. Missing parent directories are created 0700.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// writeFileAtomic replaces path with data (atomicfile.WriteFile), creating
+// missing parent directories 0700.
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.WriteFile(path, data, perm)
 }
 
 // exists reports whether path exists; errors other than "not found" are

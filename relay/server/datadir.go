@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/canopy-dev/canopy/relay/atomicfile"
 )
 
 // DataFormat is the format of the data directory this relay writes, and
@@ -47,23 +49,7 @@ func checkDataFormat(dir string) error {
 
 // writeDataFormat writes DIR/FORMAT atomically.
 func writeDataFormat(dir string) error {
-	tmp, err := os.CreateTemp(dir, formatFile+".*.tmp")
-	if err == nil {
-		_, err = fmt.Fprintln(tmp, DataFormat)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), filepath.Join(dir, formatFile))
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, formatFile), fmt.Appendln(nil, DataFormat), 0o600); err != nil {
 		return fmt.Errorf("server: --data-dir: recording its format: %w", err)
 	}
 	return nil

@@ -29,6 +29,8 @@ var importRules = []importRule{
 		why: "topology/inventory/doc.go: it imports neither the kube API server nor the tree transport"},
 	{pkg: "topology/summary", avoid: []string{"relay/apiserver", "relay/transport"},
 		why: "topology/summary/doc.go: it imports neither the kube API server nor the tree transport"},
+	{pkg: "relay/atomicfile", avoid: []string{"."},
+		why: "relay/atomicfile/doc.go: it owns no format and imports nothing of Canopy"},
 	{pkg: "test/poll", avoid: []string{"."},
 		why: "test/poll/doc.go: every package's tests use it"},
 	{pkg: "test/procs", avoid: []string{"."}, but: []string{"test/poll"},
