@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -90,14 +89,7 @@ func TestJoinTokenFile(t *testing.T) {
 	if err := os.WriteFile(tok, []byte("cnp1.claims.sig\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var got server.ChildConfig
-	stderr, code := runChildInProcess(t, t.Context(), func(_ context.Context, cfg server.ChildConfig) error {
-		got = cfg
-		return nil
-	}, "--role=edge", "--name=e1", "--parent=region:7443", "--virtual-cluster", "--join-token-file="+tok, "--log-level=error")
-	if code != exitOK {
-		t.Fatalf("exit code %d, stderr %q", code, stderr)
-	}
+	got, _ := childConfigOf(t, "--role=edge", "--name=e1", "--parent=region:7443", "--virtual-cluster", "--join-token-file="+tok)
 	want := server.ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: filepath.Join("data", "e1"),
 		Parents: []string{"region:7443"}, JoinToken: "cnp1.claims.sig", VirtualCluster: true}
 	if !reflect.DeepEqual(got, want) {
@@ -132,7 +124,7 @@ func TestEdgeOutsideAPod(t *testing.T) {
 // TestTLSSAN: --tls-san names go into the root's configuration; a name
 // that is neither a DNS name nor an IP address is refused.
 func TestTLSSAN(t *testing.T) {
-	got := rootConfigOf(t, "--tls-san=canopy-root.canopy.svc,canopy.example.com", "--tls-san=192.0.2.10")
+	got, _ := rootConfigOf(t, "--tls-san=canopy-root.canopy.svc,canopy.example.com", "--tls-san=192.0.2.10")
 	if want := []string{"canopy-root.canopy.svc", "canopy.example.com", "192.0.2.10"}; !slices.Equal(got.ServingNames, want) {
 		t.Errorf("ServingNames %q, want %q", got.ServingNames, want)
 	}
@@ -142,24 +134,6 @@ func TestTLSSAN(t *testing.T) {
 	}
 	stdout, stderr, code := runRelay(t, "--role=region", "--name=r1", "--parent=root:7443", "--tls-san=a.example.com")
 	wantUsageError(t, stdout, stderr, code, "relay: --tls-san: not used with --role=region, only with --role=root")
-}
-
-// rootConfigOf is the root configuration that relay's command line args
-// make (the root is not started).
-func rootConfigOf(t *testing.T, args ...string) server.Config {
-	t.Helper()
-	var got server.Config
-	stderr, code := runFakes(t, t.Context(), func(_ context.Context, cfg server.Config) error {
-		got = cfg
-		return nil
-	}, func(context.Context, server.ChildConfig) error {
-		t.Error("runChild called")
-		return nil
-	}, append(args, "--log-level=error")...)
-	if code != exitOK {
-		t.Fatalf("relay %s: exit code %d, stderr %q", strings.Join(args, " "), code, stderr)
-	}
-	return got
 }
 
 // TestPKINewImport: "relay pki new" prints a bundle that "relay pki import
@@ -236,7 +210,7 @@ func TestKubeconfigServer(t *testing.T) {
 // root grown from a single one keeps that one's name); it needs
 // --raft-addr and is a DNS label.
 func TestTreeName(t *testing.T) {
-	got := rootConfigOf(t, "--name=canopy-root-1", "--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--tree-name=canopy-root-0")
+	got, _ := rootConfigOf(t, "--name=canopy-root-1", "--raft-addr=127.0.0.1:7001", "--peer-addr=127.0.0.1:7002", "--tree-name=canopy-root-0")
 	if got.HA.TreeName != "canopy-root-0" || got.Name != "canopy-root-1" {
 		t.Errorf("name %q, tree name %q; want canopy-root-1 in the tree canopy-root-0", got.Name, got.HA.TreeName)
 	}

@@ -324,6 +324,34 @@ func runFakes(t *testing.T, ctx context.Context, root func(context.Context, serv
 	return errOut.String(), code
 }
 
+// rootConfigOf is the root configuration that relay's command line args
+// make (the root is not started), and what relay wrote on stderr.
+func rootConfigOf(t *testing.T, args ...string) (server.Config, string) {
+	t.Helper()
+	return configOf(t, runInProcess, args...)
+}
+
+// childConfigOf is rootConfigOf for a region or an edge.
+func childConfigOf(t *testing.T, args ...string) (server.ChildConfig, string) {
+	t.Helper()
+	return configOf(t, runChildInProcess, args...)
+}
+
+// configOf runs args with run, whose fake keeps the configuration it is
+// given, and fails t unless relay exits 0.
+func configOf[C any](t *testing.T, run func(*testing.T, context.Context, func(context.Context, C) error, ...string) (string, int), args ...string) (C, string) {
+	t.Helper()
+	var got C
+	stderr, code := run(t, t.Context(), func(_ context.Context, cfg C) error {
+		got = cfg
+		return nil
+	}, args...)
+	if code != exitOK {
+		t.Fatalf("relay %s: exit code %d, stderr %q", strings.Join(args, " "), code, stderr)
+	}
+	return got, stderr
+}
+
 func TestRootConfig(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -369,14 +397,7 @@ func TestRootConfig(t *testing.T) {
 		},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var got server.Config
-			stderr, code := runInProcess(t, t.Context(), func(_ context.Context, cfg server.Config) error {
-				got = cfg
-				return nil
-			}, tc.args...)
-			if code != exitOK {
-				t.Fatalf("exit code %d, stderr %q", code, stderr)
-			}
+			got, _ := rootConfigOf(t, tc.args...)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("config %+v, want %+v", got, tc.want)
 			}
@@ -441,14 +462,7 @@ func TestChildConfig(t *testing.T) {
 		},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var got server.ChildConfig
-			stderr, code := runChildInProcess(t, t.Context(), func(_ context.Context, cfg server.ChildConfig) error {
-				got = cfg
-				return nil
-			}, tc.args...)
-			if code != exitOK {
-				t.Fatalf("exit code %d, stderr %q", code, stderr)
-			}
+			got, stderr := childConfigOf(t, tc.args...)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("config %+v, want %+v", got, tc.want)
 			}

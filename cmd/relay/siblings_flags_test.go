@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -73,14 +72,7 @@ func TestSiblingChildConfig(t *testing.T) {
 		},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var got server.ChildConfig
-			stderr, code := runChildInProcess(t, t.Context(), func(_ context.Context, cfg server.ChildConfig) error {
-				got = cfg
-				return nil
-			}, tc.args...)
-			if code != exitOK {
-				t.Fatalf("exit code %d, stderr %q", code, stderr)
-			}
+			got, _ := childConfigOf(t, tc.args...)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("config %+v, want %+v", got, tc.want)
 			}
