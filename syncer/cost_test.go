@@ -2,12 +2,9 @@ package syncer
 
 import (
 	"fmt"
-	"net/url"
 	"runtime"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/test/kubecluster"
@@ -39,10 +36,7 @@ func BenchmarkEdgeCost(b *testing.B) {
 			if kc == nil {
 				kc = kubecluster.Start(b, kubecluster.Options{})
 			}
-			u, _ := url.Parse(kc.Host)
-			gate := newTCPGate(tb, u.Host)
-			return &testCluster{admin: kc.RESTConfig(), setDown: gate.set, namespaceGC: true,
-				syncerConfig: func() *rest.Config { rc := kc.RESTConfig(); rc.Host = "https://" + gate.addr; return rc }}
+			return gatedCluster(tb, kc, true)
 		}})
 	}
 	for _, cl := range clusters {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -322,6 +324,28 @@ func (g gateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused (gate closed)")}
 	}
 	return g.base.RoundTrip(r)
+}
+
+// gatedCluster is the real cluster kc, which the syncer reaches through
+// a gate of its own (testCluster.setDown closes it); namespaceGC says
+// whether kc runs a namespace controller (it is not Minimal).
+func gatedCluster(t testing.TB, kc *kubecluster.Cluster, namespaceGC bool) *testCluster {
+	t.Helper()
+	u, err := url.Parse(kc.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := newTCPGate(t, u.Host)
+	return &testCluster{
+		admin: kc.RESTConfig(),
+		syncerConfig: func() *rest.Config {
+			rc := kc.RESTConfig()
+			rc.Host = "https://" + gate.addr
+			return rc
+		},
+		setDown:     gate.set,
+		namespaceGC: namespaceGC,
+	}
 }
 
 // tcpGate is a TCP proxy in front of a real API server: closed, it

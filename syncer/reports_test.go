@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/vcluster"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -55,23 +53,7 @@ func TestReportsKubeCluster(t *testing.T) {
 	}
 	kc := kubecluster.Start(t, kubecluster.Options{})
 	for _, b := range reportBodies {
-		t.Run(b.name, func(t *testing.T) {
-			u, err := url.Parse(kc.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gate := newTCPGate(t, u.Host)
-			b.run(t, &testCluster{
-				admin: kc.RESTConfig(),
-				syncerConfig: func() *rest.Config {
-					rc := kc.RESTConfig()
-					rc.Host = "https://" + gate.addr
-					return rc
-				},
-				setDown:     gate.set,
-				namespaceGC: true,
-			})
-		})
+		t.Run(b.name, func(t *testing.T) { b.run(t, gatedCluster(t, kc, true)) })
 	}
 }
 

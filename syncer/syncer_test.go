@@ -3,7 +3,6 @@ package syncer
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -50,22 +49,7 @@ func TestKubeAPIServer(t *testing.T) {
 	}
 	kc := kubecluster.Start(t, kubecluster.Options{Minimal: true})
 	for _, b := range bodies {
-		t.Run(b.name, func(t *testing.T) {
-			u, err := url.Parse(kc.Host)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gate := newTCPGate(t, u.Host)
-			b.run(t, &testCluster{
-				admin: kc.RESTConfig(),
-				syncerConfig: func() *rest.Config {
-					rc := kc.RESTConfig()
-					rc.Host = "https://" + gate.addr
-					return rc
-				},
-				setDown: gate.set,
-			})
-		})
+		t.Run(b.name, func(t *testing.T) { b.run(t, gatedCluster(t, kc, false)) })
 	}
 }
 
