@@ -284,52 +284,30 @@ func (p *Partial) empty() bool {
 // MaxFailingDestinations. A name in both (overlapping sets) keeps the
 // lesser reason, so the result does not depend on the order.
 func mergeFailing(a, b []v1alpha1.FailingDestination) []v1alpha1.FailingDestination {
-	if len(a) == 0 {
-		return b
-	}
-	if len(b) == 0 {
-		return a
-	}
-	out := make([]v1alpha1.FailingDestination, 0, min(len(a)+len(b), v1alpha1.MaxFailingDestinations))
-	for len(out) < v1alpha1.MaxFailingDestinations && (len(a) > 0 || len(b) > 0) {
-		var c int
-		switch {
-		case len(a) == 0:
-			c = 1
-		case len(b) == 0:
-			c = -1
-		default:
-			if c = cmp.Compare(a[0].Name, b[0].Name); c == 0 {
-				f := a[0]
-				if b[0].Reason < f.Reason {
-					f = b[0]
-				}
-				out = append(out, f)
-				a, b = a[1:], b[1:]
-				continue
-			}
-		}
-		if c < 0 {
-			out = append(out, a[0])
-			a = a[1:]
-		} else {
-			out = append(out, b[0])
-			b = b[1:]
-		}
-	}
-	return out
+	return mergeSorted(a, b, v1alpha1.MaxFailingDestinations,
+		func(f v1alpha1.FailingDestination) string { return f.Name },
+		func(x, y v1alpha1.FailingDestination) bool { return x.Reason < y.Reason })
 }
 
 // mergeRows merges two lists of select rows sorted by destination, keeping
 // the first limit. A destination in both keeps the lesser row.
 func mergeRows(a, b []Row, limit int) []Row {
+	return mergeSorted(a, b, limit,
+		func(r Row) string { return r.Destination },
+		func(x, y Row) bool { return compareKeys(x.Columns, y.Columns) < 0 })
+}
+
+// mergeSorted merges two lists sorted by key, keeping the first limit. An
+// element whose key is in both lists is kept once: b's when less(b's, a's),
+// else a's.
+func mergeSorted[T any](a, b []T, limit int, key func(T) string, less func(x, y T) bool) []T {
 	if len(a) == 0 {
 		return b
 	}
 	if len(b) == 0 {
 		return a
 	}
-	out := make([]Row, 0, min(len(a)+len(b), limit))
+	out := make([]T, 0, min(len(a)+len(b), limit))
 	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
 		var c int
 		switch {
@@ -338,12 +316,12 @@ func mergeRows(a, b []Row, limit int) []Row {
 		case len(b) == 0:
 			c = -1
 		default:
-			if c = cmp.Compare(a[0].Destination, b[0].Destination); c == 0 {
-				r := a[0]
-				if compareKeys(b[0].Columns, r.Columns) < 0 {
-					r = b[0]
+			if c = cmp.Compare(key(a[0]), key(b[0])); c == 0 {
+				e := a[0]
+				if less(b[0], e) {
+					e = b[0]
 				}
-				out = append(out, r)
+				out = append(out, e)
 				a, b = a[1:], b[1:]
 				continue
 			}
