@@ -164,17 +164,23 @@ func Compile(sc *v1alpha1.StatusCollector) (*Collector, field.ErrorList) {
 		}
 	}
 
-	checkCount(specPath.Child("groupBy"), len(spec.GroupBy))
-	for i, g := range spec.GroupBy {
-		p := specPath.Child("groupBy").Index(i)
-		checkName(p.Child("name"), g.Name)
-		x, err := compileExpr(e, p.Child("def"), g.Def, checkScalar)
-		if err != nil {
-			errs = append(errs, err)
+	// named compiles the scalar columns of spec's child (groupBy, select)
+	// and returns their expressions and names, in order.
+	named := func(child string, list []v1alpha1.NamedExpression) (xs []expression, names []string) {
+		checkCount(specPath.Child(child), len(list))
+		for i, n := range list {
+			p := specPath.Child(child).Index(i)
+			checkName(p.Child("name"), n.Name)
+			x, err := compileExpr(e, p.Child("def"), n.Def, checkScalar)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			xs, names = append(xs, x), append(names, n.Name)
 		}
-		c.groupBy = append(c.groupBy, x)
-		c.shape.GroupBy = append(c.shape.GroupBy, g.Name)
+		return xs, names
 	}
+
+	c.groupBy, c.shape.GroupBy = named("groupBy", spec.GroupBy)
 
 	checkCount(specPath.Child("combinedFields"), len(spec.CombinedFields))
 	for i, f := range spec.CombinedFields {
@@ -208,18 +214,8 @@ func Compile(sc *v1alpha1.StatusCollector) (*Collector, field.ErrorList) {
 		c.shape.Fields = append(c.shape.Fields, FieldShape{Name: f.Name, Type: f.Type})
 	}
 
-	checkCount(specPath.Child("select"), len(spec.Select))
 	columns = map[string]bool{}
-	for i, s := range spec.Select {
-		p := specPath.Child("select").Index(i)
-		checkName(p.Child("name"), s.Name)
-		x, err := compileExpr(e, p.Child("def"), s.Def, checkScalar)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		c.sel = append(c.sel, x)
-		c.shape.Select = append(c.shape.Select, s.Name)
-	}
+	c.sel, c.shape.Select = named("select", spec.Select)
 
 	if len(errs) > 0 {
 		return nil, errs
