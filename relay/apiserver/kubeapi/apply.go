@@ -393,14 +393,7 @@ func (rq *request) isApply() bool {
 func (rq *request) fieldManagerName() (string, error) {
 	m := rq.r.URL.Query().Get("fieldManager")
 	if errs := metav1validation.ValidateFieldManager(m, field.NewPath("fieldManager")); len(errs) > 0 {
-		kind := "UpdateOptions"
-		switch rq.info.Verb {
-		case "create":
-			kind = "CreateOptions"
-		case "patch":
-			kind = "PatchOptions"
-		}
-		return "", apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+		return "", rq.invalidOptions(errs)
 	}
 	if m != "" {
 		return m, nil

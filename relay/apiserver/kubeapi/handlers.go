@@ -143,16 +143,7 @@ func (rq *request) writeObject(sv *served, code int, data []byte) {
 }
 
 func (s *Server) serveCreate(rq *request, sv *served) {
-	body, err := rq.readBody()
-	if err != nil {
-		rq.writeError(err)
-		return
-	}
-	if err := rq.validateWriteOptions(); err != nil {
-		rq.writeError(err)
-		return
-	}
-	obj, err := rq.decodeObject(sv, body)
+	obj, err := rq.readObject(sv)
 	if err != nil {
 		rq.writeError(err)
 		return
@@ -270,16 +261,7 @@ func (s *Server) admitExtra(rq *request, sv *served, obj *unstructured.Unstructu
 }
 
 func (s *Server) serveUpdate(rq *request, sv *served) {
-	body, err := rq.readBody()
-	if err != nil {
-		rq.writeError(err)
-		return
-	}
-	if err := rq.validateWriteOptions(); err != nil {
-		rq.writeError(err)
-		return
-	}
-	obj, err := rq.decodeObject(sv, body)
+	obj, err := rq.readObject(sv)
 	if err != nil {
 		rq.writeError(err)
 		return

@@ -88,6 +88,19 @@ func unsupportedMediaType(ct string) error {
 	}}
 }
 
+// readObject reads the body of a create or update, checks its query
+// options and decodes the object, in the order kube's handlers do.
+func (rq *request) readObject(sv *served) (*unstructured.Unstructured, error) {
+	body, err := rq.readBody()
+	if err != nil {
+		return nil, err
+	}
+	if err := rq.validateWriteOptions(); err != nil {
+		return nil, err
+	}
+	return rq.decodeObject(sv, body)
+}
+
 // decodeObject parses the body of a create or update into an object of
 // the served kind. Missing apiVersion/kind default to the endpoint's; a
 // mismatch is a 400. With fieldValidation Strict or Warn, duplicate fields
