@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,10 +99,7 @@ func CheckRestoreDir(dataDir string) error {
 // records its format. It does not touch the PKI: the root's credentials
 // come apart (`relay pki import`).
 func Restore(dataDir string, st *store.Store, rev int64) error {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return fmt.Errorf("server: data dir: %w", err)
-	}
-	lock, err := lockDataDir(dataDir)
+	lock, err := createDataDir(dataDir)
 	if err != nil {
 		return err
 	}

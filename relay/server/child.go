@@ -178,10 +178,7 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, invalid(errs)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("server: data dir: %w", err)
-	}
-	lock, err := lockDataDir(cfg.DataDir)
+	lock, err := createDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,15 @@ import (
 	"syscall"
 )
 
+// createDataDir creates the data directory dir (0700) if it is missing
+// and locks it (lockDataDir).
+func createDataDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	return lockDataDir(dir)
+}
+
 // lockDataDir takes an exclusive lock on DIR/relay.lock so that two relays
 // never share a data directory (the log store would block forever), then
 // checks the directory's format (checkDataFormat).

@@ -110,10 +110,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, invalid(errs)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("server: data dir: %w", err)
-	}
-	lock, err := lockDataDir(cfg.DataDir)
+	lock, err := createDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
