@@ -1,37 +1,19 @@
 package consensus
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/canopy-dev/canopy/test/procs"
 )
-
-// syncBuffer is a bytes.Buffer safe for the node's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestSingleNodeStartsQuietly: a single voter elects itself at every start
 // (issue 26: edges and regions logged "heartbeat timeout reached, starting
 // election" each time); nothing of it reaches Warn. A cluster replica keeps
 // the message at Warn: there it means the leader went silent.
 func TestSingleNodeStartsQuietly(t *testing.T) {
-	var out syncBuffer
+	var out procs.Buffer
 	logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	dir := t.TempDir()
 	for i := range 2 { // a new directory, then a restart
@@ -48,7 +30,7 @@ func TestSingleNodeStartsQuietly(t *testing.T) {
 		t.Fatalf("a single node logged at Warn or above while starting:\n%s", s)
 	}
 
-	out = syncBuffer{}
+	out = procs.Buffer{}
 	cluster := Config{NodeID: "root-0", RaftAddr: "127.0.0.1:0"}
 	cluster.raftConfig(logger).Logger.Warn("heartbeat timeout reached, starting election")
 	if s := out.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "starting election") {

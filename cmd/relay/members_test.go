@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
-	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/test/inproc"
 	"github.com/canopy-dev/canopy/test/poll"
 )
 
@@ -17,21 +14,7 @@ import (
 // leader, healthy once ready; -o json says the same with its Raft status.
 func TestMembers(t *testing.T) {
 	dir := t.TempDir()
-	r, err := server.Open(server.Config{Name: "solo", DataDir: dir, APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("root stopped with: %v", err)
-		}
-	})
-	<-r.Ready()
+	r := inproc.StartRoot(t, "solo", dir, nil)
 
 	var lines []string
 	poll.Until(t, "relay members to show a healthy root", func() error {

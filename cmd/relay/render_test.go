@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +14,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
-	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/test/inproc"
 	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -32,16 +30,7 @@ type renderRoot struct {
 func startRenderRoot(t *testing.T) *renderRoot {
 	t.Helper()
 	dir := t.TempDir()
-	root, err := server.Open(server.Config{Name: "root", DataDir: dir, APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- root.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-root.Ready()
+	inproc.StartRoot(t, "root", dir, nil)
 	kubeconfig := filepath.Join(dir, pki.AdminKubeconfigFile)
 	client := func(space string) dynamic.Interface {
 		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/test/inproc"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 )
@@ -111,32 +109,7 @@ func (tg *target) clientConfig() *rest.Config {
 // temporary directory; it is stopped when the test ends. It returns the
 // target for the root's default space.
 func startRoot(t *testing.T) (*target, error) {
-	dir := t.TempDir()
-	r, err := server.Open(server.Config{Name: "root", DataDir: filepath.Join(dir, "data"), APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		return nil, fmt.Errorf("open root: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("root stopped with error: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("root did not stop within 15s")
-		}
-	})
-	select {
-	case <-r.Ready():
-	case err := <-done:
-		return nil, fmt.Errorf("root stopped before it was ready: %v", err)
-	case <-time.After(30 * time.Second):
-		return nil, errors.New("root not ready within 30s")
-	}
+	r := inproc.StartRoot(t, "root", filepath.Join(t.TempDir(), "data"), nil)
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: r.KubeconfigPath()},
 		&clientcmd.ConfigOverrides{CurrentContext: rootSpace})

@@ -158,7 +158,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	relay := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
-		var o, e syncBuffer
+		var o, e procs.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		err := cmd.Run()
 		if ee, ok := err.(*exec.ExitError); ok {

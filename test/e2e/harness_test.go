@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,9 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,8 +19,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/canopy-dev/canopy/relay/server"
+	"github.com/canopy-dev/canopy/test/inproc"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
 )
 
 // root is one in-process root relay for a test.
@@ -47,25 +46,7 @@ func startRootIn(t testing.TB, dir string) *root {
 	if os.Getenv("E2E_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	r, err := server.Open(server.Config{Name: "root", DataDir: dir, APIAddr: "127.0.0.1:0", LinkAddr: "127.0.0.1:0"}, log)
-	if err != nil {
-		t.Fatalf("open root: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("root stopped with error: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("root did not stop")
-		}
-	})
-	<-r.Ready()
+	r := inproc.StartRoot(t, "root", dir, log)
 	rt := &root{Root: r, dir: dir, kubeconfig: r.KubeconfigPath()}
 	// Wait until authorization caches are synced (readyz).
 	poll.Until(t, "the root ready", func() error {
@@ -208,32 +189,14 @@ func createNamespace(t testing.TB, cs kubernetes.Interface, name string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // kubectlBackground starts a long-running kubectl (get -w, wait) against the
 // root and returns the command and its stdout and stderr. The process is
 // killed when the test ends if it is still running.
-func (r *root) kubectlBackground(t testing.TB, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func (r *root) kubectlBackground(t testing.TB, args ...string) (*exec.Cmd, *procs.Buffer, *procs.Buffer) {
 	t.Helper()
 	cmd := exec.Command(kubecluster.Kubectl(t), append([]string{"--kubeconfig=" + r.kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+r.home(t))
-	out, errb := &syncBuffer{}, &syncBuffer{}
+	out, errb := &procs.Buffer{}, &procs.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, errb
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start kubectl %s: %v", strings.Join(args, " "), err)

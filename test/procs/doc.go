@@ -7,7 +7,9 @@
 // output if the test failed. A Process stops with SIGTERM as a supervisor
 // stops it (Stop), dies with SIGKILL (Kill), and ends a wait at once when
 // it exits (Until). FreeAddr gives a loopback address free for TCP and
-// UDP, never the same port twice in one test binary.
+// UDP, never the same port twice in one test binary. Buffer holds a
+// process's output (or a log) for a test to read while it is still being
+// written.
 //
 // It builds no binary (test/relaybin does) and knows nothing of what it
 // runs. It must not import anything of Canopy but test/poll: the modules
