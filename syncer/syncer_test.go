@@ -236,7 +236,14 @@ func testApplyOrderPruneUnmanaged(t *testing.T, c *testCluster) {
 	h.gone(gvrCM, "legacy", "ours")
 	h.gone(gvrNS, "", "shop")
 	h.gone(gvrCRD, "", "gadgets.test.canopy.dev")
-	deletes := h.reqs.writes("DELETE")[before:]
+	// The server may answer the last delete before its round trip is logged.
+	var deletes []string
+	poll.Until(t, "the CRD's delete logged", func() error {
+		if deletes = h.reqs.writes("DELETE")[before:]; firstIndex(deletes, "/customresourcedefinitions/") < 0 {
+			return fmt.Errorf("deletes %v", deletes)
+		}
+		return nil
+	})
 	dg, dw, dn, dc := firstIndex(deletes, "/gadgets/g1"), firstIndex(deletes, "/deployments/web"), firstIndex(deletes, "/namespaces/shop "), firstIndex(deletes, "/customresourcedefinitions/")
 	if dg < 0 || dw < 0 || dn < 0 || dc < 0 || !(dg < dn && dw < dn && dn < dc) {
 		t.Errorf("delete order: %v", deletes)
