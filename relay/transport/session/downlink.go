@@ -790,7 +790,12 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 				}
 				wg.Go(func() {
 					defer renewing.Store(false)
-					d.onRenew(ctx, c, conn, lc, m, send, log)
+					// The next renewal may come as soon as the child
+					// reads the answer: this one is over before it goes.
+					d.onRenew(ctx, c, conn, lc, m, func(msg wire.Message) error {
+						renewing.Store(false)
+						return send(msg)
+					}, log)
 				})
 			}
 			return nil
