@@ -29,6 +29,15 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// appendStrings appends a list of strings: its count, then each string.
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
 // encoder builds one payload. Writers and Marshal take one from
 // encoderPool for each frame.
 type encoder struct {
@@ -257,6 +266,23 @@ func (d *decoder) count(field string, minSize int) int {
 		return 0
 	}
 	return int(n)
+}
+
+// strings reads a list of strings (appendStrings); empty is nil.
+func (d *decoder) strings(field string) []string {
+	n := d.count(field, 1)
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, capHint(n))
+	for range n {
+		s := d.string(field)
+		if d.err != nil {
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // capHint bounds the capacity preallocated for n decoded elements, so that

@@ -5,10 +5,11 @@
 // # What it owns
 //
 // A link carries several streams: control, downsync (parent → child, acks
-// child → parent), upsync (child → parent, acks parent → child) and, later,
-// streams opened by the parent (proxy). Each stream is a sequence of frames
-// (relay/transport/link names a stream's kind when it opens it). This package defines the frame, the message types carried in frames and their
-// encodings, and nothing else:
+// child → parent), upsync (child → parent, acks parent → child) and the
+// proxy streams a parent opens, one per proxied request. Each stream is a
+// sequence of frames (relay/transport/link names a stream's kind when it
+// opens it). This package defines the frame, the message types carried in
+// frames and their encodings, and nothing else:
 //
 //   - [Writer] and [Reader] put frames on and take frames off a byte stream;
 //     [Marshal] and [Unmarshal] handle a single frame.
@@ -57,11 +58,12 @@
 //     entirely (HTTP, TLS, a later frame format) gets a clear error at once.
 //   - The protocol version is negotiated on the control stream: the child
 //     lists the versions it speaks in [Hello], the parent chooses one in
-//     [Welcome]. This package implements protocol versions 1 to 4
+//     [Welcome]. This package implements protocol versions 1 to 5
 //     ([MinProtocolVersion], [ProtocolVersion]; [Negotiate] picks the
 //     highest in common); version 2 adds [Siblings] and [AnnounceAck],
 //     version 3 [Register] and [Registered], version 4 [Renew] and
-//     [Renewed].
+//     [Renewed], version 5 the proxy stream messages ([ProxyOpen] and the
+//     others of proxy.go).
 //
 // A later protocol version may evolve the protocol compatibly, within frame
 // version 1, in two ways only:
@@ -77,7 +79,7 @@
 //     after Welcome has chosen a protocol version that has them.
 //
 // Type numbers are grouped by stream: 0x01-0x1f control, 0x20-0x3f
-// downsync, 0x40-0x5f upsync, 0x60-0x7f reserved for proxy streams. Type 0 is
+// downsync, 0x40-0x5f upsync, 0x60-0x7f proxy streams. Type 0 is
 // never valid, so zeroed memory is not a frame.
 //
 // # What it must not do

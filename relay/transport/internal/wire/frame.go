@@ -28,7 +28,10 @@ const Version = 1
 //     child's clock.
 //   - 4: adds Renew (child → parent) and Renewed (parent → child), on the
 //     control stream: a child renews its certificate over its link.
-const ProtocolVersion uint32 = 4
+//   - 5: the parent opens proxy streams (ProxyOpen, ProxyReady, ProxyData,
+//     ProxyCredit, ProxyClose; proxy.go) toward a child whose link
+//     speaks it: requests from the root to a destination's cluster.
+const ProtocolVersion uint32 = 5
 
 // MinProtocolVersion is the lowest protocol version this package still
 // speaks: a child or parent of that version interoperates with this one.

@@ -144,6 +144,15 @@ func samples() []sample {
 		{"report/deleted", &Report{Seq: 14, Key: key, Deleted: true}},
 		{"report/empty", &Report{}},
 		{"report-ack", &ReportAck{Seq: 14}},
+		{"proxy-open", &ProxyOpen{Destination: "store-0042", ID: "9f1c", User: "alice@example.com", UID: "u-1",
+			Groups: []string{"devs", "system:authenticated"}, Extra: map[string][]string{"scopes": {"a", "b"}, "é": nil}}},
+		{"proxy-open/zero", &ProxyOpen{}},
+		{"proxy-ready", &ProxyReady{}},
+		{"proxy-data", &ProxyData{Data: small}},
+		{"proxy-data/large", &ProxyData{Data: randomBytes(2, 200<<10)}},
+		{"proxy-data/empty", &ProxyData{}},
+		{"proxy-credit", &ProxyCredit{Bytes: ProxyWindow}},
+		{"proxy-close", &ProxyClose{}},
 	}
 }
 

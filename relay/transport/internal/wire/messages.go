@@ -305,10 +305,7 @@ func (m *Announce) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 			b = appendString(b, k)
 			b = appendString(b, dst.Labels[k])
 		}
-		b = appendUvarint(b, uint64(len(dst.Path)))
-		for _, p := range dst.Path {
-			b = appendString(b, p)
-		}
+		b = appendStrings(b, dst.Path)
 		b = appendBool(b, dst.Connected)
 		b = appendVarint(b, dst.LastSeen)
 		b = appendVarint(b, dst.Since)
@@ -344,12 +341,7 @@ func (m *Announce) decodePayload(d *decoder) {
 				dst.Labels[k], prev = v, k
 			}
 		}
-		if np := d.count("destination.path", 1); np > 0 {
-			dst.Path = make([]string, 0, capHint(np))
-			for range np {
-				dst.Path = append(dst.Path, d.string("destination.path"))
-			}
-		}
+		dst.Path = d.strings("destination.path")
 		dst.Connected = d.bool("destination.connected")
 		dst.LastSeen = d.varint("destination.lastSeen")
 		dst.Since = d.varint("destination.since")
@@ -421,26 +413,11 @@ type Siblings struct {
 func (*Siblings) Type() Type { return TypeSiblings }
 
 func (m *Siblings) appendPayload(b []byte, _ *encoder) ([]byte, error) {
-	b = appendUvarint(b, uint64(len(m.Addrs)))
-	for _, a := range m.Addrs {
-		b = appendString(b, a)
-	}
-	return b, nil
+	return appendStrings(b, m.Addrs), nil
 }
 
 func (m *Siblings) decodePayload(d *decoder) {
-	n := d.count("siblings", 1)
-	if n == 0 {
-		return
-	}
-	m.Addrs = make([]string, 0, capHint(n))
-	for range n {
-		a := d.string("siblings.addr")
-		if d.err != nil {
-			return
-		}
-		m.Addrs = append(m.Addrs, a)
-	}
+	m.Addrs = d.strings("siblings")
 }
 
 // AnnounceAck tells a child that its Announce of Generation is recorded
@@ -518,10 +495,7 @@ func (m *Register) appendPayload(b []byte, _ *encoder) ([]byte, error) {
 	b = append(b, byte(m.Kind))
 	b = appendString(b, m.Name)
 	b = append(b, byte(m.Role))
-	b = appendUvarint(b, uint64(len(m.Path)))
-	for _, p := range m.Path {
-		b = appendString(b, p)
-	}
+	b = appendStrings(b, m.Path)
 	b = appendBytes(b, m.PublicKey)
 	b = appendString(b, m.Token)
 	b = appendVarint(b, m.Proof.Time)
@@ -533,12 +507,7 @@ func (m *Register) decodePayload(d *decoder) {
 	m.Kind = RegisterKind(d.byte("kind"))
 	m.Name = d.string("name")
 	m.Role = Role(d.byte("role"))
-	if n := d.count("path", 1); n > 0 {
-		m.Path = make([]string, 0, capHint(n))
-		for range n {
-			m.Path = append(m.Path, d.string("path"))
-		}
-	}
+	m.Path = d.strings("path")
 	m.PublicKey = d.bytes("publicKey")
 	m.Token = d.string("token")
 	m.Proof.Time = d.varint("proof.time")

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sync"
@@ -187,6 +188,26 @@ func (r *Reader) Read() (Message, error) {
 // it returned: more than zero means the next frame has begun to arrive
 // (with the one before it, in one read of the stream).
 func (r *Reader) Buffered() int { return r.end - r.off }
+
+// Rest returns what follows the last frame Read returned: the bytes read
+// ahead, then the rest of the stream. A stream that changes from frames to
+// raw bytes (a relay passing a proxy stream on) reads on from Rest; the
+// Reader must not be used after it.
+func (r *Reader) Rest() io.Reader {
+	var ahead []byte
+	if r.buf != nil {
+		ahead = bytes.Clone(r.buf.b[r.off:r.end])
+	}
+	r.release()
+	if r.rerr != nil {
+		return io.MultiReader(bytes.NewReader(ahead), errReader{r.rerr})
+	}
+	return io.MultiReader(bytes.NewReader(ahead), r.r)
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 func (r *Reader) read() (Message, error) {
 	t, f, n, err := readHeader(byteReader{r}, r.limits)

@@ -184,3 +184,29 @@ func TestReaderErrorAfterData(t *testing.T) {
 		t.Fatalf("after the frames: %v, want %v", err, broken)
 	}
 }
+
+// Rest hands over what a Reader read ahead, then the stream: a relay reads
+// a proxy stream's first frame and passes the rest on as bytes.
+func TestReaderRest(t *testing.T) {
+	var b bytes.Buffer
+	w := NewWriter(&b, nil)
+	if err := w.Write(&ProxyOpen{Destination: "d1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString("raw bytes after the frame")
+	r := NewReader(&b, nil)
+	m, err := r.Read()
+	if err != nil || m.(*ProxyOpen).Destination != "d1" {
+		t.Fatalf("Read: %v %v", m, err)
+	}
+	if r.Buffered() == 0 {
+		t.Fatal("the Reader read nothing ahead: the test shows nothing")
+	}
+	rest, err := io.ReadAll(r.Rest())
+	if err != nil || string(rest) != "raw bytes after the frame" {
+		t.Fatalf("Rest: %q, %v", rest, err)
+	}
+}

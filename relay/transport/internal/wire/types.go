@@ -41,6 +41,13 @@ const (
 	// Upsync stream.
 	TypeReport    Type = 0x40
 	TypeReportAck Type = 0x41
+
+	// Proxy streams (protocol version 5).
+	TypeProxyOpen   Type = 0x60
+	TypeProxyReady  Type = 0x61
+	TypeProxyData   Type = 0x62
+	TypeProxyCredit Type = 0x63
+	TypeProxyClose  Type = 0x64
 )
 
 var typeNames = map[Type]string{
@@ -65,6 +72,11 @@ var typeNames = map[Type]string{
 	TypeAck:          "Ack",
 	TypeReport:       "Report",
 	TypeReportAck:    "ReportAck",
+	TypeProxyOpen:    "ProxyOpen",
+	TypeProxyReady:   "ProxyReady",
+	TypeProxyData:    "ProxyData",
+	TypeProxyCredit:  "ProxyCredit",
+	TypeProxyClose:   "ProxyClose",
 }
 
 func (t Type) String() string {
@@ -125,6 +137,16 @@ func newMessage(t Type) Message {
 		return new(Report)
 	case TypeReportAck:
 		return new(ReportAck)
+	case TypeProxyOpen:
+		return new(ProxyOpen)
+	case TypeProxyReady:
+		return new(ProxyReady)
+	case TypeProxyData:
+		return new(ProxyData)
+	case TypeProxyCredit:
+		return new(ProxyCredit)
+	case TypeProxyClose:
+		return new(ProxyClose)
 	}
 	return nil
 }
@@ -174,6 +196,15 @@ const (
 	CodePermissionDenied ErrorCode = 5
 	// CodeShuttingDown: the sender is stopping; reconnect elsewhere or later.
 	CodeShuttingDown ErrorCode = 6
+	// CodeNotFound: a proxy stream names a destination that is not below
+	// the sender.
+	CodeNotFound ErrorCode = 7
+	// CodeUnavailable: a proxy stream's destination is below the sender,
+	// but the link toward it is down.
+	CodeUnavailable ErrorCode = 8
+	// CodeTooManyStreams: the link toward a proxy stream's destination
+	// already carries as many proxy streams as its parent allows.
+	CodeTooManyStreams ErrorCode = 9
 )
 
 func (c ErrorCode) String() string {
@@ -190,6 +221,12 @@ func (c ErrorCode) String() string {
 		return "permission-denied"
 	case CodeShuttingDown:
 		return "shutting-down"
+	case CodeNotFound:
+		return "not-found"
+	case CodeUnavailable:
+		return "unavailable"
+	case CodeTooManyStreams:
+		return "too-many-streams"
 	}
 	return "ErrorCode(" + strconv.FormatUint(uint64(c), 10) + ")"
 }

@@ -200,7 +200,7 @@ func TestBadHeader(t *testing.T) {
 	}{
 		{"type-zero", rawFrame(Version, 0, 0, nil), ErrUnknownType},
 		{"unknown-type", rawFrame(Version, 0x1f, 0, []byte{1}), ErrUnknownType},
-		{"proxy-range", rawFrame(Version, 0x60, 0, nil), ErrUnknownType},
+		{"proxy-range", rawFrame(Version, 0x7f, 0, nil), ErrUnknownType},
 		{"reserved-flag", rawFrame(Version, TypeAck, 0x80, []byte{1}), ErrMalformed},
 		{"compressed-ack", rawFrame(Version, TypeAck, FlagCompressed, []byte{1}), ErrMalformed},
 		{"length-overflow", []byte{Version, byte(TypeAck), 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, ErrMalformed},
