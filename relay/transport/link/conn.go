@@ -261,6 +261,11 @@ func (s *quicStream) Close() error {
 	return s.s.Close()
 }
 
+func (s *quicStream) Abort() {
+	s.s.CancelWrite(codeCanceled)
+	s.s.CancelRead(codeCanceled)
+}
+
 func (s *quicStream) SetDeadline(t time.Time) error      { return s.s.SetDeadline(t) }
 func (s *quicStream) SetReadDeadline(t time.Time) error  { return s.s.SetReadDeadline(t) }
 func (s *quicStream) SetWriteDeadline(t time.Time) error { return s.s.SetWriteDeadline(t) }
@@ -411,6 +416,10 @@ func (s *tcpStream) Close() error {
 	s.closed.Store(true)
 	return s.CloseWrite()
 }
+
+// Abort closes the stream: yamux streams are safe for concurrent use, and
+// a yamux Close unblocks a Write waiting for the peer's window.
+func (s *tcpStream) Abort() { _ = s.Close() }
 
 func (s *tcpStream) SetDeadline(t time.Time) error      { return s.s.SetDeadline(t) }
 func (s *tcpStream) SetReadDeadline(t time.Time) error  { return s.s.SetReadDeadline(t) }

@@ -85,10 +85,14 @@ type Conn interface {
 }
 
 // Stream is a bidirectional byte stream of a [Conn]. Close ends both
-// directions; CloseWrite sends end-of-stream and keeps reading possible.
+// directions; CloseWrite sends end-of-stream and keeps reading possible;
+// neither may be called during a Write. Abort ends both directions at
+// once, discarding what is not sent yet, and may be called at any time: a
+// blocked Read or Write returns.
 type Stream interface {
 	io.ReadWriteCloser
 	CloseWrite() error
+	Abort()
 }
 
 // Config holds the timers and limits shared by [Dialer] and [ListenConfig].
@@ -105,7 +109,8 @@ type Config struct {
 	// Default 10 s.
 	HandshakeTimeout time.Duration
 	// MaxIncomingStreams is how many streams the peer may have open at once.
-	// Default 1024.
+	// Default 4096: the proxy streams a parent opens count (relay/transport/session
+	// allows 1024 per link by default).
 	MaxIncomingStreams int64
 	// StreamHeaderTimeout bounds the wait for the kind byte of a new stream.
 	// Default 10 s.
@@ -118,7 +123,7 @@ func DefaultConfig() Config {
 		KeepAlivePeriod:     15 * time.Second,
 		MaxIdleTimeout:      45 * time.Second,
 		HandshakeTimeout:    10 * time.Second,
-		MaxIncomingStreams:  1024,
+		MaxIncomingStreams:  4096,
 		StreamHeaderTimeout: 10 * time.Second,
 	}
 }
