@@ -21,8 +21,9 @@
 // mailboxes say has moved away) nor what a child reports (the syncer): it
 // moves whatever the mailbox and outbox spaces hold.
 //
-// Streams: the child opens all three (control, downsync, upsync); the
-// kinds a parent opens are kept for the proxy feature.
+// Streams: the child opens control, downsync and upsync; the parent opens
+// one proxy stream per request it passes toward a destination below the
+// child (proxy.go, relay/transport/proxy), on links of protocol version 5.
 package session
 
 import (
@@ -103,8 +104,11 @@ type DownlinkConfig struct {
 	// everything routed to the destinations named (Uplink.WaitRouted): a
 	// child that re-homed here is resynced only then. Nil: this relay's
 	// space is the source (the root).
-	Ready  func(ctx context.Context, dests []string) error
-	Logger *slog.Logger
+	Ready func(ctx context.Context, dests []string) error
+	// MaxProxyStreams bounds the proxy streams open at once on one
+	// child's link (OpenProxy); 0 is DefaultMaxProxyStreams.
+	MaxProxyStreams int
+	Logger          *slog.Logger
 }
 
 // Downlink serves the children of one relay. Its methods are safe for
@@ -174,6 +178,9 @@ type childState struct {
 	// moved is signalled when the child's superseded claims change, so
 	// that its link tells it (wire.Moved).
 	moved chan struct{}
+	// proxyStreams counts the proxy streams open on the child's links
+	// (OpenProxy).
+	proxyStreams atomic.Int32
 	// served is closed once every goroutine serving the child's last link
 	// has returned: the next link starts its streams after that, since
 	// the Sender and Collector serve one stream at a time (tree.ErrBusy).

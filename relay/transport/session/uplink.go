@@ -74,6 +74,11 @@ type UplinkConfig struct {
 	// data directory (a region presents it to its children and signs
 	// with it from then on).
 	Renewed func()
+	// ServeProxy, when set, serves each proxy stream the parent opens, in a
+	// goroutine of its own, until ctx ends with the link: a region passes
+	// it on (proxy.Forward), an edge answers it (proxy.Accept). Nil:
+	// streams are closed, and the parent's requests fail.
+	ServeProxy func(ctx context.Context, st link.Stream)
 }
 
 // Uplink keeps one child relay linked to its parent.
@@ -308,6 +313,9 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 		<-conn.Done()
 		errc <- fmt.Errorf("session: link closed")
 	}()
+	if welcome.Version >= proxyVersion {
+		go u.serveProxies(ctx, conn)
+	}
 	err = <-errc
 	cancel()
 	streams.Wait()

@@ -1,0 +1,124 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/canopy-dev/canopy/relay/transport/internal/wire"
+	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/proxy"
+)
+
+// DefaultMaxProxyStreams is how many proxy streams a parent opens at once
+// on one child's link unless DownlinkConfig.MaxProxyStreams says otherwise.
+const DefaultMaxProxyStreams = 1024
+
+// proxyVersion is the link protocol version that carries proxy streams.
+const proxyVersion = 5
+
+// OpenProxy opens a proxy stream toward destination on the link of the
+// child it is below (proxy.Opener): the connected child that claims it,
+// the most recently seen if several do. It refuses at once, with a
+// *proxy.Error, a destination no child claims (NotFound), one whose child
+// or edge is disconnected, saying when it was last seen, or whose child's
+// link is too old for proxy streams (Unavailable), and a link that carries
+// DownlinkConfig.MaxProxyStreams streams already (TooManyStreams).
+func (d *Downlink) OpenProxy(ctx context.Context, destination string) (link.Stream, error) {
+	d.mu.Lock()
+	var (
+		via    *childState
+		dest   wire.Destination
+		linked bool
+	)
+	for _, c := range d.children {
+		for _, a := range c.announced {
+			if a.Name != destination {
+				continue
+			}
+			if _, gone := d.hidden[c.id.Name][a.Name]; gone {
+				continue
+			}
+			up := c.conn != nil && a.Connected
+			if via == nil || up && !linked || up == linked && a.LastSeen > dest.LastSeen {
+				via, dest, linked = c, a, up
+			}
+		}
+	}
+	var conn link.Conn
+	var version uint32
+	if via != nil {
+		conn, version = via.conn, via.version
+	}
+	d.mu.Unlock()
+	switch {
+	case via == nil:
+		return nil, proxy.Errorf(proxy.NotFound, "destination %s is not below %s", destination, d.cfg.Name)
+	case !linked:
+		return nil, proxy.Errorf(proxy.Unavailable, "destination %s is disconnected (%s)", destination, lastSeen(dest.LastSeen))
+	case version < proxyVersion:
+		return nil, proxy.Errorf(proxy.Unavailable, "destination %s is below relay %s, whose link speaks protocol %d; reaching it needs %d",
+			destination, via.id.Name, version, proxyVersion)
+	}
+	limit := int32(d.cfg.MaxProxyStreams)
+	if limit <= 0 {
+		limit = DefaultMaxProxyStreams
+	}
+	if via.proxyStreams.Add(1) > limit {
+		via.proxyStreams.Add(-1)
+		return nil, proxy.Errorf(proxy.TooManyStreams, "the link to %s carries %d proxy streams, its limit", via.id.Name, limit)
+	}
+	st, err := conn.OpenStream(ctx, link.StreamProxy)
+	if err != nil {
+		via.proxyStreams.Add(-1)
+		return nil, proxy.Errorf(proxy.Unavailable, "destination %s: opening a stream to %s: %v", destination, via.id.Name, err)
+	}
+	return &countedStream{Stream: st, n: &via.proxyStreams}, nil
+}
+
+// lastSeen says when a destination was last heard from.
+func lastSeen(unixNano int64) string {
+	if unixNano == 0 {
+		return "never seen"
+	}
+	t := time.Unix(0, unixNano)
+	return "last seen " + t.UTC().Format(time.RFC3339) + ", " + time.Since(t).Round(time.Second).String() + " ago"
+}
+
+// countedStream is a proxy stream counted against its link's limit until
+// it is closed or aborted.
+type countedStream struct {
+	link.Stream
+	n    *atomic.Int32
+	once sync.Once
+}
+
+func (s *countedStream) release() { s.once.Do(func() { s.n.Add(-1) }) }
+
+func (s *countedStream) Close() error {
+	s.release()
+	return s.Stream.Close()
+}
+
+func (s *countedStream) Abort() {
+	s.release()
+	s.Stream.Abort()
+}
+
+// serveProxies hands the proxy streams the parent opens on conn to
+// UplinkConfig.ServeProxy until the link ends; other kinds, or every stream
+// when ServeProxy is nil, are closed.
+func (u *Uplink) serveProxies(ctx context.Context, conn link.Conn) {
+	for {
+		st, kind, err := conn.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		if kind != link.StreamProxy || u.cfg.ServeProxy == nil {
+			st.Close()
+			continue
+		}
+		go u.cfg.ServeProxy(ctx, st)
+	}
+}
