@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -23,15 +24,18 @@ import (
 )
 
 func newKubeconfigCommand() *cobra.Command {
-	var dataDir, space, serverURL string
+	var dataDir, space, destination, serverURL string
 	cmd := &cobra.Command{
-		Use:   "kubeconfig [--data-dir=DIR] [--space=NAME] [--server=URL]",
+		Use:   "kubeconfig [--data-dir=DIR] [--space=NAME | --destination=NAME] [--server=URL]",
 		Short: "Print the admin kubeconfig of a root relay",
 		Long: `kubeconfig prints DIR/admin.kubeconfig, which a root relay writes with one
 context per space, or with --space only that space's context, made current.
 The file lists the spaces of the root's first children only; --space names
 another child's space (mailbox-<child>, reports-<child>) only if the root,
 asked through the API, has it, so the root must be running for those.
+With --destination, the one context reaches that destination's cluster
+through the root (/destinations/NAME): kubectl get, apply, logs, exec and
+port-forward there as the admin, impersonated at the cluster (docs/user-guide.md).
 Its server is the address the root listens on (--api-addr); --server gives
 the one clients reach it at instead (a Service, a load balancer, a
 port-forward), which the root's serving certificate must name (--tls-san).
@@ -43,6 +47,14 @@ The kubeconfig holds the admin token: keep it private.`,
 			}
 			if cmd.Flags().Changed("space") && space == "" {
 				return usageError{flagErrorf("space", "must not be empty")}
+			}
+			if cmd.Flags().Changed("destination") {
+				if space != "" {
+					return usageError{flagErrorf("destination", "give either --space or --destination, not both")}
+				}
+				if errs := validation.IsDNS1123Subdomain(destination); len(errs) > 0 {
+					return usageError{flagErrorf("destination", "%q is not a destination name: %s", destination, strings.Join(errs, "; "))}
+				}
 			}
 			var server *url.URL
 			if serverURL != "" {
@@ -56,6 +68,9 @@ The kubeconfig holds the admin token: keep it private.`,
 				return fmt.Errorf("no %s in %s: start a root with --data-dir=%s first", pki.AdminKubeconfigFile, dataDir, dataDir)
 			}
 			data, err := kubeconfigFor(path, space)
+			if destination != "" {
+				data, err = destinationKubeconfig(path, destination)
+			}
 			if err == nil && server != nil {
 				data, err = withServer(data, server)
 			}
@@ -69,6 +84,7 @@ The kubeconfig holds the admin token: keep it private.`,
 	fs := cmd.Flags()
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir(defaultName), "data directory of the root relay")
 	fs.StringVar(&space, "space", "", "print only this space's context")
+	fs.StringVar(&destination, "destination", "", "print a context that reaches this destination's cluster through the root")
 	fs.StringVar(&serverURL, "server", "", "https://host:port where clients reach the root's kube API, instead of the address it listens on")
 	return cmd
 }
@@ -128,6 +144,16 @@ func kubeconfigFor(path, space string) ([]byte, error) {
 		}
 		return nil, usageError{flagErrorf("space", "no space %q in %s, which has %s", space, path, known)}
 	}
+	if err != nil {
+		return nil, err
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// destinationKubeconfig returns a kubeconfig for destination dest, with
+// the admin kubeconfig's credentials (at path).
+func destinationKubeconfig(path, dest string) ([]byte, error) {
+	cfg, err := pki.KubeconfigForDestination(path, layout.DefaultSpace, dest)
 	if err != nil {
 		return nil, err
 	}

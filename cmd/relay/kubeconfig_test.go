@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/canopy-dev/canopy/test/kubecluster"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,29 @@ func TestKubeconfigUnlistedSpace(t *testing.T) {
 	t.Run("a grandchild's space", func(t *testing.T) {
 		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+listed, "--space=mailbox-edge-1-1")
 		wantUsageError(t, stdout, stderr, code, `relay: --space: no space "mailbox-edge-1-1" at the root `+server+" ")
+	})
+
+	// --destination: a context that reaches the edge's (virtual) cluster
+	// through the root, used by the stock kubectl.
+	t.Run("destination", func(t *testing.T) {
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+rootDir, "--destination=edge-1")
+		if code != 0 || stderr != "" {
+			t.Fatalf("exit code %d, stderr %q", code, stderr)
+		}
+		kc := filepath.Join(t.TempDir(), "edge-1.kubeconfig")
+		if err := os.WriteFile(kc, []byte(stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := kubecluster.RunKubectl(t, t.TempDir(), kc, "", nil, "get", "nodes", "-o", "name")
+		if err != nil || !strings.Contains(out, "node/edge-1-node-0") {
+			t.Fatalf("kubectl get nodes at edge-1 through the root: %v\n%s", err, out)
+		}
+	})
+	t.Run("destination: bad input", func(t *testing.T) {
+		stdout, stderr, code := runRelay(t, "kubeconfig", "--data-dir="+rootDir, "--destination=Edge_1")
+		wantUsageError(t, stdout, stderr, code, `relay: --destination: "Edge_1" is not a destination name`)
+		stdout, stderr, code = runRelay(t, "kubeconfig", "--data-dir="+rootDir, "--destination=edge-1", "--space=default")
+		wantUsageError(t, stdout, stderr, code, "relay: --destination: give either --space or --destination, not both")
 	})
 
 	t.Run("the root is down", func(t *testing.T) {

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/canopy-dev/canopy/relay/destproxy"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 	"io"
 	"log/slog"
 	"maps"
@@ -101,6 +103,11 @@ type options struct {
 	statusAddr    string
 	pprofAddr     string
 	parentTimeout time.Duration
+
+	maxProxyStreams     int
+	proxyAuditLog       string
+	impersonationPrefix string
+	impersonationGroups []string
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -159,6 +166,14 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.statusAddr, "status-addr", "", "host:port serving /metrics, /healthz, /readyz (joined; a region serving its children) and /debug/inbox, over HTTP (off when empty)")
 	forRoles(fs, "status-addr", roleRegion, roleEdge)
 	fs.StringVar(&o.pprofAddr, "pprof", "", "loopback host:port serving the runtime profiles, net/http/pprof (127.0.0.1:6060; off when empty)")
+	fs.IntVar(&o.maxProxyStreams, "max-proxy-streams", session.DefaultMaxProxyStreams, "how many requests to destinations (/destinations/<name>/...) may be open at once on one child's link; more get 429")
+	forRoles(fs, "max-proxy-streams", roleRoot, roleRegion)
+	fs.StringVar(&o.proxyAuditLog, "proxy-audit-log", "", `file where every request to a destination is logged, a JSON line each: user, destination, verb, path, status, duration (default "<data-dir>/destinations-audit.log")`)
+	forRoles(fs, "proxy-audit-log", roleRoot)
+	fs.StringVar(&o.impersonationPrefix, "impersonation-prefix", destproxy.DefaultUserPrefix, `prefix of the user name and groups that requests from the root's users impersonate at this edge's cluster ("-" for none)`)
+	forRoles(fs, "impersonation-prefix", roleEdge)
+	fs.StringSliceVar(&o.impersonationGroups, "impersonation-group", nil, "groups added, as they are, to every user that requests from the root impersonate at this edge's cluster, group,...")
+	forRoles(fs, "impersonation-group", roleEdge)
 	fs.DurationVar(&o.parentTimeout, "parent-timeout", link.DefaultConfig().MaxIdleTimeout, "how long the link to the parent may stay silent before the parent, or one of its siblings, is dialed again")
 	forRoles(fs, "parent-timeout", roleRegion, roleEdge)
 }
@@ -194,6 +209,9 @@ func (o *options) validate(fs *pflag.FlagSet) []error {
 	}
 	if o.dataDir == "" {
 		errs = append(errs, flagErrorf("data-dir", "must not be empty"))
+	}
+	if o.maxProxyStreams < 1 {
+		errs = append(errs, flagErrorf("max-proxy-streams", "must be at least 1, not %d", o.maxProxyStreams))
 	}
 	if o.pprofAddr != "" {
 		if err := checkPprofAddr(o.pprofAddr); err != nil {
@@ -408,6 +426,11 @@ func (o *options) rootConfig() server.Config {
 		DataDir:  o.dataDir,
 		APIAddr:  o.apiAddr,
 		LinkAddr: o.linkAddr,
+
+		ProxyAuditLog: o.proxyAuditLog,
+	}
+	if o.maxProxyStreams != session.DefaultMaxProxyStreams {
+		cfg.MaxProxyStreams = o.maxProxyStreams // zero: the default
 	}
 	if len(o.tlsSANs) > 0 {
 		cfg.ServingNames = slices.Clone(o.tlsSANs)
@@ -450,6 +473,9 @@ func (o *options) childConfig() server.ChildConfig {
 	case roleRegion:
 		cfg.LinkAddr = o.linkAddr
 		cfg.PeerAddr, cfg.Join = o.peerAddr, slices.Clone(o.join)
+		if o.maxProxyStreams != session.DefaultMaxProxyStreams {
+			cfg.MaxProxyStreams = o.maxProxyStreams // zero: the default
+		}
 		if o.statusWindow != server.DefaultStatusWindow {
 			cfg.StatusWindow = o.statusWindow // zero: the default
 		}
@@ -458,6 +484,10 @@ func (o *options) childConfig() server.ChildConfig {
 		cfg.VirtualCluster = o.virtualCluster
 		cfg.Kubeconfig = o.kubeconfig
 		cfg.InCluster = o.inCluster
+		if o.impersonationPrefix != destproxy.DefaultUserPrefix {
+			cfg.ImpersonationPrefix = o.impersonationPrefix // empty: the default
+		}
+		cfg.ImpersonationGroups = slices.Clone(o.impersonationGroups)
 		if len(o.labels) > 0 {
 			cfg.Labels = maps.Clone(o.labels)
 		}

@@ -152,6 +152,25 @@ func DeriveKubeconfigForSpace(path, from, space string) (*clientcmdapi.Config, e
 	if space == "" || url.PathEscape(space) != space {
 		return nil, fmt.Errorf("pki: space name %q cannot be used in a URL path", space)
 	}
+	return deriveKubeconfig(path, from, space, "/spaces/"+space)
+}
+
+// KubeconfigForDestination returns a kubeconfig whose single context,
+// destination-<name>, reaches destination name's kube API through the
+// root (/destinations/<name>), with the user and CA of the context of space
+// from in the kubeconfig at path. That the destination exists is not
+// checked.
+func KubeconfigForDestination(path, from, name string) (*clientcmdapi.Config, error) {
+	if name == "" || url.PathEscape(name) != name {
+		return nil, fmt.Errorf("pki: destination name %q cannot be used in a URL path", name)
+	}
+	return deriveKubeconfig(path, from, "destination-"+name, "/destinations/"+name)
+}
+
+// deriveKubeconfig makes the context of space from, in the kubeconfig at
+// path, the single context named name, at the root's URL followed by
+// suffix.
+func deriveKubeconfig(path, from, name, suffix string) (*clientcmdapi.Config, error) {
 	cfg, err := ReadKubeconfigForSpace(path, from)
 	if err != nil {
 		return nil, err
@@ -162,12 +181,12 @@ func DeriveKubeconfigForSpace(path, from, space string) (*clientcmdapi.Config, e
 	if !ok {
 		return nil, fmt.Errorf("pki: %s: the server of context %q, %s, does not end in /spaces/%s", path, from, cluster.Server, from)
 	}
-	cluster.Server = base + "/spaces/" + space
+	cluster.Server = base + suffix
 	delete(cfg.Clusters, ctx.Cluster)
 	delete(cfg.Contexts, from)
-	ctx.Cluster = ClusterName(space)
+	ctx.Cluster = ClusterName(name)
 	cfg.Clusters[ctx.Cluster] = cluster
-	cfg.Contexts[space] = ctx
-	cfg.CurrentContext = space
+	cfg.Contexts[name] = ctx
+	cfg.CurrentContext = name
 	return cfg, nil
 }

@@ -7,7 +7,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/canopy-dev/canopy/relay/destproxy"
+	"github.com/canopy-dev/canopy/relay/transport/proxy"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -102,6 +105,16 @@ type ChildConfig struct {
 	// an admission webhook would) every write of an object for which it
 	// returns an error: a fault for simulations (vcluster.Options.Reject).
 	RejectApply func(resource, namespace, name string) error
+	// MaxProxyStreams, for a region, bounds the requests to destinations
+	// open at once on one child's link (--max-proxy-streams). Zero:
+	// session.DefaultMaxProxyStreams.
+	MaxProxyStreams int
+	// ImpersonationPrefix and ImpersonationGroups, for an edge, are how
+	// requests from the root's users reach its cluster
+	// (--impersonation-prefix, --impersonation-group;
+	// destproxy.EdgeConfig.UserPrefix and Groups).
+	ImpersonationPrefix string
+	ImpersonationGroups []string
 }
 
 // Defaults of ChildConfig.StoreHistory for an InMemory child (a
@@ -156,8 +169,10 @@ type Child struct {
 	cluster *vcluster.Cluster
 	// clusterStarted: Start owns the cluster's cleanup once called.
 	clusterStarted bool
-	// syncer applies an edge's inbox to its cluster (nil without one).
+	// syncer applies an edge's inbox to its cluster (nil without one);
+	// reach serves the requests from the root to that cluster.
 	syncer *syncer.Syncer
+	reach  *destproxy.Edge
 	// dialTransport is the QUIC transport of an in-memory network, closed
 	// with the relay.
 	dialTransport *quic.Transport
@@ -201,6 +216,9 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 		Subtree: c.subtree, Moved: c.setMoved, RenewBefore: cfg.RenewBefore,
 	}
 	if cfg.Role == pki.RoleRegion {
+		ucfg.ServeProxy = func(ctx context.Context, st link.Stream) { proxy.Forward(ctx, st, regionOpener{c}, log) }
+	}
+	if cfg.Role == pki.RoleRegion {
 		c.creds = &credentials{dataDir: cfg.DataDir, log: log}
 		ucfg.Renewed = c.creds.renewed
 	}
@@ -216,7 +234,6 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 	if cfg.ParentTimeout > 0 {
 		ucfg.Link.MaxIdleTimeout, ucfg.Link.KeepAlivePeriod = cfg.ParentTimeout, cfg.ParentTimeout/3
 	}
-	c.uplink = session.NewUplink(ucfg)
 	if cfg.Role == pki.RoleEdge && cfg.VirtualCluster {
 		vc, err := vcluster.New(vcluster.Options{Name: cfg.Name, Logger: log, Reject: cfg.RejectApply})
 		if err != nil {
@@ -246,7 +263,18 @@ func OpenChild(cfg ChildConfig, log *slog.Logger) (*Child, error) {
 			c.close()
 			return nil, err
 		}
+		var h http.Handler
+		if c.cluster != nil {
+			h = c.cluster.Handler()
+		} else if h, err = destproxy.ClusterHandler(rc); err != nil {
+			c.close()
+			return nil, err
+		}
+		c.reach = destproxy.NewEdge(destproxy.EdgeConfig{Name: cfg.Name, Cluster: h, UserPrefix: cfg.ImpersonationPrefix,
+			Groups: cfg.ImpersonationGroups, Logger: log})
+		ucfg.ServeProxy = c.reach.ServeStream
 	}
+	c.uplink = session.NewUplink(ucfg)
 	return c, nil
 }
 
@@ -310,6 +338,7 @@ func (c *Child) Serve(ctx context.Context) error {
 	if c.syncer != nil {
 		// The syncer runs from the inbox on disk, connected or not.
 		g.add("syncer", c.syncer)
+		g.add("destination proxy", c.reach)
 	}
 	if c.cfg.Role == pki.RoleRegion {
 		// A region serves children only once it holds its certificate
@@ -371,7 +400,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 	}
 	mailboxes := mailbox.New(mailbox.Config{Store: c.store, Space: layout.InboxSpace})
 	down := session.NewDownlink(session.DownlinkConfig{
-		Name: c.cfg.Name, Path: id.Path, Store: c.store, ReportStore: c.reports, Listener: ln, Logger: c.log,
+		Name: c.cfg.Name, Path: id.Path, Store: c.store, ReportStore: c.reports, Listener: ln, Logger: c.log, MaxProxyStreams: c.cfg.MaxProxyStreams,
 		Authority: authority,
 		Registrar: c.uplink, Mailboxes: mailboxes,
 		Reports: func(_ context.Context, child pki.Identity) (string, error) {
@@ -505,4 +534,16 @@ func (c *Child) close() {
 		_ = c.dialTransport.Close()
 	}
 	_ = c.lock.Close()
+}
+
+// regionOpener opens a region's proxy streams on its downlink, once it
+// serves its children.
+type regionOpener struct{ c *Child }
+
+func (o regionOpener) OpenProxy(ctx context.Context, dest string) (link.Stream, error) {
+	d := o.c.Downlink()
+	if d == nil {
+		return nil, proxy.Errorf(proxy.Unavailable, "relay %s does not serve its children yet", o.c.cfg.Name)
+	}
+	return d.OpenProxy(ctx, dest)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -47,12 +48,23 @@ type Config struct {
 	// its children, when they join and when they renew, are valid. Zero:
 	// pki.ChildCertValidity (a year).
 	ChildCertValidity time.Duration
+	// MaxProxyStreams bounds the requests to destinations open at once on
+	// one child's link (--max-proxy-streams); beyond it they get 429. Zero:
+	// session.DefaultMaxProxyStreams.
+	MaxProxyStreams int
+	// ProxyAuditLog is the file where every request to a destination is
+	// written, a JSON line each (--proxy-audit-log). Empty:
+	// DataDir/destinations-audit.log.
+	ProxyAuditLog string
 }
 
-// Complete fills in the defaults of the fields left zero: StatusWindow
-// and, for a replica, HA.TreeName. OpenContext calls it.
+// Complete fills in the defaults of the fields left zero: StatusWindow,
+// ProxyAuditLog and, for a replica, HA.TreeName. OpenContext calls it.
 func (cfg *Config) Complete() {
 	cfg.StatusWindow = cmp.Or(cfg.StatusWindow, DefaultStatusWindow)
+	if cfg.ProxyAuditLog == "" && cfg.DataDir != "" {
+		cfg.ProxyAuditLog = filepath.Join(cfg.DataDir, "destinations-audit.log")
+	}
 	if cfg.HA.Enabled() {
 		cfg.HA.TreeName = cmp.Or(cfg.HA.TreeName, DefaultTreeName)
 	}
@@ -75,6 +87,9 @@ func (cfg *Config) Validate() []error {
 	}
 	errs = append(errs, checkStatusWindow(field.NewPath("StatusWindow"), cfg.StatusWindow)...)
 	errs = append(errs, checkNotNegative(field.NewPath("ChildCertValidity"), cfg.ChildCertValidity, "pki.ChildCertValidity")...)
+	if cfg.MaxProxyStreams < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("MaxProxyStreams"), cfg.MaxProxyStreams, "must not be negative (0: the default)"))
+	}
 	ha, p := cfg.HA, field.NewPath("HA")
 	if !ha.Enabled() {
 		for _, f := range []struct {
@@ -158,6 +173,15 @@ func (cfg *ChildConfig) Validate() []error {
 		errs = append(errs, field.Forbidden(field.NewPath("ChildCertValidity"), "only for a region: an edge issues no certificates"))
 	}
 	errs = append(errs, checkStatusWindow(field.NewPath("StatusWindow"), cfg.StatusWindow)...)
+	switch {
+	case cfg.MaxProxyStreams < 0:
+		errs = append(errs, field.Invalid(field.NewPath("MaxProxyStreams"), cfg.MaxProxyStreams, "must not be negative (0: the default)"))
+	case cfg.MaxProxyStreams > 0 && cfg.Role == pki.RoleEdge:
+		errs = append(errs, field.Forbidden(field.NewPath("MaxProxyStreams"), "only for a region: an edge opens no proxy streams"))
+	}
+	if cfg.Role == pki.RoleRegion && (cfg.ImpersonationPrefix != "" || len(cfg.ImpersonationGroups) > 0) {
+		errs = append(errs, field.Forbidden(field.NewPath("ImpersonationPrefix"), "only for an edge: a region passes requests on"))
+	}
 	if cfg.Proxy != nil && (cfg.Proxy.Scheme != "http" && cfg.Proxy.Scheme != "https" || cfg.Proxy.Hostname() == "") {
 		errs = append(errs, field.Invalid(field.NewPath("Proxy"), cfg.Proxy.String(), "must be an http:// or https:// URL with a host"))
 	}

@@ -3,7 +3,9 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"github.com/canopy-dev/canopy/relay/destproxy"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,11 +122,13 @@ func (r *Root) replicaReady() error {
 // BackupPath.
 func (r *Root) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		switch req.URL.Path {
-		case MembersPath:
+		switch p := req.URL.Path; {
+		case p == MembersPath:
 			r.serveMembers(w, req)
-		case BackupPath:
+		case p == BackupPath:
 			r.serveBackup(w, req)
+		case strings.HasPrefix(p, destproxy.Prefix):
+			r.destinations.ServeHTTP(w, req)
 		default:
 			r.api.ServeHTTP(w, req)
 		}

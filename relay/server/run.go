@@ -12,6 +12,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/canopy-dev/canopy/relay/destproxy"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"log/slog"
 	"maps"
 	"net"
@@ -61,6 +64,9 @@ type Root struct {
 	ln      net.Listener
 	links   *link.Listener
 	down    *session.Downlink
+	// destinations serves destproxy.Prefix; audit is its log.
+	destinations *destproxy.Root
+	audit        *os.File
 	// mailboxes are the children's mailboxes over the downsync space.
 	mailboxes *mailbox.Mailboxes
 	lock      *os.File
@@ -210,6 +216,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		Reports: func(ctx context.Context, c pki.Identity) (string, error) {
 			return r.childSpace(ctx, layout.ReportsSpace(c.Name))
 		},
+		MaxProxyStreams: cfg.MaxProxyStreams,
 	})
 	var readIndex kubeapi.ReadIndexer // linearizable reads need one only with replicas
 	if cfg.HA.Enabled() {
@@ -235,7 +242,25 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		kind, _ := api.SpaceKind(space)
 		return kind == layout.SpaceKindWDS
 	})
+	audit, err := os.OpenFile(cfg.ProxyAuditLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		_ = ln.Close()
+		_ = links.Close()
+		node.Close()
+		return nil, fmt.Errorf("server: --proxy-audit-log: %w", err)
+	}
 	r = &Root{
+		audit: audit,
+		destinations: destproxy.NewRoot(destproxy.RootConfig{
+			Authenticate: func(req *http.Request) (user.Info, error) { return authn.Authenticate(req, layout.InventorySpace) },
+			Impersonate: func(ctx context.Context, u user.Info, h http.Header) (user.Info, error) {
+				return authz.Impersonate(ctx, layout.InventorySpace, u, h)
+			},
+			Authorize: func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+				return authz.Authorize(ctx, layout.InventorySpace, a)
+			},
+			Opener: down, Audit: audit, Logger: log,
+		}),
 		down: down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
 		serving: serving,
@@ -468,6 +493,7 @@ func (r *Root) close() {
 	_ = r.links.Close()
 	r.store.Close()
 	r.reports.close()
+	_ = r.audit.Close()
 	if err := r.node.Close(); err != nil {
 		r.log.Warn("closing log", "error", err)
 	}

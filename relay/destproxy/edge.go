@@ -1,0 +1,154 @@
+package destproxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
+
+	"github.com/canopy-dev/canopy/relay/transport/link"
+	"github.com/canopy-dev/canopy/relay/transport/proxy"
+)
+
+// DefaultUserPrefix is prepended to the user's name and groups at the
+// destination unless EdgeConfig.UserPrefix says otherwise: the root's
+// "alice" in "devs" is "canopy:alice" in "canopy:devs" there, so that
+// the destination's own users and groups (system:masters) are never
+// reached by name from the root.
+const DefaultUserPrefix = "canopy:"
+
+// EdgeConfig configures an Edge.
+type EdgeConfig struct {
+	// Name is the destination the edge serves.
+	Name string
+	// Cluster serves the requests as the destination's kube API would:
+	// ClusterHandler for a real cluster, a virtual cluster's handler.
+	Cluster http.Handler
+	// UserPrefix is prepended to the impersonated user name and groups
+	// (default DefaultUserPrefix; "-" for none). Groups are added to every
+	// impersonated user's groups, as they are.
+	UserPrefix string
+	Groups     []string
+	Logger     *slog.Logger
+}
+
+// Edge serves the proxy streams that reach an edge (ServeStream is
+// UplinkConfig.ServeProxy) with HTTP, passing each request to the
+// cluster as the root's user. Start runs its server.
+type Edge struct {
+	cfg EdgeConfig
+	l   *proxy.Listener
+	srv *http.Server
+}
+
+// NewEdge returns an Edge for cfg.
+func NewEdge(cfg EdgeConfig) *Edge {
+	switch cfg.UserPrefix {
+	case "":
+		cfg.UserPrefix = DefaultUserPrefix
+	case "-":
+		cfg.UserPrefix = ""
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e := &Edge{cfg: cfg, l: proxy.NewListener()}
+	e.srv = &http.Server{
+		Handler:           http.HandlerFunc(e.serve),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, requestKey{}, c.(*proxy.Conn).Request())
+		},
+	}
+	return e
+}
+
+type requestKey struct{}
+
+// ServeStream answers a proxy stream the edge's parent opened.
+func (e *Edge) ServeStream(ctx context.Context, st link.Stream) {
+	c, err := proxy.Accept(st, e.cfg.Name)
+	if err != nil {
+		e.cfg.Logger.Info("refused a proxy stream", "error", err)
+		return
+	}
+	e.l.Put(ctx, c)
+}
+
+// Start serves HTTP on the accepted streams until ctx ends.
+func (e *Edge) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		_ = e.srv.Close()
+	}()
+	if err := e.srv.Serve(e.l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// serve passes one request to the cluster as the root's user.
+func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
+	req := r.Context().Value(requestKey{}).(proxy.Request)
+	stripCredentials(r.Header)
+	e.impersonate(r.Header, req)
+	e.cfg.Cluster.ServeHTTP(w, r)
+}
+
+// impersonate sets the headers that make the cluster see the request as
+// req's user, prefixed.
+func (e *Edge) impersonate(h http.Header, req proxy.Request) {
+	p := e.cfg.UserPrefix
+	h.Set("Impersonate-User", p+req.User)
+	if req.UID != "" {
+		h.Set("Impersonate-Uid", req.UID)
+	}
+	for _, g := range req.Groups {
+		if g == user.AllAuthenticated || g == user.AllUnauthenticated {
+			continue // the cluster adds its own
+		}
+		h.Add("Impersonate-Group", p+g)
+	}
+	for _, g := range e.cfg.Groups {
+		h.Add("Impersonate-Group", g)
+	}
+	for k, vs := range req.Extra {
+		for _, v := range vs {
+			h.Add("Impersonate-Extra-"+url.PathEscape(k), v)
+		}
+	}
+}
+
+// ClusterHandler is a reverse proxy to the kube API that rc names, with
+// rc's credentials (the edge's).
+func ClusterHandler(rc *rest.Config) (http.Handler, error) {
+	tr, err := rest.TransportFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	host := rc.Host
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	base, err := url.Parse(host)
+	if err != nil {
+		return nil, err
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(base)
+			pr.Out.Host = base.Host
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+	}, nil
+}

@@ -1,0 +1,312 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/canopy-dev/canopy/relay/destproxy"
+	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
+)
+
+var (
+	gvrConfigMaps   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	gvrClusterRoles = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	gvrCRBindings   = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
+)
+
+// destinationConfig is a rest.Config that reaches destination dest through
+// the root, as the user of certificate cn in groups (the admin if cn is
+// empty).
+func destinationConfig(t testing.TB, rt *realTree, dest, cn string, groups ...string) *rest.Config {
+	t.Helper()
+	cfg, err := pki.KubeconfigForDestination(rt.root.KubeconfigPath(), "default", dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cn != "" {
+		certPEM, keyPEM, err := rt.root.ca.IssueClient(cn, groups, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.BearerToken, rc.CertData, rc.KeyData = "", certPEM, keyPEM
+	}
+	return rc
+}
+
+// grantProxy lets user reach the destinations named (all if none) with
+// RBAC in the inventory space.
+func grantProxy(t testing.TB, rt *realTree, user string, dests ...string) {
+	t.Helper()
+	ctx := context.Background()
+	rule := map[string]any{"apiGroups": []any{"edge.canopy.dev"}, "resources": []any{"synctargets/proxy"}, "verbs": []any{"*"}}
+	if len(dests) > 0 {
+		names := make([]any, len(dests))
+		for i, d := range dests {
+			names[i] = d
+		}
+		rule["resourceNames"] = names
+	}
+	name := "proxy-" + user
+	for _, o := range []struct {
+		gvr schema.GroupVersionResource
+		obj map[string]any
+	}{
+		{gvrClusterRoles, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+			"metadata": map[string]any{"name": name}, "rules": []any{rule}}},
+		{gvrCRBindings, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+			"metadata": map[string]any{"name": name},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+			"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}}}},
+	} {
+		if _, err := rt.inv.Resource(o.gvr).Create(ctx, &unstructured.Unstructured{Object: o.obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Through root → region → edge → a real kube-apiserver: stock kubectl
+// gets, lists, applies, watches and deletes; the root's RBAC on
+// synctargets/proxy and the destination's own RBAC both decide; every
+// request is in the audit log.
+func TestDestinationsThroughTheTree(t *testing.T) {
+	rt := startRealTree(t, map[string]map[string]string{"e1": {"zone": "a"}, "e2": {"zone": "b"}})
+	ctx := context.Background()
+
+	// The root's admin is canopy:canopy:admin in canopy:system:masters at
+	// a destination, which grants that group what it chooses: here, all.
+	for _, dyn := range rt.dyn {
+		applyTB(t, dyn, gvrCRBindings, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+			"metadata": map[string]any{"name": "canopy-admins"},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+			"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "canopy:system:masters"}}})
+	}
+
+	// kubectl, with the kubeconfig `relay kubeconfig --destination` prints.
+	cfg, err := pki.KubeconfigForDestination(rt.root.KubeconfigPath(), "default", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "e1.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(stdin string, args ...string) (string, error) {
+		return kubecluster.RunKubectl(t, rt.home, kc, stdin, nil, args...)
+	}
+	if out, err := kubectl("", "get", "namespaces", "-o", "name"); err != nil || !strings.Contains(out, "namespace/kube-system") {
+		t.Fatalf("get namespaces: %v\n%s", err, out)
+	}
+	if out, err := kubectl("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hello, namespace: default}\ndata: {k: v}\n", "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	// It is in e1's cluster, not e2's.
+	if _, err := rt.dyn["e1"].Resource(gvrConfigMaps).Namespace("default").Get(ctx, "hello", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the applied ConfigMap in e1's cluster: %v", err)
+	}
+	if _, err := rt.dyn["e2"].Resource(gvrConfigMaps).Namespace("default").Get(ctx, "hello", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("e2's cluster: %v, want not found", err)
+	}
+	if out, err := kubectl("", "get", "configmaps", "-n", "default", "-o", "jsonpath={.items[*].metadata.name}"); err != nil || !strings.Contains(out, "hello") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+
+	// A watch through the tree sees a change made at the cluster.
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	watch := exec.CommandContext(wctx, kubecluster.Kubectl(t), "--kubeconfig", kc, "get", "configmaps", "-n", "default", "-w", "-o", "name")
+	watch.Env = append(os.Environ(), "HOME="+rt.home)
+	stdout, _ := watch.StdoutPipe()
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if l := <-lines; l != "configmap/hello" && !strings.HasPrefix(l, "configmap/") {
+		t.Fatalf("watch began with %q", l)
+	}
+	applyTB(t, rt.dyn["e1"], gvrConfigMaps, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "seen-by-watch", "namespace": "default"}})
+	for l := range lines {
+		if l == "configmap/seen-by-watch" {
+			break
+		}
+	}
+	wcancel()
+	_ = watch.Wait()
+
+	if out, err := kubectl("", "delete", "configmap", "hello", "-n", "default"); err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	poll.Until(t, "the ConfigMap deleted in e1's cluster", func() error {
+		_, err := rt.dyn["e1"].Resource(gvrConfigMaps).Namespace("default").Get(ctx, "hello", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+
+	// Who may reach what.
+	status := func(rc *rest.Config, path string) (int, string) {
+		t.Helper()
+		c, err := rest.HTTPClientFor(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Get(strings.TrimSuffix(rc.Host, "/") + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	nsPath := "/api/v1/namespaces/default/configmaps"
+	if code, body := status(destinationConfig(t, rt, "e1", "mallory"), nsPath); code != http.StatusForbidden || !strings.Contains(body, "synctargets/proxy") {
+		t.Errorf("a user without synctargets/proxy: %d %s", code, body)
+	}
+	grantProxy(t, rt, "alice", "e1")
+	poll.Until(t, "alice reaches e1", func() error {
+		code, body := status(destinationConfig(t, rt, "e1", "alice", "devs"), "/version")
+		if code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+	if code, body := status(destinationConfig(t, rt, "e2", "alice", "devs"), "/version"); code != http.StatusForbidden {
+		t.Errorf("alice, allowed e1 only, on e2: %d %s", code, body)
+	}
+	// At e1's cluster alice is canopy:alice, whom its RBAC does not know.
+	if code, body := status(destinationConfig(t, rt, "e1", "alice", "devs"), nsPath); code != http.StatusForbidden || !strings.Contains(body, `User \"canopy:alice\" cannot list`) {
+		t.Errorf("the destination's RBAC for canopy:alice: %d %s", code, body)
+	}
+	// Once the destination grants canopy:devs, she lists.
+	applyTB(t, rt.dyn["e1"], gvrCRBindings, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+		"metadata": map[string]any{"name": "canopy-devs-view"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "canopy:devs"}}})
+	poll.Until(t, "alice lists through her group's grant at e1", func() error {
+		if code, body := status(destinationConfig(t, rt, "e1", "alice", "devs"), nsPath); code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+
+	// Bad requests change nothing below the root.
+	admin := destinationConfig(t, rt, "e1", "")
+	if code, body := status(destinationConfig(t, rt, "nowhere", ""), "/version"); code != http.StatusNotFound || !strings.Contains(body, "nowhere") {
+		t.Errorf("an unknown destination: %d %s", code, body)
+	}
+	if code, body := status(admin, "/metrics-or-else"); code != http.StatusNotFound || !strings.Contains(body, "not a path of a kube API") {
+		t.Errorf("a path that is not a kube API's: %d %s", code, body)
+	}
+	big := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "too-big", "namespace": "default"}, "data": map[string]any{"x": strings.Repeat("x", 4<<20)}}}
+	dc, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.Resource(gvrConfigMaps).Namespace("default").Create(ctx, big, metav1.CreateOptions{}); !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Errorf("a body over the limit: %v", err)
+	}
+	if _, err := rt.dyn["e1"].Resource(gvrConfigMaps).Namespace("default").Get(ctx, "too-big", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused body reached the cluster: %v", err)
+	}
+
+	// A disconnected destination answers 503 at once, with when it was
+	// last seen.
+	rt.stops["e2"]()
+	poll.Until(t, "e2 disconnected at the root", func() error {
+		code, body := status(destinationConfig(t, rt, "e2", ""), "/version")
+		if code != http.StatusServiceUnavailable {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		if !strings.Contains(body, "e2") || !strings.Contains(body, "last seen") {
+			return poll.Stop(fmt.Errorf("the 503 does not say which destination and when it was seen: %s", body))
+		}
+		return nil
+	})
+
+	// The audit log has a line per request, with who, where and how it ended.
+	data, err := os.ReadFile(rt.root.cfg.ProxyAuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []destproxy.AuditRecord
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r destproxy.AuditRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		recs = append(recs, r)
+	}
+	find := func(user, dest string, code int) bool {
+		for _, r := range recs {
+			if r.User == user && r.Destination == dest && r.Status == code && r.Path != "" && r.ID != "" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, w := range []struct {
+		user, dest string
+		code       int
+	}{{"canopy:admin", "e1", 200}, {"mallory", "e1", 403}, {"alice", "e2", 403}, {"alice", "e1", 403}, {"canopy:admin", "nowhere", 404},
+		{"canopy:admin", "e1", 413}, {"canopy:admin", "e2", 503}} {
+		if !find(w.user, w.dest, w.code) {
+			t.Errorf("no audit record of %s on %s answered %d in %d records", w.user, w.dest, w.code, len(recs))
+		}
+	}
+}
+
+// A relay's link certificate is not an API credential: it cannot reach
+// destinations either.
+func TestChildCertificateCannotReachDestinations(t *testing.T) {
+	tt := makeTree(t, nil, 1, 1)
+	edge := tt.edges[0]
+	cert, _, err := pki.LoadChildIdentity(edge.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert}, RootCAs: tt.root.ca.Pool(), MinVersion: tls.VersionTLS12}}}
+	resp, err := c.Get(tt.root.server + destproxy.Prefix + edge.cfg.Name + "/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an edge's certificate at the root: %d %s, want 401", resp.StatusCode, body)
+	}
+}
