@@ -165,6 +165,29 @@ func TestDestinationsThroughTheTree(t *testing.T) {
 	wcancel()
 	_ = watch.Wait()
 
+	// A watch across a region's restart ends, as a watch whose server went
+	// away does; the client's next watch works once the region is back.
+	dcAdmin, err := dynamic.NewForConfig(destinationConfig(t, rt, "e1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dcAdmin.Resource(gvrConfigMaps).Namespace("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.stopReg()
+	for range w.ResultChan() {
+	}
+	rt.startRegion(t)
+	poll.Until(t, "a new watch through the restarted region", func() error {
+		w, err := dcAdmin.Resource(gvrConfigMaps).Namespace("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		w.Stop()
+		return nil
+	})
+
 	if out, err := kubectl("", "delete", "configmap", "hello", "-n", "default"); err != nil {
 		t.Fatalf("delete: %v\n%s", err, out)
 	}
@@ -309,4 +332,68 @@ func TestChildCertificateCannotReachDestinations(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("an edge's certificate at the root: %d %s, want 401", resp.StatusCode, body)
 	}
+}
+
+// adminDestinationConfig reaches destination dest through root r as its
+// admin.
+func adminDestinationConfig(t testing.TB, r *Root, dest string) *rest.Config {
+	t.Helper()
+	cfg, err := pki.KubeconfigForDestination(r.KubeconfigPath(), "default", dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// A link carries at most MaxProxyStreams requests at once: the next gets
+// 429 from the relay whose link is full, and one that ends makes room.
+// Watches nobody reads do not hold up what the link carries besides.
+func TestProxyStreamsPerLinkAreBounded(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true, MaxProxyStreams: 2})
+	poll.True(t, "region serving", func() bool { return region.LinkAddr() != "" })
+	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+		JoinToken: token, InMemory: true, VirtualCluster: true})
+	local, err := dynamic.NewForConfig(edge.cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(adminDestinationConfig(t, root, "e1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := dc.Resource(gvrConfigMaps).Namespace("default")
+	poll.Until(t, "e1 reachable", func() error { _, err := cms.List(t.Context(), metav1.ListOptions{}); return err })
+
+	// Two watches, never read, fill r1's link to e1.
+	var stops []func()
+	for range 2 {
+		w, err := cms.Watch(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, w.Stop)
+	}
+	_, err = cms.List(t.Context(), metav1.ListOptions{})
+	if !apierrors.IsTooManyRequests(err) || !strings.Contains(err.Error(), "carries 2 proxy streams") {
+		t.Fatalf("a third request: %v, want 429 from r1", err)
+	}
+	// Desired state still flows to e1 meanwhile.
+	putDownsync(t, root, "while-streams-are-full", "v1", "e1")
+	poll.Until(t, "the object applied at e1", func() error {
+		_, err := local.Resource(gvrConfigMaps).Namespace("default").Get(t.Context(), "while-streams-are-full", metav1.GetOptions{})
+		return err
+	})
+	stops[0]()
+	poll.Until(t, "room for a request once a watch ended", func() error {
+		_, err := cms.Get(t.Context(), "while-streams-are-full", metav1.GetOptions{})
+		return err
+	})
+	stops[1]()
 }
