@@ -59,6 +59,7 @@ edge:
       - apiGroups: [networking.k8s.io]
         resources: [ingresses, networkpolicies]
     read: []
+    impersonate: false
 `},
 }
 
@@ -155,7 +156,8 @@ func TestChartRenders(t *testing.T) {
 					}
 					find(t, objs, "ServiceAccount", "canopy-edge")
 					find(t, objs, "PersistentVolumeClaim", "canopy-edge")
-					for _, want := range []string{"/namespaces:get,list,watch", "apps/deployments:" + applyVerbs, "/configmaps:" + applyVerbs, "/pods:get,list,watch"} {
+					for _, want := range []string{"/namespaces:get,list,watch", "apps/deployments:" + applyVerbs, "/configmaps:" + applyVerbs, "/pods:get,list,watch",
+						"/users:impersonate", "/groups:impersonate"} {
 						if !slices.Contains(rules, want) {
 							t.Errorf("ClusterRole rules %q lack %s", rules, want)
 						}
