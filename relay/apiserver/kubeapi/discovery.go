@@ -63,7 +63,7 @@ func (s *Server) serveDiscoveryRoot(rq *request, core bool) {
 	if wantsAggregated(rq.r) {
 		list := apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"}}
 		for _, g := range groupsOf(all, core) {
-			list.Items = append(list.Items, aggregatedGroup(g))
+			list.Items = append(list.Items, s.aggregatedGroup(g))
 		}
 		b, err := json.Marshal(&list)
 		if err != nil {
@@ -106,7 +106,7 @@ func (s *Server) serveDiscoveryPath(rq *request, rest string) bool {
 	case len(parts) == 2 && parts[0] == "api":
 		for _, g := range groupsOf(all, true) {
 			if rs, ok := g.byVer[parts[1]]; ok {
-				writeJSON(rq, http.StatusOK, resourceList("v1", rs))
+				writeJSON(rq, http.StatusOK, s.resourceList("v1", rs))
 				return true
 			}
 		}
@@ -122,7 +122,7 @@ func (s *Server) serveDiscoveryPath(rq *request, rest string) bool {
 	case len(parts) == 3 && parts[0] == "apis":
 		for _, g := range groupsOf(all, false) {
 			if rs, ok := g.byVer[parts[2]]; ok && g.name == parts[1] {
-				writeJSON(rq, http.StatusOK, resourceList(parts[1]+"/"+parts[2], rs))
+				writeJSON(rq, http.StatusOK, s.resourceList(parts[1]+"/"+parts[2], rs))
 				return true
 			}
 		}
@@ -142,14 +142,14 @@ func legacyGroup(g *discoveryGroup) metav1.APIGroup {
 	return ag
 }
 
-func resourceList(gv string, rs []*served) *metav1.APIResourceList {
+func (s *Server) resourceList(gv string, rs []*served) *metav1.APIResourceList {
 	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv}
 	for _, sv := range rs {
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: sv.resource, SingularName: sv.singular, Namespaced: sv.namespaced, Kind: sv.kind,
 			Verbs: sv.verbs, ShortNames: sv.shortNames, Categories: sv.categories,
 		})
-		for _, sub := range subresourcesOf(sv) {
+		for _, sub := range s.subresourcesOf(sv) {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: sv.resource + "/" + sub.Subresource, Namespaced: sv.namespaced,
 				Group: sub.ResponseKind.Group, Version: sub.ResponseKind.Version, Kind: sub.ResponseKind.Kind,
@@ -160,7 +160,7 @@ func resourceList(gv string, rs []*served) *metav1.APIResourceList {
 	return list
 }
 
-func aggregatedGroup(g *discoveryGroup) apidiscoveryv2.APIGroupDiscovery {
+func (s *Server) aggregatedGroup(g *discoveryGroup) apidiscoveryv2.APIGroupDiscovery {
 	ag := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
 	for _, v := range g.versions {
 		vd := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
@@ -178,7 +178,7 @@ func aggregatedGroup(g *discoveryGroup) apidiscoveryv2.APIGroupDiscovery {
 				Verbs:            sv.verbs,
 				ShortNames:       sv.shortNames,
 				Categories:       sv.categories,
-				Subresources:     subresourcesOf(sv),
+				Subresources:     s.subresourcesOf(sv),
 			})
 		}
 		ag.Versions = append(ag.Versions, vd)
@@ -186,9 +186,10 @@ func aggregatedGroup(g *discoveryGroup) apidiscoveryv2.APIGroupDiscovery {
 	return ag
 }
 
-// subresourcesOf lists the subresources served for sv.
-func subresourcesOf(sv *served) []apidiscoveryv2.APISubresourceDiscovery {
-	var out []apidiscoveryv2.APISubresourceDiscovery
+// subresourcesOf lists the subresources served for sv, in kube's
+// (alphabetical) order.
+func (s *Server) subresourcesOf(sv *served) []apidiscoveryv2.APISubresourceDiscovery {
+	out := s.connectDiscovery(sv)
 	gvk := sv.gvk()
 	if sv.status {
 		out = append(out, apidiscoveryv2.APISubresourceDiscovery{

@@ -15,6 +15,11 @@
 // namespace deletion, garbage collection through ownerReferences and custom
 // resource cleanup.
 //
+// The connect subresources (pods/log, exec, attach, portforward, proxy and
+// services/proxy), which kube-apiserver hands on to kubelets, it only
+// authorizes and checks as kube-apiserver does (connect.go) before handing
+// them to Config.Connect; without one they are not served.
+//
 // It must not keep state of its own beyond caches: a request reaches the
 // objects of its space through a store.Space, the one Config.Space returns
 // or by default the embedded store's (Config.Store), and every write goes

@@ -42,6 +42,10 @@ func (s *Server) serveResource(rq *request) {
 		h(s, rq, sv)
 		return
 	}
+	if s.isConnect(sv, info.Subresource) {
+		s.serveConnect(rq, sv)
+		return
+	}
 	switch info.Subresource {
 	case "", "status":
 		if info.Subresource == "status" && !sv.status {

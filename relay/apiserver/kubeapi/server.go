@@ -1,9 +1,11 @@
 package kubeapi
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -101,6 +103,12 @@ type Config struct {
 	// kept for clients that ask for protobuf (protobuf.go): 0 is
 	// DefaultProtobufCacheBytes (64 MiB), negative keeps none.
 	ProtobufCacheBytes int64
+	// Connect, when set, serves the connect subresources of pods (log,
+	// exec, attach, portforward, proxy) and services (proxy), which
+	// kube-apiserver hands on to kubelets (connect.go); discovery lists
+	// them. Without it they are unknown (404), as on a kube-apiserver
+	// that does not serve them.
+	Connect Connector
 }
 
 // ReadIndexer confirms with the leader of a cluster which log index a
@@ -400,6 +408,16 @@ func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// Hijack passes an upgrade (exec, attach, portforward) through, recorded
+// as 101 Switching Protocols.
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(s.ResponseWriter).Hijack()
+	if err == nil && !s.wrote {
+		s.code, s.wrote = http.StatusSwitchingProtocols, true
+	}
+	return c, rw, err
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
