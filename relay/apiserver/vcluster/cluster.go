@@ -25,8 +25,9 @@ var (
 
 // Defaults of Options.
 const (
-	DefaultReadyDelay = 2 * time.Second
-	DefaultNodes      = 1
+	DefaultReadyDelay  = 2 * time.Second
+	DefaultNodes       = 1
+	DefaultLogInterval = 2 * time.Second
 )
 
 // historySize is the number of store events a cluster keeps for watch
@@ -55,6 +56,9 @@ type Options struct {
 	Seed int64
 	// Nodes is the number of Ready nodes registered (default 1).
 	Nodes int
+	// LogInterval is how often a running container writes a line to its
+	// log, after the lines it writes when it starts (default 2s).
+	LogInterval time.Duration
 	// Logger receives the controllers' warnings (default slog.Default()).
 	Logger *slog.Logger
 	// Reject, when set, is asked before every create, update and patch
@@ -80,6 +84,9 @@ func (o Options) withDefaults() Options {
 	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes
 	}
+	if o.LogInterval == 0 {
+		o.LogInterval = DefaultLogInterval
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -97,6 +104,9 @@ func (o Options) Validate() []error {
 	}
 	if o.Nodes < 0 {
 		errs = append(errs, fmt.Errorf("%w: Nodes %d is negative", ErrInvalidOptions, o.Nodes))
+	}
+	if o.LogInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: LogInterval %v is negative", ErrInvalidOptions, o.LogInterval))
 	}
 	return errs
 }
@@ -153,6 +163,7 @@ func New(opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
 	st := store.New(store.Options{HistorySize: historySize, Fields: kubeapi.FieldsFor})
 	st.SetLog(store.NewMemLog(st))
+	streams := &kubeletStreams{}
 	api := kubeapi.New(kubeapi.Config{
 		Store:           st,
 		Authenticator:   allowAll{},
@@ -160,12 +171,14 @@ func New(opts Options) (*Cluster, error) {
 		Logger:          opts.Logger,
 		Version:         serverVersion,
 		MinWatchTimeout: 30 * time.Minute,
+		Connect:         streams,
 	})
 	var h http.Handler = api
 	if opts.Reject != nil {
 		h = newRejecter(api, opts.Reject)
 	}
 	c := &Cluster{opts: opts, store: st, api: api, handler: h, transport: NewInprocTransport(h)}
+	streams.c = c
 	ctx := context.Background()
 	if err := api.EnsureSpace(ctx, layout.DefaultSpace, layout.SpaceKindWDS); err != nil {
 		st.Close()

@@ -553,7 +553,7 @@ func TestClustersIsolated(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{}, {Name: "x", FailureRate: 2}, {Name: "x", Nodes: -1}} {
+	for _, o := range []Options{{}, {Name: "x", FailureRate: 2}, {Name: "x", Nodes: -1}, {Name: "x", LogInterval: -time.Second}} {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) succeeded", o)
 		}

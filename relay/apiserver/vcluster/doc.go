@@ -32,10 +32,38 @@
 // one store watcher for each of the two loops; every open client watch
 // adds one (its handler).
 //
+// The simulated kubelet also answers the pods' connect subresources
+// (kubeapi.Config.Connect, kubelet_streams.go) so that kubectl logs, exec,
+// attach, port-forward and proxy work as against a real cluster:
+//
+//   - a container's log (container.go) is a function of its status: a
+//     few start lines naming pod, container, node, image and ports, then
+//     a heartbeat line every Options.LogInterval while it runs;
+//   - exec runs a few simulated commands (echo, hostname, env, cat
+//     /etc/hostname, date, true, false, sleep, stty size, sh and bash,
+//     interactive on a terminal); anything else is "command not found",
+//     exit status 127; attach streams the log from then on;
+//   - every container port a pod declares is a tiny HTTP server
+//     (portserver.go) that port-forward and pods/proxy reach, and
+//     services/proxy through a Ready pod the service selects.
+//
+// Streams are served with the kubelet's own libraries
+// (k8s.io/cri-streaming: SPDY and WebSocket v4) and, for what
+// kube-apiserver translates (WebSocket v5 exec and attach, WebSocket
+// tunneling of port-forward), k8s.io/apiserver's proxy handlers toward
+// that kubelet side through in-process pipes (net.Pipe served by an
+// http.Server for the life of one connection). Nothing listens and nothing
+// is kept per pod: a stream reads its pod when it opens, and its
+// goroutines end when it closes. Streams that upgrade (exec, attach,
+// port-forward) need an http.ResponseWriter that can be hijacked: they
+// work over Handler on a real listener, not over InprocTransport.
+//
 // # What it must not do
 //
-// It must not change relay/apiserver/kubeapi or relay/store to suit itself: it is a
-// client of them, as the root relay is. It does not simulate networking,
+// It must not change relay/apiserver/kubeapi or relay/store to suit
+// itself: it is a client of them, as the root relay is
+// (kubeapi.Config.Connect is a hook any server may set, as kube-apiserver
+// hands the same requests to kubelets). It does not simulate networking,
 // volumes, probes, node heartbeats or leases, ControllerRevisions, events,
 // CronJobs, rollout progress deadlines, minReadySeconds or Job retry
 // back-off.

@@ -1,0 +1,182 @@
+package vcluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/canopy-dev/canopy/test/poll"
+	"github.com/canopy-dev/canopy/test/procs"
+)
+
+// kubectlFor writes a kubeconfig for the served cluster at host and
+// returns a function running kubectl with it (and env) on stdin.
+func kubectlFor(t *testing.T, host string) func(ctx context.Context, env []string, stdin string, args ...string) *exec.Cmd {
+	t.Helper()
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("kubectl is needed on PATH: %v", err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["vc"] = &clientcmdapi.Cluster{Server: host}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["vc"] = &clientcmdapi.Context{Cluster: "vc", AuthInfo: "admin", Namespace: "default"}
+	kc.CurrentContext = "vc"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context, env []string, stdin string, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", path}, args...)...)
+		cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
+		cmd.Stdin = strings.NewReader(stdin)
+		return cmd
+	}
+}
+
+// TestKubectl runs the real kubectl against a served cluster: logs -f,
+// exec and port-forward, over WebSockets (kubectl's first choice) and over
+// SPDY (its fallback, forced by its environment switches).
+func TestKubectl(t *testing.T) {
+	_, cs, cfg := servedCluster(t, Options{})
+	runningPod(t, cs, webPod("kc"))
+	kubectl := kubectlFor(t, cfg.Host)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	run := func(env []string, stdin string, args ...string) (string, string, int) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := kubectl(ctx, env, stdin, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			return stdout.String(), stderr.String(), ee.ExitCode()
+		case err != nil:
+			t.Fatalf("kubectl %q: %v", args, err)
+		}
+		return stdout.String(), stderr.String(), 0
+	}
+
+	// logs -f: read the start lines and two heartbeats, then go.
+	fctx, fcancel := context.WithCancel(ctx)
+	cmd := kubectl(fctx, nil, "", "logs", "-f", "kc", "-c", "web")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var lines []string
+	for len(lines) < 7 && sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	fcancel()
+	_ = cmd.Wait()
+	if len(lines) < 7 || !strings.HasPrefix(lines[0], "starting container web of pod default/kc on node ") ||
+		lines[4] != "ready" || !strings.Contains(lines[5], "default/kc web: heartbeat") || !strings.Contains(lines[6], "default/kc web: heartbeat") {
+		t.Errorf("kubectl logs -f: %q", lines)
+	}
+	if _, stderr, code := run(nil, "", "logs", "kc", "-c", "web", "--previous"); code != 1 ||
+		!strings.Contains(stderr, `previous terminated container "web" in pod "kc" not found`) {
+		t.Errorf("kubectl logs --previous: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code := run(nil, "", "logs", "kc", "-c", "nope"); code != 1 || !strings.Contains(stderr, "container nope is not valid for pod kc") {
+		t.Errorf("kubectl logs -c nope: exit %d, %q", code, stderr)
+	}
+
+	for proto, env := range map[string][]string{
+		"websocket": nil,
+		"spdy":      {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"},
+	} {
+		for _, c := range []struct {
+			stdin          string
+			args           []string
+			stdout, stderr string
+			code           int
+		}{
+			{args: []string{"exec", "kc", "-c", "web", "--", "echo", "hello", "there"}, stdout: "hello there\n"},
+			{args: []string{"exec", "kc", "-c", "web", "--", "false"}, stderr: "command terminated with exit code 1", code: 1},
+			{args: []string{"exec", "kc", "-c", "web", "--", "nope"}, stderr: "nope: command not found", code: 127},
+			{args: []string{"exec", "-i", "kc", "-c", "web", "--", "sh"}, stdin: "hostname\necho hi\nexit 5\n", stdout: "kc\nhi\n", code: 5},
+			{args: []string{"exec", "kc", "-c", "nope", "--", "true"}, stderr: "container nope is not valid for pod kc", code: 1},
+		} {
+			stdout, stderr, code := run(env, c.stdin, c.args...)
+			if code != c.code || stdout != c.stdout || !strings.Contains(stderr, c.stderr) {
+				t.Errorf("%s kubectl %q: exit %d stdout %q stderr %q; want %d %q %q", proto, c.args, code, stdout, stderr, c.code, c.stdout, c.stderr)
+			}
+		}
+
+		// port-forward, then HTTP through it; a port the pod does not
+		// declare reports the kubelet's refusal.
+		for port, want := range map[int]string{9090: "hello from default/kc port 9090: GET /x\n", 7070: ""} {
+			pctx, pcancel := context.WithCancel(ctx)
+			cmd := kubectl(pctx, env, "", "port-forward", "--address", "127.0.0.1", "pod/kc", fmt.Sprintf(":%d", port))
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stderr := &procs.Buffer{}
+			cmd.Stderr = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			local := forwardedPort(t, stdout)
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%s/x", local))
+			body := ""
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body = string(b)
+			}
+			if want == "" {
+				if err == nil {
+					t.Errorf("%s port-forward to a closed port: got %q", proto, body)
+				}
+				poll.True(t, proto+" port-forward reports the refusal", func() bool {
+					s := stderr.String()
+					return strings.Contains(s, "error forwarding port 7070 to pod kc") && strings.Contains(s, "connection refused")
+				})
+			} else if body != want {
+				t.Errorf("%s port-forward: got %q, %v; want %q (stderr %q)", proto, body, err, want, stderr.String())
+			}
+			pcancel()
+			_ = cmd.Wait()
+		}
+	}
+}
+
+var forwardingRE = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+
+// forwardedPort reads kubectl port-forward's output until it names its
+// local port.
+func forwardedPort(t *testing.T, stdout io.Reader) string {
+	t.Helper()
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if m := forwardingRE.FindStringSubmatch(sc.Text()); m != nil {
+			go func() { _, _ = io.Copy(io.Discard, stdout) }()
+			return m[1]
+		}
+	}
+	t.Fatalf("kubectl port-forward said no port: %v", sc.Err())
+	return ""
+}
