@@ -55,8 +55,9 @@
 // http.Server for the life of one connection). Nothing listens and nothing
 // is kept per pod: a stream reads its pod when it opens, and its
 // goroutines end when it closes. Streams that upgrade (exec, attach,
-// port-forward) need an http.ResponseWriter that can be hijacked: they
-// work over Handler on a real listener, not over InprocTransport.
+// port-forward) work over Handler on a real listener and over
+// InprocTransport, whose 101 responses carry the connection
+// (httputil.ReverseProxy passes them on).
 //
 // # What it must not do
 //

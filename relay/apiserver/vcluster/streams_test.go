@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -508,4 +510,52 @@ func TestNotRunning(t *testing.T) {
 	_, err = doRaw(ctx, cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/default/pods/pending/proxy/"))
 	wantStatus(t, "proxy", err, 400, "address not allowed")
 
+}
+
+// TestStreamsThroughTransport carries the streams through the cluster's
+// in-process transport behind a reverse proxy, as a proxy in front of
+// many virtual clusters would: upgrades pass through InprocTransport.
+func TestStreamsThroughTransport(t *testing.T) {
+	c, _ := startCluster(t, Options{LogInterval: testLogInterval})
+	target, _ := url.Parse(c.RESTConfig().Host)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = c.Transport()
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	cfg := &rest.Config{Host: srv.URL}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runningPod(t, cs, webPod("tr"))
+	ctx := context.Background()
+
+	opts := &corev1.PodExecOptions{Container: "web", Command: []string{"sh"}, Stdin: true, Stdout: true, Stderr: true}
+	for proto, ex := range executors(t, cfg, cs, "tr", opts) {
+		var stdout, stderr bytes.Buffer
+		err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("hostname\nnope\nexit 7\n"), Stdout: &stdout, Stderr: &stderr})
+		var ce exec.CodeExitError
+		if !errors.As(err, &ce) || ce.Code != 7 || stdout.String() != "tr\n" || stderr.String() != "nope: command not found\n" {
+			t.Errorf("%s exec through the transport: %v, %q, %q", proto, err, stdout.String(), stderr.String())
+		}
+	}
+	for proto, dial := range forwarders(t, cfg, cs, "tr") {
+		d, err := dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := forward(t, d, 8080)
+		if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/t", local)); body != "hello from default/tr port 8080: GET /t\n" {
+			t.Errorf("%s port-forward through the transport: %q", proto, body)
+		}
+	}
+	rc, err := cs.CoreV1().Pods("default").GetLogs("tr", &corev1.PodLogOptions{Container: "web", Follow: true, TailLines: ptr.To[int64](0)}).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	if !sc.Scan() || !strings.Contains(sc.Text(), "default/tr web: heartbeat") {
+		t.Errorf("followed log through the transport: %q, %v", sc.Text(), sc.Err())
+	}
 }

@@ -1,9 +1,13 @@
 package vcluster
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,6 +21,13 @@ import (
 // io.Pipe, so long-running responses (watches) work: RoundTrip returns as
 // soon as the handler has written its header or flushed, and every Flush
 // makes what was written so far readable.
+//
+// A handler that hijacks the connection (an upgrade to SPDY or WebSocket:
+// exec, attach, port-forward) gets one end of a net.Pipe; the response it
+// writes there is read back as the RoundTrip's response, and for 101
+// Switching Protocols the body is the pipe's other end, an
+// io.ReadWriteCloser, as net/http's Transport returns it (so that
+// httputil.ReverseProxy carries upgrades through it).
 //
 // The request's context cancels the handler; so does closing the response
 // body. InprocTransport is safe for concurrent use.
@@ -40,7 +51,7 @@ func (t *InprocTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(req.Context())
 	sreq := serverRequest(ctx, req)
 	pr, pw := io.Pipe()
-	rw := &pipeResponseWriter{header: http.Header{}, pw: pw, ready: make(chan struct{})}
+	rw := &pipeResponseWriter{ctx: ctx, header: http.Header{}, pw: pw, ready: make(chan struct{}), hijacked: make(chan net.Conn, 1)}
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -53,6 +64,9 @@ func (t *InprocTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}()
 	select {
 	case <-rw.ready:
+	case conn := <-rw.hijacked:
+		pr.Close()
+		return upgradedResponse(req, conn, cancel)
 	case <-ctx.Done():
 		cancel()
 		pr.CloseWithError(ctx.Err())
@@ -65,7 +79,7 @@ func (t *InprocTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        rw.sent,
-		Body:          &pipeBody{pr: pr, cancel: cancel},
+		Body:          &pipeBody{r: pr, close: func() error { cancel(); return pr.Close() }},
 		ContentLength: -1,
 		Request:       req,
 	}
@@ -75,6 +89,38 @@ func (t *InprocTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// upgradedResponse reads the response a hijacking handler wrote on conn;
+// the body of a 101 is the connection itself.
+func upgradedResponse(req *http.Request, conn net.Conn, cancel context.CancelFunc) (*http.Response, error) {
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		conn.Close()
+		cancel()
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &upgradedBody{Reader: br, conn: conn, cancel: cancel}
+		return resp, nil
+	}
+	resp.Body = &pipeBody{r: resp.Body, close: func() error { cancel(); return conn.Close() }}
+	return resp, nil
+}
+
+// upgradedBody is the client's end of an upgraded connection.
+type upgradedBody struct {
+	*bufio.Reader
+	conn   net.Conn
+	cancel context.CancelFunc
+}
+
+func (b *upgradedBody) Write(p []byte) (int, error) { return b.conn.Write(p) }
+
+func (b *upgradedBody) Close() error {
+	b.cancel()
+	return b.conn.Close()
 }
 
 func closeBody(req *http.Request) {
@@ -102,29 +148,69 @@ func serverRequest(ctx context.Context, req *http.Request) *http.Request {
 
 // pipeBody is the response body: closing it stops the handler.
 type pipeBody struct {
-	pr     *io.PipeReader
-	cancel context.CancelFunc
+	r     io.Reader
+	close func() error
 }
 
-func (b *pipeBody) Read(p []byte) (int, error) { return b.pr.Read(p) }
+func (b *pipeBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 
-func (b *pipeBody) Close() error {
-	b.cancel()
-	return b.pr.Close()
-}
+func (b *pipeBody) Close() error { return b.close() }
 
 // pipeResponseWriter is the handler's side. The header is sent (ready is
 // closed) on WriteHeader, the first Write, Flush or when the handler
 // returns; writes then go straight into the pipe, so a handler blocks until
-// the client reads (or closes the body).
+// the client reads (or closes the body). A 101 is held until the handler
+// hijacks the connection (hijacked), then written on it, as net/http does.
 type pipeResponseWriter struct {
-	header http.Header
-	pw     *io.PipeWriter
+	ctx      context.Context // the request's
+	header   http.Header
+	pw       *io.PipeWriter
+	hijacked chan net.Conn
 
-	mu    sync.Mutex
-	code  int
-	sent  http.Header // snapshot of header at WriteHeader
-	ready chan struct{}
+	mu        sync.Mutex
+	code      int
+	sent      http.Header // snapshot of header at WriteHeader
+	ready     chan struct{}
+	readyOnce sync.Once
+	conn      net.Conn // the handler's end, once hijacked
+}
+
+var _ http.Hijacker = (*pipeResponseWriter)(nil)
+
+// Hijack implements http.Hijacker.
+func (w *pipeResponseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.mu.Lock()
+	if w.conn != nil {
+		w.mu.Unlock()
+		return nil, nil, http.ErrHijacked
+	}
+	if w.sent != nil && w.code != http.StatusSwitchingProtocols {
+		w.mu.Unlock()
+		return nil, nil, errors.New("vcluster: hijack after the response was sent")
+	}
+	client, server := net.Pipe()
+	w.conn = server
+	var head []byte
+	if w.sent != nil {
+		// The 101 written before hijacking goes out first.
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", w.code, http.StatusText(w.code))
+		_ = w.sent.Write(&b)
+		b.WriteString("\r\n")
+		head = b.Bytes()
+	}
+	w.mu.Unlock()
+	w.hijacked <- client
+	if head != nil {
+		// A client gone before reading it must not block the handler.
+		stop := context.AfterFunc(w.ctx, func() { server.Close() })
+		_, err := server.Write(head)
+		stop()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return server, bufio.NewReadWriter(bufio.NewReader(server), bufio.NewWriter(server)), nil
 }
 
 func (w *pipeResponseWriter) Header() http.Header { return w.header }
@@ -145,7 +231,9 @@ func (w *pipeResponseWriter) writeHeaderLocked(code int) {
 	w.code = code
 	w.sent = w.header.Clone()
 	w.sent.Del("Transfer-Encoding")
-	close(w.ready)
+	if code != http.StatusSwitchingProtocols {
+		w.readyOnce.Do(func() { close(w.ready) })
+	}
 }
 
 func (w *pipeResponseWriter) Write(b []byte) (int, error) {
@@ -171,6 +259,10 @@ func (w *pipeResponseWriter) finish(err error) {
 	}
 	w.mu.Lock()
 	w.writeHeaderLocked(code)
+	if w.conn == nil {
+		// A 101 never hijacked is answered as it is, without a body.
+		w.readyOnce.Do(func() { close(w.ready) })
+	}
 	w.mu.Unlock()
 	if err != nil {
 		w.pw.CloseWithError(err)
