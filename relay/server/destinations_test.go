@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -396,4 +398,124 @@ func TestProxyStreamsPerLinkAreBounded(t *testing.T) {
 		return err
 	})
 	stops[1]()
+}
+
+var forwardingRE = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+
+// Through root and region to a virtual cluster, the stock kubectl reads
+// logs (and follows them), execs (with and without stdin) and
+// port-forwards, over WebSocket and over SPDY.
+func TestStreamsThroughTwoTiers(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
+	poll.True(t, "region serving", func() bool { return region.LinkAddr() != "" })
+	startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+		JoinToken: token, InMemory: true, VirtualCluster: true})
+	cfg, err := pki.KubeconfigForDestination(root.KubeconfigPath(), "default", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "e1.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	kubectl := func(ctx context.Context, env []string, stdin string, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, kubecluster.Kubectl(t), append([]string{"--kubeconfig", kc}, args...)...)
+		cmd.Env = append(append(os.Environ(), "HOME="+home), env...)
+		cmd.Stdin = strings.NewReader(stdin)
+		return cmd
+	}
+	run := func(env []string, stdin string, args ...string) (string, string, int) {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		cmd := kubectl(t.Context(), env, stdin, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return stdout.String(), stderr.String(), ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("kubectl %q: %v", args, err)
+		}
+		return stdout.String(), stderr.String(), 0
+	}
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\n" +
+		"spec: {containers: [{name: web, image: nginx, ports: [{containerPort: 8080}]}]}\n"
+	poll.Until(t, "the pod created through the tree", func() error {
+		if out, stderr, code := run(nil, pod, "apply", "-f", "-"); code != 0 {
+			return fmt.Errorf("exit %d: %s %s", code, out, stderr)
+		}
+		return nil
+	})
+	poll.Until(t, "the pod running", func() error {
+		out, stderr, code := run(nil, "", "get", "pod", "web", "-o", "jsonpath={.status.phase}")
+		if code != 0 || out != "Running" {
+			return fmt.Errorf("phase %q (exit %d, %s)", out, code, stderr)
+		}
+		return nil
+	})
+
+	// logs -f: the start lines, then it goes on.
+	fctx, fcancel := context.WithCancel(t.Context())
+	follow := kubectl(fctx, nil, "", "logs", "-f", "web")
+	out, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var lines []string
+	for len(lines) < 6 && sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	fcancel()
+	_ = follow.Wait()
+	if len(lines) < 6 || !strings.HasPrefix(lines[0], "starting container web of pod default/web") || !strings.Contains(lines[5], "heartbeat") {
+		t.Errorf("kubectl logs -f through the tree: %q", lines)
+	}
+
+	for proto, env := range map[string][]string{
+		"websocket": nil,
+		"spdy":      {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"},
+	} {
+		if stdout, stderr, code := run(env, "", "exec", "web", "--", "echo", "through", "the", "tree"); code != 0 || stdout != "through the tree\n" {
+			t.Errorf("%s exec: exit %d %q %q", proto, code, stdout, stderr)
+		}
+		if stdout, stderr, code := run(env, "hostname\nexit 3\n", "exec", "-i", "web", "--", "sh"); code != 3 || stdout != "web\n" {
+			t.Errorf("%s exec -i sh: exit %d %q %q", proto, code, stdout, stderr)
+		}
+		pctx, pcancel := context.WithCancel(t.Context())
+		pf := kubectl(pctx, env, "", "port-forward", "--address", "127.0.0.1", "pod/web", ":8080")
+		pout, err := pf.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pf.Start(); err != nil {
+			t.Fatal(err)
+		}
+		local := ""
+		for sc := bufio.NewScanner(pout); local == "" && sc.Scan(); {
+			if m := forwardingRE.FindStringSubmatch(sc.Text()); m != nil {
+				local = m[1]
+			}
+		}
+		go func() { _, _ = io.Copy(io.Discard, pout) }()
+		resp, err := http.Get("http://127.0.0.1:" + local + "/x")
+		if err != nil {
+			t.Errorf("%s port-forward: %v", proto, err)
+		} else {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := "hello from default/web port 8080: GET /x\n"; string(b) != want {
+				t.Errorf("%s port-forward: %q, want %q", proto, b, want)
+			}
+		}
+		pcancel()
+		_ = pf.Wait()
+	}
 }
