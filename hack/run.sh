@@ -156,6 +156,11 @@ with edge-2-1..3; every edge has a virtual cluster. Data in $DATA.
                                           # the Deployment as edge-1-2 applies it
   kubectl --context=mailbox-region-1 get deployments -A
                                           # region-1's mailbox: a read-only view of what it receives
+  $relay kubeconfig --data-dir=$root_dir --destination=edge-1-2 > $DATA/edge-1-2.kubeconfig
+  kubectl --kubeconfig=$DATA/edge-1-2.kubeconfig get pods -n demo
+                                          # edge-1-2's own cluster, through the root and region-1
+  kubectl --kubeconfig=$DATA/edge-1-2.kubeconfig logs -n demo deploy/hello
+  kubectl --kubeconfig=$DATA/edge-1-2.kubeconfig exec -n demo deploy/hello -- hostname
   tail -f $DATA/*.log    # what each relay does
 
 Stop the tree with Ctrl-C; 'make run' again resumes with everything kept.
