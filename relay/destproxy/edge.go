@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 
 	"github.com/canopy-dev/canopy/relay/transport/link"
@@ -100,32 +99,8 @@ func (e *Edge) Start(ctx context.Context) error {
 func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
 	req := r.Context().Value(requestKey{}).(proxy.Request)
 	stripCredentials(r.Header)
-	e.impersonate(r.Header, req)
+	impersonate(r.Header, e.cfg.UserPrefix, req.User, req.UID, req.Groups, req.Extra, e.cfg.Groups)
 	e.cfg.Cluster.ServeHTTP(w, r)
-}
-
-// impersonate sets the headers that make the cluster see the request as
-// req's user, prefixed.
-func (e *Edge) impersonate(h http.Header, req proxy.Request) {
-	p := e.cfg.UserPrefix
-	h.Set("Impersonate-User", p+req.User)
-	if req.UID != "" {
-		h.Set("Impersonate-Uid", req.UID)
-	}
-	for _, g := range req.Groups {
-		if g == user.AllAuthenticated || g == user.AllUnauthenticated {
-			continue // the cluster adds its own
-		}
-		h.Add("Impersonate-Group", p+g)
-	}
-	for _, g := range e.cfg.Groups {
-		h.Add("Impersonate-Group", g)
-	}
-	for k, vs := range req.Extra {
-		for _, v := range vs {
-			h.Add("Impersonate-Extra-"+url.PathEscape(k), v)
-		}
-	}
 }
 
 // ClusterHandler is a reverse proxy to the kube API that rc names, with

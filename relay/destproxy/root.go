@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,14 @@ type RootConfig struct {
 	// Opener opens proxy streams toward destinations (the root's
 	// session.Downlink).
 	Opener proxy.Opener
+	// Elsewhere, when set (a replica of a root), returns the API URL of the
+	// replica that holds the link toward destination when it is not this
+	// one, or "". A request for such a destination is passed to that
+	// replica as the same user: with PeerToken (the admin token, shared by
+	// the replicas) and impersonation headers, over Peer.
+	Elsewhere func(destination string) string
+	Peer      http.RoundTripper
+	PeerToken string
 	// MaxBodyBytes bounds request bodies (default 3 MiB, the root API's).
 	MaxBodyBytes int64
 	// Audit receives one JSON line per request (nil: none).
@@ -173,10 +182,16 @@ func (h *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(sw, r.Body, h.cfg.MaxBodyBytes)
 	}
 
+	if h.cfg.Elsewhere != nil && r.Header.Get(ForwardedHeader) == "" {
+		if base := h.cfg.Elsewhere(dest); base != "" {
+			h.forward(sw, r, base, u, rec)
+			return
+		}
+	}
+
 	// The credential's ID names the root's credential: nothing below
 	// has a use for it, and impersonating it would need a grant of its own.
-	extra := maps.Clone(u.GetExtra())
-	delete(extra, user.CredentialIDKey)
+	extra := extraOf(u)
 	req := proxy.Request{Destination: dest, ID: rec.ID, User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: extra}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -204,6 +219,76 @@ func (h *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	rp.ServeHTTP(sw, r)
+}
+
+// ForwardedHeader marks a request one replica of a root passed to another
+// (RootConfig.Elsewhere), which does not pass it on again.
+const ForwardedHeader = "X-Canopy-Forwarded-By"
+
+// forward passes r to the replica at base as user u.
+func (h *Root) forward(w http.ResponseWriter, r *http.Request, base string, u user.Info, rec *AuditRecord) {
+	target, err := url.Parse(base)
+	if err != nil {
+		se := badGateway(fmt.Sprintf("the replica holding the link to %s: %v", rec.Destination, err))
+		rec.Status, rec.Error = int(se.ErrStatus.Code), se.ErrStatus.Message
+		writeStatus(w, se)
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			stripCredentials(pr.Out.Header)
+			pr.Out.Header.Set("Authorization", "Bearer "+h.cfg.PeerToken)
+			impersonate(pr.Out.Header, "", u.GetName(), u.GetUID(), u.GetGroups(), extraOf(u), nil)
+			pr.Out.Header.Set(ForwardedHeader, "1")
+		},
+		Transport:     h.cfg.Peer,
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			rec.Status = resp.StatusCode
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			se := statusFor(rec.Destination, err)
+			rec.Status, rec.Error = int(se.ErrStatus.Code), se.ErrStatus.Message
+			writeStatus(w, se)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// extraOf is u's extra information to pass on: without the ID of the
+// credential the root authenticated, which nothing below has a use for
+// and whose impersonation would need a grant of its own.
+func extraOf(u user.Info) map[string][]string {
+	extra := maps.Clone(u.GetExtra())
+	delete(extra, user.CredentialIDKey)
+	return extra
+}
+
+// impersonate sets the headers that make a kube API see a request as the
+// user name in groups (the authenticated groups left to it), each with
+// prefix, in the groups more as they are.
+func impersonate(h http.Header, prefix, name, uid string, groups []string, extra map[string][]string, more []string) {
+	h.Set("Impersonate-User", prefix+name)
+	if uid != "" {
+		h.Set("Impersonate-Uid", uid)
+	}
+	for _, g := range groups {
+		if g == user.AllAuthenticated || g == user.AllUnauthenticated {
+			continue // the API adds its own
+		}
+		h.Add("Impersonate-Group", prefix+g)
+	}
+	for _, g := range more {
+		h.Add("Impersonate-Group", g)
+	}
+	for k, vs := range extra {
+		for _, v := range vs {
+			h.Add("Impersonate-Extra-"+url.PathEscape(k), v)
+		}
+	}
 }
 
 // split parses /destinations/NAME/REST into NAME, REST and REST escaped.

@@ -519,3 +519,47 @@ func TestStreamsThroughTwoTiers(t *testing.T) {
 		_ = pf.Wait()
 	}
 }
+
+// Each replica of a root reaches every destination: an edge links to one
+// replica, and the others pass its requests there as the same user.
+func TestDestinationsThroughEveryReplica(t *testing.T) {
+	rs := startReplicas(t, 3)
+	leader := leaderOf(t, rs)
+	token := joinToken(t, rs[leader].Root)
+	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(),
+		Parents: []string{rs[0].LinkAddr()}, JoinToken: token, InMemory: true, VirtualCluster: true})
+	poll.True(t, "edge connected", func() bool { return edge.Uplink().Connected() })
+	for _, r := range rs {
+		nodes, err := dynamic.NewForConfig(adminDestinationConfig(t, r.Root, "e1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, "e1's nodes through "+r.cfg.Name, func() error {
+			l, err := nodes.Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(l.Items) == 0 || l.Items[0].GetName() != "e1-node-0" {
+				return fmt.Errorf("nodes %v", l.Items)
+			}
+			return nil
+		})
+	}
+	// A user who may not reach e1 is refused by whichever replica: the one
+	// that passes the request on, or the one it passes it to.
+	for _, r := range rs {
+		rc := adminDestinationConfig(t, r.Root, "e1")
+		certPEM, keyPEM, err := r.ca.IssueClient("mallory", nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.BearerToken, rc.CertData, rc.KeyData = "", certPEM, keyPEM
+		c, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Resource(gvrConfigMaps).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("mallory through %s: %v, want 403", r.cfg.Name, err)
+		}
+	}
+}

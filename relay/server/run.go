@@ -260,6 +260,9 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 				return authz.Authorize(ctx, layout.InventorySpace, a)
 			},
 			Opener: down, Audit: audit, Logger: log,
+			Elsewhere: func(dest string) string { return r.replicaHolding(dest) },
+			Peer:      &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true},
+			PeerToken: token,
 		}),
 		down: down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),

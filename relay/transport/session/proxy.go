@@ -26,32 +26,14 @@ const proxyVersion = 5
 // link is too old for proxy streams (Unavailable), and a link that carries
 // DownlinkConfig.MaxProxyStreams streams already (TooManyStreams).
 func (d *Downlink) OpenProxy(ctx context.Context, destination string) (link.Stream, error) {
-	d.mu.Lock()
-	var (
-		via    *childState
-		dest   wire.Destination
-		linked bool
-	)
-	for _, c := range d.children {
-		for _, a := range c.announced {
-			if a.Name != destination {
-				continue
-			}
-			if _, gone := d.hidden[c.id.Name][a.Name]; gone {
-				continue
-			}
-			up := c.conn != nil && a.Connected
-			if via == nil || up && !linked || up == linked && a.LastSeen > dest.LastSeen {
-				via, dest, linked = c, a, up
-			}
-		}
-	}
+	via, dest, linked := d.claimant(destination)
 	var conn link.Conn
 	var version uint32
 	if via != nil {
+		d.mu.Lock()
 		conn, version = via.conn, via.version
+		d.mu.Unlock()
 	}
-	d.mu.Unlock()
 	switch {
 	case via == nil:
 		return nil, proxy.Errorf(proxy.NotFound, "destination %s is not below %s", destination, d.cfg.Name)
@@ -75,6 +57,42 @@ func (d *Downlink) OpenProxy(ctx context.Context, destination string) (link.Stre
 		return nil, proxy.Errorf(proxy.Unavailable, "destination %s: opening a stream to %s: %v", destination, via.id.Name, err)
 	}
 	return &countedStream{Stream: st, n: &via.proxyStreams}, nil
+}
+
+// claimant returns the child that destination is below: the connected
+// one that claims it, the most recently seen if several do (nil if none),
+// its claim, and whether that child's link to this relay is up and the
+// child says the destination is connected.
+func (d *Downlink) claimant(destination string) (via *childState, dest wire.Destination, linked bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.children {
+		for _, a := range c.announced {
+			if a.Name != destination {
+				continue
+			}
+			if _, gone := d.hidden[c.id.Name][a.Name]; gone {
+				continue
+			}
+			up := c.conn != nil && a.Connected
+			if via == nil || up && !linked || up == linked && a.LastSeen > dest.LastSeen {
+				via, dest, linked = c, a, up
+			}
+		}
+	}
+	return via, dest, linked
+}
+
+// Reaches reports which child destination is below (empty if none) and
+// whether that child's link is up here: a replica of a root that does not
+// hold the child's link (linked false) finds the one that does in the
+// child's link record (LinkHolder).
+func (d *Downlink) Reaches(destination string) (child string, linked bool) {
+	via, _, linked := d.claimant(destination)
+	if via == nil {
+		return "", false
+	}
+	return via.id.Name, linked
 }
 
 // lastSeen says when a destination was last heard from.
