@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -562,4 +563,50 @@ func TestDestinationsThroughEveryReplica(t *testing.T) {
 			t.Errorf("mallory through %s: %v, want 403", r.cfg.Name, err)
 		}
 	}
+}
+
+// A watch through a region whose edge re-homes to a sibling ends; the
+// next request takes the new path.
+func TestDestinationRequestsFollowARehoming(t *testing.T) {
+	root := startTestRoot(t)
+	token := joinToken(t, root)
+	startRegion := func(name string, join ...string) (*Child, func()) {
+		c, err := OpenChild(ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+			JoinToken: token, LinkAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Join: join, InMemory: true}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := serveInBackground(t, name, c.Serve)
+		poll.True(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
+		return c, stop
+	}
+	r1, stopR1 := startRegion("r1")
+	r2, _ := startRegion("r2", r1.Siblings().PeerAddr())
+	poll.True(t, "r1 and r2 to find each other", func() bool {
+		a, _ := r1.Siblings().Addrs()
+		return slices.Equal(a, []string{r2.LinkAddr()})
+	})
+	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{r1.LinkAddr()},
+		JoinToken: token, VirtualCluster: true, InMemory: true})
+	poll.True(t, "e1 told of r2", func() bool { return edge.Uplink().Connected() })
+	dc, err := dynamic.NewForConfig(adminDestinationConfig(t, root, "e1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := dc.Resource(gvrConfigMaps).Namespace("default")
+	poll.Until(t, "e1 through r1", func() error { _, err := cms.List(t.Context(), metav1.ListOptions{}); return err })
+	w, err := cms.Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopR1()
+	for range w.ResultChan() {
+	}
+	poll.Until(t, "e1 through r2", func() error {
+		if child, linked := root.down.Reaches("e1"); child != "r2" || !linked {
+			return fmt.Errorf("the root reaches e1 through %q (linked %v)", child, linked)
+		}
+		_, err := cms.List(t.Context(), metav1.ListOptions{})
+		return err
+	})
 }
