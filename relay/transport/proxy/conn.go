@@ -50,7 +50,11 @@ type Conn struct {
 	// (*Error), or Close was called (net.ErrClosed).
 	err             error
 	readDL, writeDL time.Time
-	closeOnce       sync.Once
+	// closing: Close was called; readDone: the other end's direction
+	// ended; linger aborts the stream if it does not after Close.
+	closing, readDone, released bool
+	linger                      *time.Timer
+	closeOnce                   sync.Once
 }
 
 func newConn(st link.Stream, req Request, opener bool) *Conn {
@@ -84,8 +88,18 @@ func (c *Conn) failLocked(err error) {
 	c.notifyLocked()
 }
 
-// readLoop reads the other end's frames until the stream ends.
+// readLoop reads the other end's frames until the stream ends; then,
+// once Close was called too, it releases the stream.
 func (c *Conn) readLoop(r *wire.Reader) {
+	defer func() {
+		c.mu.Lock()
+		c.readDone = true
+		release := c.closing
+		c.mu.Unlock()
+		if release {
+			c.release()
+		}
+	}()
 	for {
 		m, err := r.Read()
 		c.mu.Lock()
@@ -98,54 +112,67 @@ func (c *Conn) readLoop(r *wire.Reader) {
 			if err != nil {
 				c.failLocked(fmt.Errorf("proxy: stream %s: %w", c.req.ID, err))
 			}
+			c.notifyLocked()
 			c.mu.Unlock()
 			return
 		}
-		err = c.receiveLocked(m)
+		grant, err := c.receiveLocked(m)
 		if err != nil {
 			c.failLocked(err)
 			c.mu.Unlock()
-			c.st.Close()
+			c.st.Abort()
 			return
 		}
 		c.notifyLocked()
+		release := c.closing && c.inEOF
 		c.mu.Unlock()
+		if grant > 0 {
+			_ = c.send(&wire.ProxyCredit{Bytes: uint64(grant)})
+		}
+		if release {
+			c.release()
+		}
 	}
 }
 
-func (c *Conn) receiveLocked(m wire.Message) error {
+// receiveLocked takes one frame of the other end. After Close, data is
+// dropped and its credit granted back at once (the grant returned), so
+// that the other end finishes what it writes and closes.
+func (c *Conn) receiveLocked(m wire.Message) (grant int, err error) {
 	if c.awaitReady {
 		switch m := m.(type) {
 		case *wire.ProxyReady:
 			c.awaitReady = false
-			return nil
+			return 0, nil
 		case *wire.Error:
-			return fromWire(m)
+			return 0, fromWire(m)
 		}
-		return fmt.Errorf("proxy: %s before ProxyReady", m.Type())
+		return 0, fmt.Errorf("proxy: %s before ProxyReady", m.Type())
 	}
 	switch m := m.(type) {
 	case *wire.ProxyData:
-		if c.inEOF {
-			return errors.New("proxy: ProxyData after ProxyClose")
-		}
-		if len(c.in)+len(m.Data) > wire.ProxyWindow {
-			return fmt.Errorf("proxy: the other end sent %d bytes beyond its window", len(c.in)+len(m.Data)-wire.ProxyWindow)
+		switch {
+		case c.inEOF:
+			return 0, errors.New("proxy: ProxyData after ProxyClose")
+		case len(c.in)+len(m.Data) > wire.ProxyWindow:
+			return 0, fmt.Errorf("proxy: the other end sent %d bytes beyond its window", len(c.in)+len(m.Data)-wire.ProxyWindow)
+		case c.closing:
+			return len(m.Data), nil
 		}
 		c.in = append(c.in, m.Data...)
 	case *wire.ProxyCredit:
 		if m.Bytes > wire.ProxyWindow {
-			return fmt.Errorf("proxy: credit of %d bytes", m.Bytes)
+			return 0, fmt.Errorf("proxy: credit of %d bytes", m.Bytes)
 		}
 		c.credit += int(m.Bytes)
 	case *wire.ProxyClose:
 		c.inEOF = true
 	case *wire.Error:
-		return fromWire(m)
+		return 0, fromWire(m)
 	default:
-		return fmt.Errorf("proxy: unexpected %s", m.Type())
+		return 0, fmt.Errorf("proxy: unexpected %s", m.Type())
 	}
-	return nil
+	return 0, nil
 }
 
 // wait blocks until ready (called with c.mu held, returns with it held)
@@ -261,27 +288,61 @@ func (c *Conn) CloseWrite() error {
 	return c.send(&wire.ProxyClose{})
 }
 
-// Close implements net.Conn: it ends both directions and the stream, after
-// a ProxyClose if this end had not sent one; during a Write (a peer that
-// stopped reading the link), at once.
+// closeLinger bounds how long a closed Conn waits for the other end to
+// close its direction too before it aborts the stream.
+const closeLinger = 10 * time.Second
+
+// Close implements net.Conn. It ends this end's direction (ProxyClose, if
+// CloseWrite did not) and fails Read and Write at once. What the other
+// end still sends is dropped, its credit granted back, until that end
+// closes its direction too: then the stream is released, so that
+// neither end is cut off by a reset while the other finishes. An end that
+// does not close within closeLinger, or a Close during a Write (a peer
+// that stopped reading the link), aborts the stream.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		closeWrite := !c.outEOF && c.err == nil
-		c.outEOF = true
+		c.outEOF, c.closing, c.in = true, true, nil
 		c.failLocked(net.ErrClosed)
+		done := c.readDone || c.inEOF
 		c.mu.Unlock()
 		if !c.wmu.TryLock() {
 			c.st.Abort()
 			return
 		}
-		defer c.wmu.Unlock()
 		if closeWrite && c.w.Write(&wire.ProxyClose{}) == nil {
 			_ = c.w.Flush()
 		}
-		c.st.Close()
+		c.wmu.Unlock()
+		if done {
+			c.release()
+			return
+		}
+		c.mu.Lock()
+		if !c.readDone && !c.inEOF { // else readLoop released the stream meanwhile
+			c.linger = time.AfterFunc(closeLinger, c.st.Abort)
+		}
+		c.mu.Unlock()
 	})
 	return nil
+}
+
+// release closes the stream once both directions ended (each end sent
+// ProxyClose, or the stream ended), at most once.
+func (c *Conn) release() {
+	c.mu.Lock()
+	if c.linger != nil {
+		c.linger.Stop()
+	}
+	released := c.released
+	c.released = true
+	c.mu.Unlock()
+	if !released {
+		c.wmu.Lock() // a credit may be on its way out
+		defer c.wmu.Unlock()
+		c.st.Close()
+	}
 }
 
 // LocalAddr and RemoteAddr name the request (no socket is involved).
@@ -291,29 +352,26 @@ func (c *Conn) RemoteAddr() net.Addr {
 }
 
 // SetDeadline implements net.Conn.
-func (c *Conn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.readDL, c.writeDL = t, t
-	c.notifyLocked()
-	c.mu.Unlock()
-	return nil
-}
+func (c *Conn) SetDeadline(t time.Time) error { return c.setDeadlines(&t, &t) }
 
 // SetReadDeadline implements net.Conn.
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	c.mu.Lock()
-	c.readDL = t
-	c.notifyLocked()
-	c.mu.Unlock()
-	return nil
-}
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.setDeadlines(&t, nil) }
 
 // SetWriteDeadline implements net.Conn.
-func (c *Conn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadlines(nil, &t) }
+
+// setDeadlines sets those given and wakes the calls waiting, so that they
+// see them.
+func (c *Conn) setDeadlines(read, write *time.Time) error {
 	c.mu.Lock()
-	c.writeDL = t
+	defer c.mu.Unlock()
+	if read != nil {
+		c.readDL = *read
+	}
+	if write != nil {
+		c.writeDL = *write
+	}
 	c.notifyLocked()
-	c.mu.Unlock()
 	return nil
 }
 

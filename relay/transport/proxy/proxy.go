@@ -149,22 +149,43 @@ func Forward(ctx context.Context, in link.Stream, o Opener, log *slog.Logger) {
 	splice(in, r.Rest(), out)
 }
 
-// splice copies down to out and out to up: a direction that ends is
-// half-closed on the other side, and one that fails aborts both streams
-// (so the other direction ends too).
+// splice copies down to out and out to up. A direction whose source ends
+// is half-closed at its destination; one whose destination stops taking
+// bytes (its reader went away) is read on and dropped, so that the other
+// direction still delivers what it carries; one whose source fails (its
+// writer went away) aborts both streams.
 func splice(up link.Stream, down io.Reader, out link.Stream) {
 	var wg sync.WaitGroup
 	pass := func(dst link.Stream, src io.Reader) {
-		if _, err := io.Copy(dst, src); err != nil {
+		w := &errWriter{w: dst}
+		_, err := io.Copy(w, src)
+		switch {
+		case err == nil:
+			_ = dst.CloseWrite()
+		case w.err != nil:
+			_, _ = io.Copy(io.Discard, src)
+		default:
 			up.Abort()
 			out.Abort()
-			return
 		}
-		_ = dst.CloseWrite()
 	}
 	wg.Go(func() { pass(out, down) })
 	wg.Go(func() { pass(up, out) })
 	wg.Wait()
+}
+
+// errWriter remembers the error of its writer.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // refuse answers a proxy stream with err (an *Error, or Internal) and
