@@ -124,13 +124,7 @@ func cpuTime() time.Duration {
 // reach the edge's inbox (the links' part) and to be applied at its
 // cluster.
 func propagationUnderWatches(b *testing.B, watches int, read bool) (inbox, applied []time.Duration) {
-	root := startTestRoot(b)
-	token := joinToken(b, root)
-	region := startTestChild(b, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: b.TempDir(), Parents: []string{root.LinkAddr()},
-		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-	poll.True(b, "region serving", func() bool { return region.LinkAddr() != "" })
-	edge := startTestChild(b, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: b.TempDir(), Parents: []string{region.LinkAddr()},
-		JoinToken: token, InMemory: true, VirtualCluster: true})
+	root, _, edge := startChain(b, 0)
 	local, err := dynamic.NewForConfig(edge.cluster.RESTConfig())
 	if err != nil {
 		b.Fatal(err)

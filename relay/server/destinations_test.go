@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -141,8 +140,7 @@ func TestDestinationsThroughTheTree(t *testing.T) {
 	// A watch through the tree sees a change made at the cluster.
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
-	watch := exec.CommandContext(wctx, kubecluster.Kubectl(t), "--kubeconfig", kc, "get", "configmaps", "-n", "default", "-w", "-o", "name")
-	watch.Env = append(os.Environ(), "HOME="+rt.home)
+	watch := kubecluster.KubectlCommand(wctx, t, rt.home, kc, "", nil, "get", "configmaps", "-n", "default", "-w", "-o", "name")
 	stdout, _ := watch.StdoutPipe()
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
@@ -337,6 +335,21 @@ func TestChildCertificateCannotReachDestinations(t *testing.T) {
 	}
 }
 
+// startChain starts a root, a region r1 below it (at most maxProxyStreams
+// proxy streams per link; 0: the default) and an edge e1 with a virtual
+// cluster below r1.
+func startChain(t testing.TB, maxProxyStreams int) (root *Root, region, edge *Child) {
+	t.Helper()
+	root = startTestRoot(t)
+	token := joinToken(t, root)
+	region = startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true, MaxProxyStreams: maxProxyStreams})
+	poll.True(t, "region serving", func() bool { return region.LinkAddr() != "" })
+	edge = startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
+		JoinToken: token, InMemory: true, VirtualCluster: true})
+	return root, region, edge
+}
+
 // adminDestinationConfig reaches destination dest through root r as its
 // admin.
 func adminDestinationConfig(t testing.TB, r *Root, dest string) *rest.Config {
@@ -356,13 +369,7 @@ func adminDestinationConfig(t testing.TB, r *Root, dest string) *rest.Config {
 // 429 from the relay whose link is full, and one that ends makes room.
 // Watches nobody reads do not hold up what the link carries besides.
 func TestProxyStreamsPerLinkAreBounded(t *testing.T) {
-	root := startTestRoot(t)
-	token := joinToken(t, root)
-	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
-		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true, MaxProxyStreams: 2})
-	poll.True(t, "region serving", func() bool { return region.LinkAddr() != "" })
-	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
-		JoinToken: token, InMemory: true, VirtualCluster: true})
+	root, _, edge := startChain(t, 2)
 	local, err := dynamic.NewForConfig(edge.cluster.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -407,13 +414,7 @@ var forwardingRE = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
 // logs (and follows them), execs (with and without stdin) and
 // port-forwards, over WebSocket and over SPDY.
 func TestStreamsThroughTwoTiers(t *testing.T) {
-	root := startTestRoot(t)
-	token := joinToken(t, root)
-	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
-		JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})
-	poll.True(t, "region serving", func() bool { return region.LinkAddr() != "" })
-	startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
-		JoinToken: token, InMemory: true, VirtualCluster: true})
+	root, _, _ := startChain(t, 0)
 	cfg, err := pki.KubeconfigForDestination(root.KubeconfigPath(), "default", "e1")
 	if err != nil {
 		t.Fatal(err)
@@ -424,24 +425,11 @@ func TestStreamsThroughTwoTiers(t *testing.T) {
 	}
 	home := t.TempDir()
 	kubectl := func(ctx context.Context, env []string, stdin string, args ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, kubecluster.Kubectl(t), append([]string{"--kubeconfig", kc}, args...)...)
-		cmd.Env = append(append(os.Environ(), "HOME="+home), env...)
-		cmd.Stdin = strings.NewReader(stdin)
-		return cmd
+		return kubecluster.KubectlCommand(ctx, t, home, kc, stdin, env, args...)
 	}
 	run := func(env []string, stdin string, args ...string) (string, string, int) {
 		t.Helper()
-		var stdout, stderr strings.Builder
-		cmd := kubectl(t.Context(), env, stdin, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return stdout.String(), stderr.String(), ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("kubectl %q: %v", args, err)
-		}
-		return stdout.String(), stderr.String(), 0
+		return kubecluster.KubectlResult(t, home, kc, stdin, env, args...)
 	}
 	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\n" +
 		"spec: {containers: [{name: web, image: nginx, ports: [{containerPort: 8080}]}]}\n"
@@ -570,18 +558,8 @@ func TestDestinationsThroughEveryReplica(t *testing.T) {
 func TestDestinationRequestsFollowARehoming(t *testing.T) {
 	root := startTestRoot(t)
 	token := joinToken(t, root)
-	startRegion := func(name string, join ...string) (*Child, func()) {
-		c, err := OpenChild(ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
-			JoinToken: token, LinkAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Join: join, InMemory: true}, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := serveInBackground(t, name, c.Serve)
-		poll.True(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
-		return c, stop
-	}
-	r1, stopR1 := startRegion("r1")
-	r2, _ := startRegion("r2", r1.Siblings().PeerAddr())
+	r1, stopR1 := startSiblingRegion(t, root, token, "r1")
+	r2, _ := startSiblingRegion(t, root, token, "r2", r1.Siblings().PeerAddr())
 	poll.True(t, "r1 and r2 to find each other", func() bool {
 		a, _ := r1.Siblings().Addrs()
 		return slices.Equal(a, []string{r2.LinkAddr()})

@@ -25,18 +25,8 @@ import (
 func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 	root := startTestRoot(t)
 	token := joinToken(t, root)
-	startRegion := func(name string, join ...string) (*Child, func()) {
-		c, err := OpenChild(ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
-			JoinToken: token, LinkAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Join: join, InMemory: true}, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := serveInBackground(t, name, c.Serve)
-		poll.True(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
-		return c, stop
-	}
-	r1, stopR1 := startRegion("r1")
-	r2, _ := startRegion("r2", r1.Siblings().PeerAddr())
+	r1, stopR1 := startSiblingRegion(t, root, token, "r1")
+	r2, _ := startSiblingRegion(t, root, token, "r2", r1.Siblings().PeerAddr())
 	poll.True(t, "r1 and r2 to find each other", func() bool {
 		a, _ := r1.Siblings().Addrs()
 		b, _ := r2.Siblings().Addrs()
@@ -115,4 +105,18 @@ func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 		put("after-"+name, name)
 	}
 	poll.True(t, "changes after the move", converged(r2, 2))
+}
+
+// startSiblingRegion starts region name under root, gossiping with the
+// regions at join, and waits until it serves; stop stops it.
+func startSiblingRegion(t testing.TB, root *Root, token, name string, join ...string) (c *Child, stop func()) {
+	t.Helper()
+	c, err := OpenChild(ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()},
+		JoinToken: token, LinkAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Join: join, InMemory: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = serveInBackground(t, name, c.Serve)
+	poll.True(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
+	return c, stop
 }

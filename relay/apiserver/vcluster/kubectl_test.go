@@ -2,13 +2,10 @@ package vcluster
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,18 +16,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 	"github.com/canopy-dev/canopy/test/procs"
 )
 
-// kubectlFor writes a kubeconfig for the served cluster at host and
-// returns a function running kubectl with it (and env) on stdin.
-func kubectlFor(t *testing.T, host string) func(ctx context.Context, env []string, stdin string, args ...string) *exec.Cmd {
+// kubeconfigFor writes a kubeconfig for the served cluster at host.
+func kubeconfigFor(t *testing.T, host string) string {
 	t.Helper()
-	bin, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatalf("kubectl is needed on PATH: %v", err)
-	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["vc"] = &clientcmdapi.Cluster{Server: host}
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{}
@@ -40,12 +33,7 @@ func kubectlFor(t *testing.T, host string) func(ctx context.Context, env []strin
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	return func(ctx context.Context, env []string, stdin string, args ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", path}, args...)...)
-		cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
-		cmd.Stdin = strings.NewReader(stdin)
-		return cmd
-	}
+	return path
 }
 
 // TestKubectl runs the real kubectl against a served cluster: logs -f,
@@ -54,24 +42,15 @@ func kubectlFor(t *testing.T, host string) func(ctx context.Context, env []strin
 func TestKubectl(t *testing.T) {
 	_, cs, cfg := servedCluster(t, Options{})
 	runningPod(t, cs, webPod("kc"))
-	kubectl := kubectlFor(t, cfg.Host)
+	kc, home := kubeconfigFor(t, cfg.Host), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
+	kubectl := func(ctx context.Context, env []string, stdin string, args ...string) *exec.Cmd {
+		return kubecluster.KubectlCommand(ctx, t, home, kc, stdin, env, args...)
+	}
 	run := func(env []string, stdin string, args ...string) (string, string, int) {
 		t.Helper()
-		var stdout, stderr bytes.Buffer
-		cmd := kubectl(ctx, env, stdin, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			return stdout.String(), stderr.String(), ee.ExitCode()
-		case err != nil:
-			t.Fatalf("kubectl %q: %v", args, err)
-		}
-		return stdout.String(), stderr.String(), 0
+		return kubecluster.KubectlResult(t, home, kc, stdin, env, args...)
 	}
 
 	// logs -f: read the start lines and two heartbeats, then go.
