@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -66,10 +68,12 @@ type RootConfig struct {
 	Logger *slog.Logger
 }
 
-// Root serves Prefix. It is an http.Handler, safe for concurrent use.
+// Root serves Prefix. It is an http.Handler and a prometheus.Collector
+// (canopy_destination_requests_total), safe for concurrent use.
 type Root struct {
-	cfg     RootConfig
-	auditMu sync.Mutex
+	cfg      RootConfig
+	auditMu  sync.Mutex
+	requests *prometheus.CounterVec
 }
 
 // NewRoot returns a Root for cfg.
@@ -80,8 +84,17 @@ func NewRoot(cfg RootConfig) *Root {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Root{cfg: cfg}
+	return &Root{cfg: cfg, requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "canopy_destination_requests_total",
+		Help: "Requests to destinations' kube APIs (/destinations/<name>/...) answered, by HTTP status (101: upgraded to a stream).",
+	}, []string{"code"})}
 }
+
+// Describe implements prometheus.Collector.
+func (h *Root) Describe(ch chan<- *prometheus.Desc) { h.requests.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (h *Root) Collect(ch chan<- prometheus.Metric) { h.requests.Collect(ch) }
 
 // AuditRecord is one line of the audit log.
 type AuditRecord struct {
@@ -126,11 +139,12 @@ func (h *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &AuditRecord{Time: start.UTC(), ID: uuid.NewString(), Verb: r.Method, SourceIP: sourceIP(r)}
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
-		if rec.User == "" {
-			return // unauthenticated: not a request to a destination
-		}
 		if rec.Status == 0 {
 			rec.Status = sw.code
+		}
+		h.requests.WithLabelValues(strconv.Itoa(rec.Status)).Inc()
+		if rec.User == "" {
+			return // unauthenticated: not a request to a destination
 		}
 		rec.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 		h.audit(rec)

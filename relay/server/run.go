@@ -218,13 +218,33 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		},
 		MaxProxyStreams: cfg.MaxProxyStreams,
 	})
+	audit, err := os.OpenFile(cfg.ProxyAuditLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		_ = ln.Close()
+		_ = links.Close()
+		node.Close()
+		return nil, fmt.Errorf("server: --proxy-audit-log: %w", err)
+	}
+	destinations := destproxy.NewRoot(destproxy.RootConfig{
+		Authenticate: func(req *http.Request) (user.Info, error) { return authn.Authenticate(req, layout.InventorySpace) },
+		Impersonate: func(ctx context.Context, u user.Info, h http.Header) (user.Info, error) {
+			return authz.Impersonate(ctx, layout.InventorySpace, u, h)
+		},
+		Authorize: func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+			return authz.Authorize(ctx, layout.InventorySpace, a)
+		},
+		Opener: down, Audit: audit, Logger: log,
+		Elsewhere: func(dest string) string { return r.replicaHolding(dest) },
+		Peer:      &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true},
+		PeerToken: token,
+	})
 	var readIndex kubeapi.ReadIndexer // linearizable reads need one only with replicas
 	if cfg.HA.Enabled() {
 		readIndex = node
 	}
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
-		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}, destinationsCollector{st}},
+		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}, destinationsCollector{st}, destinations},
 		Validate: validateEdgeKinds, BeforeDelete: beforeDeleteOf(&r), ReadIndex: readIndex,
 		Space: rootSpaces{
 			store:   st,
@@ -242,29 +262,10 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		kind, _ := api.SpaceKind(space)
 		return kind == layout.SpaceKindWDS
 	})
-	audit, err := os.OpenFile(cfg.ProxyAuditLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		_ = ln.Close()
-		_ = links.Close()
-		node.Close()
-		return nil, fmt.Errorf("server: --proxy-audit-log: %w", err)
-	}
 	r = &Root{
-		audit: audit,
-		destinations: destproxy.NewRoot(destproxy.RootConfig{
-			Authenticate: func(req *http.Request) (user.Info, error) { return authn.Authenticate(req, layout.InventorySpace) },
-			Impersonate: func(ctx context.Context, u user.Info, h http.Header) (user.Info, error) {
-				return authz.Impersonate(ctx, layout.InventorySpace, u, h)
-			},
-			Authorize: func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-				return authz.Authorize(ctx, layout.InventorySpace, a)
-			},
-			Opener: down, Audit: audit, Logger: log,
-			Elsewhere: func(dest string) string { return r.replicaHolding(dest) },
-			Peer:      &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true},
-			PeerToken: token,
-		}),
-		down: down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
+		audit:        audit,
+		destinations: destinations,
+		down:         down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
 		serving: serving,
 		tls: serving.serve(&tls.Config{

@@ -181,6 +181,7 @@ type childState struct {
 	// proxyStreams counts the proxy streams open on the child's links
 	// (OpenProxy).
 	proxyStreams atomic.Int32
+	proxyRefused atomic.Uint64
 	// served is closed once every goroutine serving the child's last link
 	// has returned: the next link starts its streams after that, since
 	// the Sender and Collector serve one stream at a time (tree.ErrBusy).
@@ -202,6 +203,10 @@ type ChildStatus struct {
 	// ClaimsRefused counts the destinations it announced and may not
 	// claim (register.go).
 	ClaimsRefused uint64
+	// ProxyStreams are the proxy streams open on its links; ProxyRefused
+	// counts those refused at the limit (proxy.go).
+	ProxyStreams int
+	ProxyRefused uint64
 	// Certificate is the certificate the child presented on its live link
 	// (nil when disconnected): one renewed over the link (renew.go) is
 	// presented from its next link on.
@@ -261,7 +266,8 @@ func (d *Downlink) Children() []ChildStatus {
 	out := make([]ChildStatus, 0, len(d.children))
 	for _, c := range d.children {
 		st := ChildStatus{Identity: c.id, Connected: c.conn != nil, LastSeen: c.lastSeen, Links: c.links,
-			Down: c.sender.Stats(), Up: c.collector.Stats(), Superseded: len(d.superseded[c.id.Name]) > 0, ClaimsRefused: c.claimsRefused}
+			Down: c.sender.Stats(), Up: c.collector.Stats(), Superseded: len(d.superseded[c.id.Name]) > 0, ClaimsRefused: c.claimsRefused,
+			ProxyStreams: int(c.proxyStreams.Load()), ProxyRefused: c.proxyRefused.Load()}
 		if c.conn != nil {
 			st.Transport = c.conn.Transport()
 			if certs := c.conn.ConnectionState().PeerCertificates; len(certs) > 0 {

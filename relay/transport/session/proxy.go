@@ -49,6 +49,7 @@ func (d *Downlink) OpenProxy(ctx context.Context, destination string) (link.Stre
 	}
 	if via.proxyStreams.Add(1) > limit {
 		via.proxyStreams.Add(-1)
+		via.proxyRefused.Add(1)
 		return nil, proxy.Errorf(proxy.TooManyStreams, "the link to %s carries %d proxy streams, its limit", via.id.Name, limit)
 	}
 	st, err := conn.OpenStream(ctx, link.StreamProxy)
