@@ -515,8 +515,9 @@ func TestDestinationsThroughEveryReplica(t *testing.T) {
 	rs := startReplicas(t, 3)
 	leader := leaderOf(t, rs)
 	token := joinToken(t, rs[leader].Root)
-	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(),
+	edge := startChildOnly(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(),
 		Parents: []string{rs[0].LinkAddr()}, JoinToken: token, InMemory: true, VirtualCluster: true})
+	stopEdge := serveInBackground(t, "e1", edge.Serve)
 	poll.True(t, "edge connected", func() bool { return edge.Uplink().Connected() })
 	for _, r := range rs {
 		nodes, err := dynamic.NewForConfig(adminDestinationConfig(t, r.Root, "e1"))
@@ -550,6 +551,22 @@ func TestDestinationsThroughEveryReplica(t *testing.T) {
 		if _, err := c.Resource(gvrConfigMaps).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("mallory through %s: %v, want 403", r.cfg.Name, err)
 		}
+	}
+	// Once e1 is gone, every replica says so: 503 with when it was last
+	// seen, not 404, whichever held its link.
+	stopEdge()
+	for _, r := range rs {
+		c, err := dynamic.NewForConfig(adminDestinationConfig(t, r.Root, "e1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, "e1 disconnected at "+r.cfg.Name, func() error {
+			_, err := c.Resource(gvrConfigMaps).List(t.Context(), metav1.ListOptions{})
+			if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "last seen") {
+				return fmt.Errorf("%v, want 503 saying when e1 was last seen", err)
+			}
+			return nil
+		})
 	}
 }
 

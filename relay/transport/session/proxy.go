@@ -36,6 +36,15 @@ func (d *Downlink) OpenProxy(ctx context.Context, destination string) (link.Stre
 	}
 	switch {
 	case via == nil:
+		// Another replica of a root may have recorded it (Fleet reads
+		// every child's route record): it is known, but not linked here.
+		if fleet, err := Fleet(d.cfg.Store, d.space()); err == nil {
+			for _, f := range fleet {
+				if f.Name == destination {
+					return nil, proxy.Errorf(proxy.Unavailable, "destination %s is disconnected (%s)", destination, lastSeen(f.LastSeen))
+				}
+			}
+		}
 		return nil, proxy.Errorf(proxy.NotFound, "destination %s is not below %s", destination, d.cfg.Name)
 	case !linked:
 		return nil, proxy.Errorf(proxy.Unavailable, "destination %s is disconnected (%s)", destination, lastSeen(dest.LastSeen))
