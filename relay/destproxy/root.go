@@ -159,8 +159,9 @@ func (h *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
-	if u, err = h.cfg.Impersonate(r.Context(), u, r.Header); err != nil {
-		rec.User = u.GetName()
+	requester := u
+	if u, err = h.cfg.Impersonate(r.Context(), requester, r.Header); err != nil {
+		rec.User = requester.GetName()
 		fail(forbidden(err))
 		return
 	}
@@ -203,36 +204,38 @@ func (h *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// The credential's ID names the root's credential: nothing below
-	// has a use for it, and impersonating it would need a grant of its own.
-	extra := extraOf(u)
-	req := proxy.Request{Destination: dest, ID: rec.ID, User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: extra}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", dest
-			pr.Out.URL.Path, pr.Out.URL.RawPath = rest, rawRest
-			pr.Out.Host = dest
-			stripCredentials(pr.Out.Header)
+	req := proxy.Request{Destination: dest, ID: rec.ID, User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: extraOf(u)}
+	h.reverseProxy(rec, &http.Transport{
+		// One stream per request: a stream carries one user.
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return proxy.Dial(ctx, h.cfg.Opener, req)
 		},
-		Transport: &http.Transport{
-			// One stream per request: a stream carries one user.
-			DisableKeepAlives: true,
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return proxy.Dial(ctx, h.cfg.Opener, req)
-			},
-		},
+	}, func(pr *httputil.ProxyRequest) {
+		pr.Out.URL.Scheme, pr.Out.URL.Host = "http", dest
+		pr.Out.URL.Path, pr.Out.URL.RawPath = rest, rawRest
+		pr.Out.Host = dest
+		stripCredentials(pr.Out.Header)
+	}).ServeHTTP(sw, r)
+}
+
+// reverseProxy passes a request on over transport, as rewrite says,
+// streaming the answer back, and records its status in rec.
+func (h *Root) reverseProxy(rec *AuditRecord, transport http.RoundTripper, rewrite func(*httputil.ProxyRequest)) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:       rewrite,
+		Transport:     transport,
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			rec.Status = resp.StatusCode
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			se := statusFor(dest, err)
+			se := statusFor(rec.Destination, err)
 			rec.Status, rec.Error = int(se.ErrStatus.Code), se.ErrStatus.Message
 			writeStatus(w, se)
 		},
 	}
-	rp.ServeHTTP(sw, r)
 }
 
 // ForwardedHeader marks a request one replica of a root passed to another
@@ -248,28 +251,14 @@ func (h *Root) forward(w http.ResponseWriter, r *http.Request, base string, u us
 		writeStatus(w, se)
 		return
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Host = target.Host
-			stripCredentials(pr.Out.Header)
-			pr.Out.Header.Set("Authorization", "Bearer "+h.cfg.PeerToken)
-			impersonate(pr.Out.Header, "", u.GetName(), u.GetUID(), u.GetGroups(), extraOf(u), nil)
-			pr.Out.Header.Set(ForwardedHeader, "1")
-		},
-		Transport:     h.cfg.Peer,
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			rec.Status = resp.StatusCode
-			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			se := statusFor(rec.Destination, err)
-			rec.Status, rec.Error = int(se.ErrStatus.Code), se.ErrStatus.Message
-			writeStatus(w, se)
-		},
-	}
-	rp.ServeHTTP(w, r)
+	h.reverseProxy(rec, h.cfg.Peer, func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.Host = target.Host
+		stripCredentials(pr.Out.Header)
+		pr.Out.Header.Set("Authorization", "Bearer "+h.cfg.PeerToken)
+		impersonate(pr.Out.Header, "", u.GetName(), u.GetUID(), u.GetGroups(), extraOf(u), nil)
+		pr.Out.Header.Set(ForwardedHeader, "1")
+	}).ServeHTTP(w, r)
 }
 
 // extraOf is u's extra information to pass on: without the ID of the
