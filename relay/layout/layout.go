@@ -17,6 +17,12 @@ const (
 	InventorySpace = "inventory"
 )
 
+// SystemSpace is the root's administrative space: it serves the space
+// records (SpaceResource, kept in the store's system space "") as the
+// kind Space of canopy.dev/v1alpha1, and the RBAC that says who may
+// create and delete spaces. No space record shadows it (BuiltinSpace).
+const SystemSpace = "system"
+
 // DownsyncSpace is the root's space of placed objects, each once with the
 // destinations it targets (v1alpha1.DestinationsAnnotation); the root's
 // mailboxes, like a region's (over its inbox), are indexes over it.
@@ -53,6 +59,18 @@ func ReportsSpace(child string) string { return reportsPrefix + child }
 // false when space names no reports space.
 func ReportsChild(space string) (string, bool) { return strings.CutPrefix(space, reportsPrefix) }
 
+// BuiltinSpace reports whether name is a space the relays make
+// themselves, or reserved for one: the root's default, inventory,
+// downsync and system spaces, a child's inbox and outbox, and every
+// mailbox and reports space. Users create and delete other spaces only.
+func BuiltinSpace(name string) bool {
+	switch name {
+	case DefaultSpace, InventorySpace, DownsyncSpace, SystemSpace, InboxSpace, OutboxSpace:
+		return true
+	}
+	return strings.HasPrefix(name, mailboxPrefix) || strings.HasPrefix(name, reportsPrefix)
+}
+
 // SystemNamespaces are created in every new space, as a kube cluster has
 // them; every destination has them too, so they are never placed.
 var SystemNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
@@ -65,6 +83,8 @@ const (
 	// SpaceKindDownsync is the root's space of placed objects, each
 	// annotated with its destinations, over which mailboxes are views.
 	SpaceKindDownsync = "downsync"
+	// SpaceKindSystem is SystemSpace's kind.
+	SpaceKindSystem = "system"
 )
 
 // SpaceResource is where space records live, in the system space "": one

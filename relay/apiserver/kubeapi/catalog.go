@@ -128,17 +128,29 @@ var builtinCatalog = sync.OnceValue(func() (b struct {
 
 // SpaceKind returns the kind of space name (layout.SpaceKindWDS, ...), and false
 // when there is no such space.
-func (s *Server) SpaceKind(name string) (string, bool) { return s.catalog.spaceKind(name) }
+func (s *Server) SpaceKind(name string) (string, bool) {
+	kind, _, ok := s.catalog.space(name)
+	return kind, ok
+}
 
-func (c *catalog) spaceKind(name string) (string, bool) {
+// space returns the kind of space name and whether it is being deleted
+// (its record has a deletionTimestamp), and false when there is no such
+// space.
+func (c *catalog) space(name string) (kind string, terminating, ok bool) {
 	if name == "" {
-		return "", false
+		return "", false, false
 	}
 	obj, err := c.store.Get(store.Key{Resource: layout.SpaceResource, Name: name})
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
-	return layout.SpaceKindOf(obj), true
+	var rec struct {
+		Metadata struct {
+			DeletionTimestamp *string `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(obj.Data, &rec)
+	return layout.SpaceKindOf(obj), rec.Metadata.DeletionTimestamp != nil, true
 }
 
 // lookup finds the served resource for a request. ok is false when the

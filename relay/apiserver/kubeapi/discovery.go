@@ -59,7 +59,7 @@ func groupsOf(all []*served, core bool) []*discoveryGroup {
 }
 
 func (s *Server) serveDiscoveryRoot(rq *request, core bool) {
-	all := s.catalog.all(rq.data)
+	all := s.resources(rq)
 	if wantsAggregated(rq.r) {
 		list := apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"}}
 		for _, g := range groupsOf(all, core) {
@@ -101,7 +101,7 @@ func (s *Server) serveDiscoveryRoot(rq *request, core bool) {
 // serveDiscoveryPath answers /api/v1, /apis/<group> and /apis/<group>/<version>.
 func (s *Server) serveDiscoveryPath(rq *request, rest string) bool {
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
-	all := s.catalog.all(rq.data)
+	all := s.resources(rq)
 	switch {
 	case len(parts) == 2 && parts[0] == "api":
 		for _, g := range groupsOf(all, true) {

@@ -23,7 +23,7 @@ const maxConflictRetries = 20
 
 func (s *Server) serveResource(rq *request) {
 	info := rq.info
-	sv, ok := s.catalog.lookup(rq.data, info.APIGroup, info.APIVersion, info.Resource)
+	sv, ok := s.lookup(rq, info.APIGroup, info.APIVersion, info.Resource)
 	if !ok {
 		rq.writeError(errNoResource())
 		return
@@ -74,6 +74,16 @@ func (s *Server) serveResource(rq *request) {
 		// A namespaced object must be addressed inside its namespace.
 		rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), info.Verb))
 		return
+	}
+	if isSpaces(sv) {
+		switch info.Verb {
+		case "delete":
+			s.serveSpaceDelete(rq, sv)
+			return
+		case "update", "patch", "deletecollection":
+			rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), info.Verb))
+			return
+		}
 	}
 	switch info.Verb {
 	case "get":
@@ -217,7 +227,17 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 		}
 		return data, nil
 	}
-	res, err := rq.sp.Txn(rq.r.Context(), store.Op{Type: store.OpCreate, Key: rq.key(sv, obj.GetName()), Data: data})
+	ops := []store.Op{{Type: store.OpCreate, Key: rq.key(sv, obj.GetName()), Data: data}}
+	txn := rq.sp.Txn
+	if isSpaces(sv) {
+		// The record and the new space's objects, at once.
+		more, err := spaceCreateOps(obj)
+		if err != nil {
+			return nil, err
+		}
+		ops, txn = append(ops, more...), s.store.Txn
+	}
+	res, err := txn(rq.r.Context(), ops...)
 	if err != nil {
 		return nil, storeError(err, sv.gr(), obj.GetName())
 	}
@@ -246,8 +266,11 @@ func (s *Server) admitCreate(rq *request, sv *served, obj *unstructured.Unstruct
 			}}
 		}
 	}
-	if sv.gr() == crdGR {
+	switch {
+	case sv.gr() == crdGR:
 		return s.admitCRD(rq, obj, nil)
+	case isSpaces(sv):
+		return s.admitSpace(sv, obj)
 	}
 	return s.admitExtra(rq, sv, obj)
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -52,7 +53,7 @@ import (
 // builder), merged per group-version; documents are cached by content, so
 // spaces with the same CRDs share them and a changed CRD changes the hash.
 func (s *Server) serveOpenAPI(rq *request, rest string) {
-	set, err := s.openAPIFor(rq.data)
+	set, err := s.openAPIFor(rq)
 	if err != nil {
 		rq.writeError(apierrors.NewInternalError(err))
 		return
@@ -233,13 +234,19 @@ var builtinSet = sync.OnceValues(func() (*openAPISet, error) {
 	return set, nil
 })
 
-// openAPIFor returns the documents of a space.
-func (s *Server) openAPIFor(space string) (*openAPISet, error) {
+// openAPIFor returns the documents of rq's space: the system space's
+// custom resource is Space (spacesapi.go).
+func (s *Server) openAPIFor(rq *request) (*openAPISet, error) {
 	base, err := builtinSet()
 	if err != nil {
 		return nil, err
 	}
-	crds := s.openAPICRDs(space)
+	var crds []*crdOpenAPI
+	if rq.kind == layout.SpaceKindSystem {
+		crds = openAPIOfCRDs([]*compiledCRD{spaceServed()})
+	} else {
+		crds = s.openAPICRDs(rq.data)
+	}
 	if len(crds) == 0 {
 		return base, nil
 	}
@@ -266,12 +273,20 @@ func (s *Server) openAPICRDs(space string) []*crdOpenAPI {
 	if err != nil {
 		return nil
 	}
-	var out []*crdOpenAPI
+	var ccs []*compiledCRD
 	for _, obj := range list.Items {
 		cc := s.catalog.crd(space, obj.Key.Name)
-		if cc == nil || !crdServing(cc.obj) {
-			continue
+		if cc != nil && crdServing(cc.obj) {
+			ccs = append(ccs, cc)
 		}
+	}
+	return openAPIOfCRDs(ccs)
+}
+
+// openAPIOfCRDs returns the OpenAPI of ccs, by name.
+func openAPIOfCRDs(ccs []*compiledCRD) []*crdOpenAPI {
+	var out []*crdOpenAPI
+	for _, cc := range ccs {
 		hash := cc.specHash()
 		if hash == "" {
 			continue

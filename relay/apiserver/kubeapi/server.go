@@ -174,6 +174,8 @@ type request struct {
 	r     *http.Request
 	srv   *Server
 	space string
+	// kind is space's kind (layout.SpaceKind*).
+	kind string
 	// data is the space whose objects are served: space, or for a
 	// resource request the Space's name (a view's source).
 	data string
@@ -227,12 +229,12 @@ func (s *Server) serve(rq *request) {
 		rq.writeError(apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
-	kind, err := s.lookupSpace(space)
+	kind, terminating, err := s.lookupSpace(space)
 	if err != nil {
 		rq.writeError(err)
 		return
 	}
-	rq.space, rq.data = space, space
+	rq.space, rq.kind, rq.data = space, kind, space
 	if u, err = s.cfg.Authorizer.Impersonate(r.Context(), space, u, r.Header); err != nil {
 		rq.writeError(asForbidden(err))
 		return
@@ -265,7 +267,16 @@ func (s *Server) serve(rq *request) {
 		s.serveNonResource(rq, rest)
 		return
 	}
-	if rq.sp, err = s.space(space, kind, u); err != nil {
+	switch info.Verb {
+	case "create", "update", "patch":
+		if terminating {
+			rq.writeError(terminatingSpace(space))
+			return
+		}
+	}
+	if kind == layout.SpaceKindSystem {
+		rq.sp = s.systemSpaceData(space, info.APIGroup, info.Resource)
+	} else if rq.sp, err = s.space(space, kind, u); err != nil {
 		rq.writeError(err)
 		return
 	}
@@ -329,21 +340,22 @@ func splitSpace(path string) (space, rest string) {
 	return p, "/"
 }
 
-// lookupSpace returns the kind of space, which must exist.
-func (s *Server) lookupSpace(space string) (kind string, err error) {
-	kind, ok := s.catalog.spaceKind(space)
+// lookupSpace returns the kind of space, which must exist, and whether
+// it is being deleted.
+func (s *Server) lookupSpace(space string) (kind string, terminating bool, err error) {
+	kind, terminating, ok := s.catalog.space(space)
 	if !ok {
 		// A server that is not ready (a replica catching up after a
 		// restart) may simply not have the space yet: the client should
 		// try again, not conclude it does not exist.
 		if s.cfg.Ready != nil {
 			if err := s.cfg.Ready(); err != nil {
-				return "", notReady(err)
+				return "", false, notReady(err)
 			}
 		}
-		return "", apierrors.NewNotFound(spacesGR, space)
+		return "", false, apierrors.NewNotFound(spacesGR, space)
 	}
-	return kind, nil
+	return kind, terminating, nil
 }
 
 func (s *Server) serveNonResource(rq *request, rest string) {

@@ -13,8 +13,8 @@ import (
 )
 
 // EnsureSpace creates space name of the given kind, with its system
-// namespaces and (but for mailboxes) default ClusterRoles, unless it
-// exists. It is idempotent.
+// namespaces and default ClusterRoles (spaceContents), unless it exists.
+// It is idempotent.
 func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 	now := metav1.NewTime(time.Now())
 	rec := map[string]any{
@@ -26,12 +26,34 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 	if err != nil {
 		return err
 	}
-	ops := []store.Op{{Type: store.OpCreate, Key: store.Key{Resource: layout.SpaceResource, Name: name}, Data: data}}
-	for _, ns := range layout.SystemNamespaces {
+	contents, err := spaceContents(name, kind, now.Time)
+	if err != nil {
+		return err
+	}
+	ops := append([]store.Op{{Type: store.OpCreate, Key: store.Key{Resource: layout.SpaceResource, Name: name}, Data: data}}, contents...)
+	_, err = s.store.Txn(ctx, ops...)
+	if errors.Is(err, store.ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// spaceContents are the creates of what a new space name of kind starts
+// with: the system namespaces and (but for mailboxes) the default
+// ClusterRoles; the system space has no namespaces and only
+// cluster-admin.
+func spaceContents(name, kind string, at time.Time) ([]store.Op, error) {
+	created := at.UTC().Format(time.RFC3339)
+	var ops []store.Op
+	namespaces := layout.SystemNamespaces
+	if kind == layout.SpaceKindSystem {
+		namespaces = nil
+	}
+	for _, ns := range namespaces {
 		obj := map[string]any{
 			"apiVersion": "v1", "kind": "Namespace",
 			"metadata": map[string]any{
-				"name": ns, "uid": newUID(), "creationTimestamp": now.UTC().Format(time.RFC3339),
+				"name": ns, "uid": newUID(), "creationTimestamp": created,
 				"labels": map[string]any{"kubernetes.io/metadata.name": ns},
 			},
 			"spec":   map[string]any{"finalizers": []any{"kubernetes"}},
@@ -39,34 +61,33 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 		}
 		b, err := json.Marshal(obj)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: name, Resource: store.Resource{Resource: "namespaces"}, Name: ns}, Data: b})
 	}
 	roles := defaultClusterRoles()
-	if kind == layout.SpaceKindMailbox {
+	switch kind {
+	case layout.SpaceKindMailbox:
 		// A mailbox holds exactly what its child receives; only the admin
 		// writes there, so it needs no roles (and must not ship them).
 		roles = nil
+	case layout.SpaceKindSystem:
+		roles = roles[:1] // cluster-admin: the others grant workloads
 	}
 	for _, cr := range roles {
 		m, err := toUnstructuredMap(cr)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		md := m["metadata"].(map[string]any)
-		md["uid"], md["creationTimestamp"] = newUID(), now.UTC().Format(time.RFC3339)
+		md["uid"], md["creationTimestamp"] = newUID(), created
 		b, err := json.Marshal(m)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: name, Resource: store.Resource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, Name: cr.Name}, Data: b})
 	}
-	_, err = s.store.Txn(ctx, ops...)
-	if errors.Is(err, store.ErrExists) {
-		return nil
-	}
-	return err
+	return ops, nil
 }
 
 // Spaces lists the names of all spaces.
