@@ -103,6 +103,18 @@ func SpaceKindOf(record *store.Object) string {
 	return rec.Spec.Kind
 }
 
+// SpaceDeleting reports whether a space record has a deletionTimestamp:
+// its space is being deleted and takes no new objects.
+func SpaceDeleting(record *store.Object) bool {
+	var rec struct {
+		Metadata struct {
+			DeletionTimestamp *string `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(record.Data, &rec)
+	return rec.Metadata.DeletionTimestamp != nil
+}
+
 // RouteResource is the resource of route records, in the system space "":
 // per mailbox space and child, the destinations the child announced below
 // it (relay/transport/tree owns their names and encoding).

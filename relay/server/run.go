@@ -73,7 +73,7 @@ type Root struct {
 	ready     chan struct{}
 	server    string
 	crds      startupCRDs // the edge.canopy.dev CRDs /readyz waits for
-	// kubeconfigStale is signalled when a child's space appears: the
+	// kubeconfigStale is signalled when a space appears or goes: the
 	// admin kubeconfig is rewritten soon after (maintainKubeconfig).
 	kubeconfigStale chan struct{}
 }
@@ -292,6 +292,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		{layout.DefaultSpace, layout.SpaceKindWDS},
 		{layout.InventorySpace, layout.SpaceKindInventory},
 		{layout.DownsyncSpace, layout.SpaceKindDownsync},
+		{layout.SystemSpace, layout.SpaceKindSystem},
 	} {
 		err := retryTransient(ctx, log, "creating space "+sp.name, func(ctx context.Context) error {
 			return api.EnsureSpace(ctx, sp.name, sp.kind)
@@ -315,15 +316,52 @@ func (r *Root) childSpace(ctx context.Context, name string) (string, error) {
 	if err := r.api.EnsureSpace(ctx, name, layout.SpaceKindMailbox); err != nil {
 		return "", err
 	}
+	r.staleKubeconfig()
+	return name, nil
+}
+
+// staleKubeconfig asks maintainKubeconfig for a rewrite.
+func (r *Root) staleKubeconfig() {
 	select {
 	case r.kubeconfigStale <- struct{}{}:
 	default: // a rewrite is pending already
 	}
-	return name, nil
 }
 
-// maintainKubeconfig rewrites the admin kubeconfig after children's spaces
-// appear, once per kubeconfigDelay at most, until ctx is done.
+// followSpaces asks for the admin kubeconfig to be rewritten whenever a
+// space is created or deleted (through the system space's API, or by the
+// root for a child), until ctx is done.
+func (r *Root) followSpaces(ctx context.Context) error {
+	rev := r.store.Revision()
+	for ctx.Err() == nil {
+		w, err := r.store.Watch(ctx, store.WatchOptions{Resource: layout.SpaceResource, Since: rev})
+		if err == nil {
+			for ev := range w.Events() {
+				rev = ev.Object.Revision
+				if ev.Type == store.Added || ev.Type == store.Deleted {
+					r.staleKubeconfig()
+				}
+			}
+			w.Stop()
+			err = w.Err()
+		}
+		if err != nil && ctx.Err() == nil {
+			// Too old a revision, say: start over from now, rewriting
+			// once for what may have been missed.
+			r.log.Warn("watching the space records", "error", err)
+			rev = r.store.Revision()
+			r.staleKubeconfig()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+// maintainKubeconfig rewrites the admin kubeconfig after spaces appear or
+// go (childSpace, followSpaces), once per kubeconfigDelay at most, until ctx is done.
 func (r *Root) maintainKubeconfig(ctx context.Context) error {
 	for {
 		select {
@@ -430,6 +468,7 @@ func (r *Root) Serve(ctx context.Context) error {
 	g.add("authorizer", r.authz)
 	g.add("downlink", r.down)
 	g.add("kubeconfig", PartFunc(r.maintainKubeconfig))
+	g.add("kubeconfig spaces", PartFunc(r.followSpaces))
 	g.add("serving certificate", r.serving)
 	g.add("reports", PartFunc(r.reports.follow))
 	if r.cfg.HA.Enabled() {

@@ -167,8 +167,8 @@ func sameCRD(want, cur *unstructured.Unstructured) (bool, error) {
 		equality.Semantic.DeepEqual(w.Annotations, c.Annotations), nil
 }
 
-// workloadSpaces lists the workload description spaces and the revision
-// of the listing.
+// workloadSpaces lists the workload description spaces, but those being
+// deleted, and the revision of the listing.
 func (r *Root) workloadSpaces() ([]string, int64, error) {
 	list, err := r.store.List(store.ListOptions{Resource: layout.SpaceResource})
 	if err != nil {
@@ -176,7 +176,7 @@ func (r *Root) workloadSpaces() ([]string, int64, error) {
 	}
 	var out []string
 	for _, it := range list.Items {
-		if layout.SpaceKindOf(it) == layout.SpaceKindWDS {
+		if layout.SpaceKindOf(it) == layout.SpaceKindWDS && !layout.SpaceDeleting(it) {
 			out = append(out, it.Key.Name)
 		}
 	}
@@ -257,7 +257,7 @@ func (r *Root) waitSpaceChange(ctx context.Context, rev int64, spaces []string) 
 			}
 			continue
 		}
-		if ev.Type == store.Added || ev.Type == store.Deleted {
+		if ev.Type == store.Added || ev.Type == store.Deleted || layout.SpaceDeleting(ev.Object) {
 			return nil, nil
 		}
 	}

@@ -144,13 +144,7 @@ func (c *catalog) space(name string) (kind string, terminating, ok bool) {
 	if err != nil {
 		return "", false, false
 	}
-	var rec struct {
-		Metadata struct {
-			DeletionTimestamp *string `json:"deletionTimestamp"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(obj.Data, &rec)
-	return layout.SpaceKindOf(obj), rec.Metadata.DeletionTimestamp != nil, true
+	return layout.SpaceKindOf(obj), layout.SpaceDeleting(obj), true
 }
 
 // lookup finds the served resource for a request. ok is false when the

@@ -15,6 +15,11 @@
 // namespace deletion, garbage collection through ownerReferences and custom
 // resource cleanup.
 //
+// The system space (layout.SystemSpace) is the administrative context:
+// it serves the space records as the kind Space (spacesapi.go), whose
+// create makes a space (EnsureSpace's contents) and whose delete removes
+// one with its objects, and the RBAC that says who may do either.
+//
 // The connect subresources (pods/log, exec, attach, portforward, proxy and
 // services/proxy), which kube-apiserver hands on to kubelets, it only
 // authorizes and checks as kube-apiserver does (connect.go) before handing
