@@ -51,6 +51,7 @@ func TestKubectl(t *testing.T) {
 		{"crd", testKubectlCRD},
 		{"namespace-delete", testKubectlNamespaceDelete},
 		{"spaces", testKubectlSpaces},
+		{"system-spaces", testKubectlSystemSpaces},
 		{"endpoints", testKubectlEndpoints},
 	})
 }
@@ -1206,6 +1207,84 @@ func testKubectlSpaces(t *testing.T, r *root, cs *kubernetes.Clientset) {
 	r.mustKubectl(t, "--context=inventory", "delete", "configmap", "in-inventory", "-n", ns)
 	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "in-default", metav1.GetOptions{}); err != nil {
 		t.Errorf("default object after a delete in inventory: %v", err)
+	}
+}
+
+// spaceYAML is a Space manifest; spec is its spec's YAML, if any.
+func spaceYAML(name, spec string) string {
+	m := "apiVersion: canopy.dev/v1alpha1\nkind: Space\nmetadata:\n  name: " + name + "\n"
+	if spec != "" {
+		m += "spec: " + spec + "\n"
+	}
+	return m
+}
+
+// The system context: kubectl creates, lists and deletes spaces; a new
+// space serves (with the workload CRDs) under its own context; bad input
+// and users without a rule are refused.
+func testKubectlSystemSpaces(t *testing.T, r *root, _ *kubernetes.Clientset) {
+	sys := "--context=system"
+	out := r.mustKubectlIn(t, spaceYAML("kc-team", ""), sys, "create", "-f", "-")
+	wantContains(t, "create", out, "space.canopy.dev/kc-team created")
+	out = r.mustKubectl(t, sys, "get", "spaces")
+	wantMatch(t, "get spaces", out, `^NAME\s+KIND\s+AGE$`, `^kc-team\s+wds\s+\S+$`, `^default\s+wds\s`, `^inventory\s+inventory\s`, `^system\s+system\s`)
+
+	// The admin kubeconfig gets the new space's context; it serves, with
+	// the workload CRDs.
+	poll.Until(t, "the kc-team context", func() error {
+		_, err := r.kubectl(t, "--context=kc-team", "get", "edgeplacements")
+		return err
+	})
+	r.mustKubectl(t, "--context=kc-team", "create", "configmap", "settings", "-n", "default", "--from-literal=a=b")
+	if got := lines(r.mustKubectl(t, "--context=kc-team", "get", "configmaps", "-n", "default", "-o", "name")); !slices.Equal(got, []string{"configmap/settings"}) {
+		t.Errorf("kc-team holds %q", got)
+	}
+	if got := r.mustKubectl(t, "get", "configmaps", "-n", "default", "-o", "name"); strings.Contains(got, "settings") {
+		t.Errorf("the default space sees kc-team's configmap:\n%s", got)
+	}
+
+	// Bad input: nothing is created.
+	for _, c := range []struct{ manifest, want string }{
+		{spaceYAML("kc-bad", "{kind: mailbox}"), `spec.kind: Unsupported value: "mailbox"`},
+		{spaceYAML("kc-bad", "{backend: kube}"), `spec.backend: Unsupported value: "kube"`},
+		{spaceYAML("kc_bad", ""), `metadata.name: Invalid value: "kc_bad"`},
+		{spaceYAML("mailbox-kc", ""), `metadata.name: Invalid value: "mailbox-kc": is reserved`},
+		{spaceYAML("inventory", ""), `spaces.canopy.dev "inventory" already exists`},
+	} {
+		if _, err := r.kubectlIn(t, c.manifest, nil, sys, "create", "-f", "-"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("create %q: %v, want %q", c.manifest, err, c.want)
+		}
+	}
+	if _, err := r.kubectl(t, sys, "delete", "space", "default"); err == nil || !strings.Contains(err.Error(), "Forbidden") || !strings.Contains(err.Error(), "built in") {
+		t.Errorf("delete space default: %v, want Forbidden: built in", err)
+	}
+
+	// RBAC: alice may create spaces once a ClusterRole of the system
+	// space says so.
+	if _, err := r.kubectlIn(t, spaceYAML("kc-alice", ""), nil, sys, "--as=alice", "create", "-f", "-"); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("alice creates a space without a rule: %v, want forbidden", err)
+	}
+	r.mustKubectl(t, sys, "create", "clusterrole", "kc-space-creator", "--verb=create,get,list", "--resource=spaces.canopy.dev")
+	r.mustKubectl(t, sys, "create", "clusterrolebinding", "kc-alice-spaces", "--clusterrole=kc-space-creator", "--user=alice")
+	poll.Until(t, "alice to create a space", func() error {
+		_, err := r.kubectlIn(t, spaceYAML("kc-alice", ""), nil, sys, "--as=alice", "create", "-f", "-")
+		return err
+	})
+	if out, _ := r.kubectl(t, sys, "auth", "can-i", "delete", "spaces", "--as=alice"); strings.TrimSpace(out) != "no" {
+		t.Errorf("can alice delete spaces: %q, want no", out)
+	}
+	if out, _ := r.kubectl(t, sys, "auth", "can-i", "create", "spaces", "--as=alice"); strings.TrimSpace(out) != "yes" {
+		t.Errorf("can alice create spaces: %q, want yes", out)
+	}
+
+	// Delete: the spaces and their objects go.
+	out = r.mustKubectl(t, sys, "delete", "spaces", "kc-team", "kc-alice")
+	wantContains(t, "delete", out, `space.canopy.dev "kc-team" deleted`, `space.canopy.dev "kc-alice" deleted`)
+	if out := r.mustKubectl(t, sys, "get", "spaces", "-o", "name"); strings.Contains(out, "kc-") {
+		t.Errorf("spaces after the delete:\n%s", out)
+	}
+	if _, err := r.kubectl(t, "--server="+r.Server()+"/spaces/kc-team", "get", "configmaps", "-n", "default"); err == nil {
+		t.Error("the deleted space still serves")
 	}
 }
 
