@@ -101,6 +101,7 @@ var systemBuiltins = map[schema.GroupResource]bool{
 	{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}: true,
 	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}: true,
 	{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}:     true,
+	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:  true,
 	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:      true,
 }
 
@@ -263,10 +264,12 @@ func (s *Server) deleteSpace(ctx context.Context, cur *store.Object, u *unstruct
 		}
 		ops := make([]store.Op, len(list.Items))
 		for i, o := range list.Items {
-			ops[i] = store.Op{Type: store.OpDelete, Key: o.Key, ExpectRevision: o.Revision}
+			ops[i] = store.Op{Type: store.OpDelete, Key: o.Key}
 		}
-		if _, err := s.store.Txn(ctx, ops...); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-			return err // a conflict: changed under us, listed again
+		// Whatever their version: they all go. One deleted meanwhile
+		// fails the Txn, and the space is listed again.
+		if _, err := s.store.Txn(ctx, ops...); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
 		}
 	}
 	_, err := s.store.Txn(ctx, store.Op{Type: store.OpDelete, Key: cur.Key, ExpectUID: cur.UID})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -235,19 +236,14 @@ func doAs(t *testing.T, url, token, accept string) (*http.Response, []byte) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return resp, []byte(b.String())
+	return resp, b
 }
 
-// invalidField returns the fields a 422 names.
+// invalidFields returns the fields a 422 names.
 func invalidFields(err error) []string {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) || st.Status().Code != http.StatusUnprocessableEntity || st.Status().Details == nil {
