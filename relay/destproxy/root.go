@@ -53,12 +53,13 @@ type RootConfig struct {
 	// Opener opens proxy streams toward destinations (the root's
 	// session.Downlink).
 	Opener proxy.Opener
-	// Elsewhere, when set (a replica of a root), returns the API URL of the
-	// replica that holds the link toward destination when it is not this
-	// one, or "". A request for such a destination is passed to that
-	// replica as the same user: with PeerToken (the admin token, shared by
-	// the replicas) and impersonation headers, over Peer.
-	Elsewhere func(destination string) string
+	// Replica, when set (a replica of a root), returns the API URL of
+	// the replica named ("" if it is not known alive). A request whose
+	// stream the Opener refuses naming the replica that holds the link
+	// (proxy.Error.Replica) is passed to that replica as the same user:
+	// with PeerToken (the admin token, shared by the replicas) and
+	// impersonation headers, over Peer.
+	Replica   func(name string) string
 	Peer      http.RoundTripper
 	PeerToken string
 	// MaxBodyBytes bounds request bodies (default 3 MiB, the root API's).
@@ -197,19 +198,31 @@ func (h *Root) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(sw, r.Body, h.cfg.MaxBodyBytes)
 	}
 
-	if h.cfg.Elsewhere != nil && r.Header.Get(ForwardedHeader) == "" {
-		if base := h.cfg.Elsewhere(dest); base != "" {
-			h.forward(sw, r, base, u, rec)
-			return
-		}
-	}
-
+	// The stream is opened first: a refusal on the way is answered as
+	// it is, or passed to the replica it names.
 	req := proxy.Request{Destination: dest, ID: rec.ID, User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: extraOf(u)}
+	conn, err := proxy.Dial(r.Context(), h.cfg.Opener, req)
+	if err != nil {
+		var pe *proxy.Error
+		if errors.As(err, &pe) && pe.Replica != "" && h.cfg.Replica != nil && r.Header.Get(ForwardedHeader) == "" {
+			if base := h.cfg.Replica(pe.Replica); base != "" {
+				h.forward(sw, r, base, u, rec)
+				return
+			}
+		}
+		fail(statusFor(dest, err))
+		return
+	}
+	var first sync.Once
 	h.reverseProxy(rec, &http.Transport{
 		// One stream per request: a stream carries one user.
 		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return proxy.Dial(ctx, h.cfg.Opener, req)
+		DialContext: func(ctx context.Context, _, _ string) (c net.Conn, err error) {
+			first.Do(func() { c = conn })
+			if c == nil { // the transport retries on a new connection
+				return proxy.Dial(ctx, h.cfg.Opener, req)
+			}
+			return c, nil
 		},
 	}, func(pr *httputil.ProxyRequest) {
 		pr.Out.URL.Scheme, pr.Out.URL.Host = "http", dest

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/canopy-dev/canopy/relay/destproxy"
 	"github.com/canopy-dev/canopy/relay/pki"
+	"github.com/canopy-dev/canopy/relay/transport/session"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
 )
@@ -598,8 +600,8 @@ func TestDestinationRequestsFollowARehoming(t *testing.T) {
 	for range w.ResultChan() {
 	}
 	poll.Until(t, "e1 through r2", func() error {
-		if child, linked := root.down.Reaches("e1"); child != "r2" || !linked {
-			return fmt.Errorf("the root reaches e1 through %q (linked %v)", child, linked)
+		if cs := r2.Downlink().Children(); !slices.ContainsFunc(cs, func(c session.ChildStatus) bool { return c.Identity.Name == "e1" && c.Connected }) {
+			return errors.New("e1 is not linked to r2 yet")
 		}
 		_, err := cms.List(t.Context(), metav1.ListOptions{})
 		return err

@@ -4,11 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/canopy-dev/canopy/relay/destproxy"
-	"github.com/canopy-dev/canopy/relay/layout"
-	"github.com/canopy-dev/canopy/relay/transport/session"
-	"github.com/canopy-dev/canopy/relay/transport/tree"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -229,37 +225,13 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRaftMembersLive, float64(alive))
 }
 
-// replicaHolding returns the API URL of the replica of this root that
-// holds the link toward destination dest, when another replica does: a
-// child links to one replica, and the others pass its destinations'
-// requests there (destproxy.RootConfig.Elsewhere).
-func (r *Root) replicaHolding(dest string) string {
-	if !r.cfg.HA.Enabled() {
-		return ""
-	}
-	if _, here := r.down.Reaches(dest); here {
-		return ""
-	}
-	routes, err := r.mailboxes.Routes()
-	if err != nil {
-		return ""
-	}
-	sup, err := r.mailboxes.Superseded(nil)
-	if err != nil {
-		return ""
-	}
-	for child, dests := range routes {
-		if _, gone := sup[child][dest]; gone || !slices.ContainsFunc(dests, func(d tree.RouteDestination) bool { return d.Name == dest }) {
-			continue
-		}
-		replica, connected, err := session.LinkHolder(r.store, layout.DownsyncSpace, child)
-		if err != nil || !connected || replica == r.cfg.Name {
-			continue
-		}
-		for _, m := range r.node.Members() {
-			if m.ID == replica && m.Alive && len(m.Meta) > 0 {
-				return string(m.Meta)
-			}
+// replicaURL returns the API URL of the replica name of this root, if it
+// is alive ("" otherwise): a child links to one replica, and the others
+// pass its destinations' requests there (destproxy.RootConfig.Replica).
+func (r *Root) replicaURL(name string) string {
+	for _, m := range r.node.Members() {
+		if m.ID == name && m.Alive && len(m.Meta) > 0 {
+			return string(m.Meta)
 		}
 	}
 	return ""

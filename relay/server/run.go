@@ -234,7 +234,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 			return authz.Authorize(ctx, layout.InventorySpace, a)
 		},
 		Opener: down, Audit: audit, Logger: log,
-		Elsewhere: func(dest string) string { return r.replicaHolding(dest) },
+		Replica:   func(name string) string { return r.replicaURL(name) },
 		Peer:      &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true},
 		PeerToken: token,
 	})

@@ -49,6 +49,10 @@ const (
 type Error struct {
 	Code    Code
 	Message string
+	// Replica, when set, names the replica of the root that holds the
+	// link toward the destination (an Opener of another replica says so):
+	// the request can be passed to it.
+	Replica string
 }
 
 func (e *Error) Error() string { return "proxy: " + e.Message }

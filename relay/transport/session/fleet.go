@@ -52,13 +52,6 @@ func readLink(r store.Reader, k store.Key) (linkRecord, *store.Object, error) {
 // LinkKey is the key of child's link record (of space).
 func LinkKey(space, child string) store.Key { return linkKey(space, child) }
 
-// LinkHolder returns, from its link record in r, the replica that child's
-// link (below space) was last made to, and whether it is up.
-func LinkHolder(r store.Reader, space, child string) (replica string, connected bool, err error) {
-	rec, _, err := readLink(r, linkKey(space, child))
-	return rec.Replica, rec.Connected, err
-}
-
 // LinkReplicaOf returns the replica a link record names: the one the child
 // was last linked to.
 func LinkReplicaOf(o *store.Object) (string, error) {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,21 +35,10 @@ func (d *Downlink) OpenProxy(ctx context.Context, destination string) (link.Stre
 		conn, version = via.conn, via.version
 		d.mu.Unlock()
 	}
-	switch {
-	case via == nil:
-		// Another replica of a root may have recorded it (Fleet reads
-		// every child's route record): it is known, but not linked here.
-		if fleet, err := Fleet(d.cfg.Store, d.space()); err == nil {
-			for _, f := range fleet {
-				if f.Name == destination {
-					return nil, proxy.Errorf(proxy.Unavailable, "destination %s is disconnected (%s)", destination, lastSeen(f.LastSeen))
-				}
-			}
-		}
-		return nil, proxy.Errorf(proxy.NotFound, "destination %s is not below %s", destination, d.cfg.Name)
-	case !linked:
-		return nil, proxy.Errorf(proxy.Unavailable, "destination %s is disconnected (%s)", destination, lastSeen(dest.LastSeen))
-	case version < proxyVersion:
+	if via == nil || !linked {
+		return nil, d.unreachable(destination, via != nil, dest)
+	}
+	if version < proxyVersion {
 		return nil, proxy.Errorf(proxy.Unavailable, "destination %s is below relay %s, whose link speaks protocol %d; reaching it needs %d",
 			destination, via.id.Name, version, proxyVersion)
 	}
@@ -93,16 +83,54 @@ func (d *Downlink) claimant(destination string) (via *childState, dest wire.Dest
 	return via, dest, linked
 }
 
-// Reaches reports which child destination is below (empty if none) and
-// whether that child's link is up here: a replica of a root that does not
-// hold the child's link (linked false) finds the one that does in the
-// child's link record (LinkHolder).
-func (d *Downlink) Reaches(destination string) (child string, linked bool) {
-	via, _, linked := d.claimant(destination)
-	if via == nil {
-		return "", false
+// unreachable says why destination cannot be reached through a link of
+// this relay: claimed (known says whether by a child of this process,
+// whose claim is dest) but disconnected; linked to another replica of
+// this root, which a replica learns from the route and link records they
+// share (the error names it); or unknown.
+func (d *Downlink) unreachable(destination string, known bool, dest wire.Destination) error {
+	if rec, replica, ok := d.recorded(destination); ok {
+		if replica != "" && replica != d.replica() {
+			return &proxy.Error{Code: proxy.Unavailable, Replica: replica,
+				Message: fmt.Sprintf("destination %s is linked to replica %s of the root", destination, replica)}
+		}
+		if !known {
+			known, dest = true, rec
+		}
 	}
-	return via.id.Name, linked
+	if !known {
+		return proxy.Errorf(proxy.NotFound, "destination %s is not below %s", destination, d.cfg.Name)
+	}
+	return proxy.Errorf(proxy.Unavailable, "destination %s is disconnected (%s)", destination, lastSeen(dest.LastSeen))
+}
+
+// recorded finds destination in the route records (claims superseded
+// left out): a claim of it, and the replica holding the link of a child
+// that claims it connected, if any.
+func (d *Downlink) recorded(destination string) (claim wire.Destination, replica string, ok bool) {
+	routes, err := d.cfg.Mailboxes.Routes()
+	if err != nil {
+		return claim, "", false
+	}
+	sup, err := d.cfg.Mailboxes.Superseded(nil)
+	if err != nil {
+		return claim, "", false
+	}
+	for child, rds := range routes {
+		if _, gone := sup[child][destination]; gone {
+			continue
+		}
+		for _, rd := range rds {
+			if rd.Name != destination {
+				continue
+			}
+			claim, ok = wire.Destination{Name: rd.Name, Connected: rd.Connected, LastSeen: rd.LastSeen}, true
+			if link, _, err := readLink(d.cfg.Store, linkKey(d.space(), child)); err == nil && link.Connected && rd.Connected {
+				return claim, link.Replica, true
+			}
+		}
+	}
+	return claim, "", ok
 }
 
 // lastSeen says when a destination was last heard from.
