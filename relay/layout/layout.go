@@ -94,25 +94,24 @@ var SpaceResource = store.Resource{Group: "canopy.dev", Resource: "spaces"}
 // SpaceKindOf reads the kind from a space record (an object of
 // SpaceResource); "" if it has none.
 func SpaceKindOf(record *store.Object) string {
+	kind, _ := SpaceOf(record)
+	return kind
+}
+
+// SpaceOf reads, in one pass, a space record's kind ("" if it has none)
+// and whether it has a deletionTimestamp: its space is being deleted and
+// takes no new objects.
+func SpaceOf(record *store.Object) (kind string, deleting bool) {
 	var rec struct {
+		Metadata struct {
+			DeletionTimestamp *string `json:"deletionTimestamp"`
+		} `json:"metadata"`
 		Spec struct {
 			Kind string `json:"kind"`
 		} `json:"spec"`
 	}
 	_ = json.Unmarshal(record.Data, &rec)
-	return rec.Spec.Kind
-}
-
-// SpaceDeleting reports whether a space record has a deletionTimestamp:
-// its space is being deleted and takes no new objects.
-func SpaceDeleting(record *store.Object) bool {
-	var rec struct {
-		Metadata struct {
-			DeletionTimestamp *string `json:"deletionTimestamp"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(record.Data, &rec)
-	return rec.Metadata.DeletionTimestamp != nil
+	return rec.Spec.Kind, rec.Metadata.DeletionTimestamp != nil
 }
 
 // RouteResource is the resource of route records, in the system space "":

@@ -176,7 +176,7 @@ func (r *Root) workloadSpaces() ([]string, int64, error) {
 	}
 	var out []string
 	for _, it := range list.Items {
-		if layout.SpaceKindOf(it) == layout.SpaceKindWDS && !layout.SpaceDeleting(it) {
+		if kind, deleting := layout.SpaceOf(it); kind == layout.SpaceKindWDS && !deleting {
 			out = append(out, it.Key.Name)
 		}
 	}
@@ -257,7 +257,10 @@ func (r *Root) waitSpaceChange(ctx context.Context, rev int64, spaces []string) 
 			}
 			continue
 		}
-		if ev.Type == store.Added || ev.Type == store.Deleted || layout.SpaceDeleting(ev.Object) {
+		if ev.Type == store.Added || ev.Type == store.Deleted {
+			return nil, nil
+		}
+		if _, deleting := layout.SpaceOf(ev.Object); deleting {
 			return nil, nil
 		}
 	}

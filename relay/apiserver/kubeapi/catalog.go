@@ -144,7 +144,8 @@ func (c *catalog) space(name string) (kind string, terminating, ok bool) {
 	if err != nil {
 		return "", false, false
 	}
-	return layout.SpaceKindOf(obj), layout.SpaceDeleting(obj), true
+	kind, terminating = layout.SpaceOf(obj)
+	return kind, terminating, true
 }
 
 // lookup finds the served resource for a request. ok is false when the
