@@ -577,12 +577,7 @@ func TestDestinationsThroughEveryReplica(t *testing.T) {
 func TestDestinationRequestsFollowARehoming(t *testing.T) {
 	root := startTestRoot(t)
 	token := joinToken(t, root)
-	r1, stopR1 := startSiblingRegion(t, root, token, "r1")
-	r2, _ := startSiblingRegion(t, root, token, "r2", r1.Siblings().PeerAddr())
-	poll.True(t, "r1 and r2 to find each other", func() bool {
-		a, _ := r1.Siblings().Addrs()
-		return slices.Equal(a, []string{r2.LinkAddr()})
-	})
+	r1, stopR1, r2 := startSiblingRegions(t, root, token)
 	edge := startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: "e1", DataDir: t.TempDir(), Parents: []string{r1.LinkAddr()},
 		JoinToken: token, VirtualCluster: true, InMemory: true})
 	poll.True(t, "e1 told of r2", func() bool { return edge.Uplink().Connected() })

@@ -25,13 +25,7 @@ import (
 func TestSiblingRegionsTakeOverEdges(t *testing.T) {
 	root := startTestRoot(t)
 	token := joinToken(t, root)
-	r1, stopR1 := startSiblingRegion(t, root, token, "r1")
-	r2, _ := startSiblingRegion(t, root, token, "r2", r1.Siblings().PeerAddr())
-	poll.True(t, "r1 and r2 to find each other", func() bool {
-		a, _ := r1.Siblings().Addrs()
-		b, _ := r2.Siblings().Addrs()
-		return slices.Equal(a, []string{r2.LinkAddr()}) && slices.Equal(b, []string{r1.LinkAddr()})
-	})
+	r1, stopR1, r2 := startSiblingRegions(t, root, token)
 
 	names := []string{"e1", "e2", "e3", "e4"}
 	edges := map[string]*Child{}
@@ -119,4 +113,18 @@ func startSiblingRegion(t testing.TB, root *Root, token, name string, join ...st
 	stop = serveInBackground(t, name, c.Serve)
 	poll.True(t, name+" serving", func() bool { return c.Uplink().Connected() && c.LinkAddr() != "" && c.Siblings() != nil })
 	return c, stop
+}
+
+// startSiblingRegions starts regions r1 and r2 under root, gossiping, and
+// waits until each knows the other; stopR1 stops r1.
+func startSiblingRegions(t testing.TB, root *Root, token string) (r1 *Child, stopR1 func(), r2 *Child) {
+	t.Helper()
+	r1, stopR1 = startSiblingRegion(t, root, token, "r1")
+	r2, _ = startSiblingRegion(t, root, token, "r2", r1.Siblings().PeerAddr())
+	poll.True(t, "r1 and r2 to find each other", func() bool {
+		a, _ := r1.Siblings().Addrs()
+		b, _ := r2.Siblings().Addrs()
+		return slices.Equal(a, []string{r2.LinkAddr()}) && slices.Equal(b, []string{r1.LinkAddr()})
+	})
+	return r1, stopR1, r2
 }
