@@ -93,25 +93,77 @@ var SpaceResource = store.Resource{Group: "canopy.dev", Resource: "spaces"}
 
 // SpaceKindOf reads the kind from a space record (an object of
 // SpaceResource); "" if it has none.
-func SpaceKindOf(record *store.Object) string {
-	kind, _ := SpaceOf(record)
-	return kind
+func SpaceKindOf(record *store.Object) string { return ReadSpace(record).Kind }
+
+// SpaceOf reads a space record's kind ("" if it has none) and whether it
+// has a deletionTimestamp: its space is being deleted and takes no new
+// objects.
+func SpaceOf(record *store.Object) (kind string, deleting bool) {
+	info := ReadSpace(record)
+	return info.Kind, info.Deleting
 }
 
-// SpaceOf reads, in one pass, a space record's kind ("" if it has none)
-// and whether it has a deletionTimestamp: its space is being deleted and
-// takes no new objects.
-func SpaceOf(record *store.Object) (kind string, deleting bool) {
-	var rec struct {
-		Metadata struct {
-			DeletionTimestamp *string `json:"deletionTimestamp"`
-		} `json:"metadata"`
-		Spec struct {
-			Kind string `json:"kind"`
-		} `json:"spec"`
-	}
-	_ = json.Unmarshal(record.Data, &rec)
-	return rec.Spec.Kind, rec.Metadata.DeletionTimestamp != nil
+// Where a space's objects are kept (a space record's spec.backend).
+const (
+	// BackendEmbedded (or no backend) is the root's own store.
+	BackendEmbedded = "embedded"
+	// BackendKube is an existing Kubernetes API server, reached with the
+	// kubeconfig of spec.kubeconfigSecret; the root's store holds a copy
+	// of what placement reads (relay/backing).
+	BackendKube = "kube"
+)
+
+// SystemSecretsNamespace is the namespace of the system space that holds
+// the Secrets space records refer to (spec.kubeconfigSecret).
+const SystemSecretsNamespace = "canopy-system"
+
+// SecretRef names a Secret of the system space and the key of its data
+// to read.
+type SecretRef struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Key       string `json:"key,omitempty"`
+}
+
+// SpaceInfo is what a space record says.
+type SpaceInfo struct {
+	Kind    string
+	Backend string
+	// Secret is spec.kubeconfigSecret, defaulted (SystemSecretsNamespace,
+	// key "kubeconfig"); Name is empty when the record names none.
+	Secret   SecretRef
+	Deleting bool
+}
+
+// Backed reports whether the space's objects are kept by a backend other
+// than the root's store.
+func (i SpaceInfo) Backed() bool { return i.Backend == BackendKube }
+
+type spaceInfoMemo struct{}
+
+// ReadSpace decodes a space record, once per version of it.
+func ReadSpace(record *store.Object) SpaceInfo {
+	return record.Memo(spaceInfoMemo{}, func(o *store.Object) any {
+		var rec struct {
+			Metadata struct {
+				DeletionTimestamp *string `json:"deletionTimestamp"`
+			} `json:"metadata"`
+			Spec struct {
+				Kind             string    `json:"kind"`
+				Backend          string    `json:"backend"`
+				KubeconfigSecret SecretRef `json:"kubeconfigSecret"`
+			} `json:"spec"`
+		}
+		_ = json.Unmarshal(o.Data, &rec)
+		ref := rec.Spec.KubeconfigSecret
+		if ref.Namespace == "" {
+			ref.Namespace = SystemSecretsNamespace
+		}
+		if ref.Key == "" {
+			ref.Key = "kubeconfig"
+		}
+		return SpaceInfo{Kind: rec.Spec.Kind, Backend: rec.Spec.Backend, Secret: ref, Deleting: rec.Metadata.DeletionTimestamp != nil}
+	}).(SpaceInfo)
 }
 
 // RouteResource is the resource of route records, in the system space "":
