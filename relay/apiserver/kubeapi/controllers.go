@@ -108,6 +108,10 @@ func (lc *lifecycle) watch(ctx context.Context) error {
 func (lc *lifecycle) observe(ev store.Event) {
 	obj := ev.Object
 	k := obj.Key
+	if lc.s.backed(k.Space) {
+		// The backend runs its own lifecycle; the space holds its copy.
+		return
+	}
 	if ev.Type == store.Deleted {
 		lc.mu.Lock()
 		lc.unindex(k)

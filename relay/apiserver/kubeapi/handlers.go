@@ -80,7 +80,7 @@ func (s *Server) serveResource(rq *request) {
 		case "delete":
 			s.serveSpaceDelete(rq, sv)
 			return
-		case "update", "patch", "deletecollection":
+		case "deletecollection":
 			rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), info.Verb))
 			return
 		}
@@ -389,8 +389,13 @@ func (s *Server) guaranteedUpdate(rq *request, sv *served, name, pinned string, 
 		if err := prepareUpdate(sv, rq.info.Subresource, next, cur); err != nil {
 			return nil, err
 		}
-		if sv.gr() == crdGR {
+		switch {
+		case sv.gr() == crdGR:
 			if err := s.admitCRD(rq, next, cur); err != nil {
+				return nil, err
+			}
+		case isSpaces(sv):
+			if err := admitSpaceUpdate(sv, next, cur); err != nil {
 				return nil, err
 			}
 		}

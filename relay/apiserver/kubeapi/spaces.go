@@ -32,22 +32,32 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 	}
 	ops := append([]store.Op{{Type: store.OpCreate, Key: store.Key{Resource: layout.SpaceResource, Name: name}, Data: data}}, contents...)
 	_, err = s.store.Txn(ctx, ops...)
-	if errors.Is(err, store.ErrExists) {
-		return nil
+	if !errors.Is(err, store.ErrExists) || kind != layout.SpaceKindSystem {
+		return err
 	}
-	return err
+	// The system space exists: its namespace comes back if it was
+	// deleted, as kube's own do, or is added to a space made before it.
+	for _, op := range contents {
+		if _, err := s.store.Get(op.Key); op.Key.Resource.Resource != "namespaces" || err == nil {
+			continue
+		}
+		if _, err := s.store.Txn(ctx, op); err != nil && !errors.Is(err, store.ErrExists) {
+			return err
+		}
+	}
+	return nil
 }
 
 // spaceContents are the creates of what a new space name of kind starts
 // with: the system namespaces and (but for mailboxes) the default
-// ClusterRoles; the system space has no namespaces and only
-// cluster-admin.
+// ClusterRoles; the system space has only layout.SystemSecretsNamespace
+// and cluster-admin.
 func spaceContents(name, kind string, at time.Time) ([]store.Op, error) {
 	created := at.UTC().Format(time.RFC3339)
 	var ops []store.Op
 	namespaces := layout.SystemNamespaces
 	if kind == layout.SpaceKindSystem {
-		namespaces = nil
+		namespaces = []string{layout.SystemSecretsNamespace}
 	}
 	for _, ns := range namespaces {
 		obj := map[string]any{

@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,10 @@ import (
 //   - delete (serveSpaceDelete) refuses the built-in spaces, marks the
 //     record terminating (the space then takes no new objects), deletes
 //     every object of the space and then the record;
-//   - update and patch are refused: a space's kind is what it is.
+//   - update and patch (admitSpaceUpdate) may change the backend of a
+//     workload description or inventory space, the built-in ones
+//     included, and nothing else of its spec: a space's kind is what it
+//     is.
 
 // spaceCRDManifest defines the kind Space.
 const spaceCRDManifest = `
@@ -58,6 +62,8 @@ spec:
     storage: true
     additionalPrinterColumns:
     - {name: Kind, type: string, jsonPath: .spec.kind, description: What the space holds.}
+    - {name: Backend, type: string, jsonPath: .spec.backend, description: Where its objects are kept.}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: Whether a backed space has what placement needs.}
     - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
     schema:
       openAPIV3Schema:
@@ -75,8 +81,25 @@ spec:
                 description: wds (a workload description space, the default) or inventory.
               backend:
                 type: string
-                enum: ["", embedded]
-                description: Where the space's objects are kept; embedded (the default) is the root's own store.
+                enum: ["", embedded, kube]
+                description: Where the space's objects are kept; embedded (the default) is the root's own store, kube an existing Kubernetes API server reached with the kubeconfig of kubeconfigSecret.
+              kubeconfigSecret:
+                type: object
+                description: The Secret of the system space holding the kubeconfig of a kube backend.
+                properties:
+                  name: {type: string, description: The Secret's name.}
+                  namespace: {type: string, description: Its namespace; canopy-system by default.}
+                  key: {type: string, description: The key of its data holding the kubeconfig; kubeconfig by default.}
+          status:
+            type: object
+            description: Written by Canopy for a backed space.
+            properties:
+              conditions:
+                type: array
+                description: Ready (Canopy installed its CRDs in the backend and listed what it needs) and Reachable (the backend answers now).
+                items:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
 `
 
 // spaceServed is Space as the system space serves it.
@@ -93,7 +116,7 @@ var spaceServed = sync.OnceValue(func() *compiledCRD {
 })
 
 // spaceVerbs are the verbs of Space.
-var spaceVerbs = []string{"create", "delete", "get", "list", "watch"}
+var spaceVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 
 // systemBuiltins are the built-in kinds served in the system space.
 var systemBuiltins = map[schema.GroupResource]bool{
@@ -103,6 +126,10 @@ var systemBuiltins = map[schema.GroupResource]bool{
 	{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}:     true,
 	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:  true,
 	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:      true,
+	// Secrets hold the kubeconfigs of backed spaces, in
+	// layout.SystemSecretsNamespace.
+	{Resource: "namespaces"}: true,
+	{Resource: "secrets"}:    true,
 }
 
 // servedSpace is Space's served resource.
@@ -159,9 +186,23 @@ func (s *Server) systemSpaceData(space, group, resource string) store.Space {
 
 // admitSpace checks a new space's name: a DNS label (it is a path segment
 // and a kubeconfig context), not the name of a space that exists (409),
-// nor one the relays keep for themselves (422).
+// nor one the relays keep for themselves (422); a kube backend names its
+// Secret, and backs a workload description space (422). Status is
+// Canopy's: what the request carries is dropped.
 func (s *Server) admitSpace(sv *served, obj *unstructured.Unstructured) error {
 	name := obj.GetName()
+	unstructured.RemoveNestedField(obj.Object, "status")
+	if backend, _, _ := unstructured.NestedString(obj.Object, "spec", "backend"); backend == layout.BackendKube {
+		errs := backendErrors(obj)
+		// A new inventory space does not drive placement (the built-in
+		// one does): only a new workload description space is backed.
+		if kind, _, _ := unstructured.NestedString(obj.Object, "spec", "kind"); kind != layout.SpaceKindWDS {
+			errs = append(errs, field.NotSupported(field.NewPath("spec", "kind"), kind, []string{layout.SpaceKindWDS}))
+		}
+		if len(errs) > 0 {
+			return apierrors.NewInvalid(sv.gvk().GroupKind(), name, errs)
+		}
+	}
 	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
 		errs := field.ErrorList{}
 		for _, m := range msgs {
@@ -176,6 +217,42 @@ func (s *Server) admitSpace(sv *served, obj *unstructured.Unstructured) error {
 		errs := field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name,
 			"is reserved for the spaces Canopy makes itself (default, inventory, downsync, system, inbox, outbox, mailbox-*, reports-*)")}
 		return apierrors.NewInvalid(sv.gvk().GroupKind(), name, errs)
+	}
+	return nil
+}
+
+// backendErrors checks a kube backend names its Secret.
+func backendErrors(obj *unstructured.Unstructured) field.ErrorList {
+	if secret, _, _ := unstructured.NestedString(obj.Object, "spec", "kubeconfigSecret", "name"); secret == "" {
+		return field.ErrorList{field.Required(field.NewPath("spec", "kubeconfigSecret", "name"), "a kube backend is reached with the kubeconfig of a Secret of the system space")}
+	}
+	return nil
+}
+
+// admitSpaceUpdate checks an update of the space record cur to next: the
+// kind does not change, the backend changes only for a workload
+// description or inventory space, and a kube backend names its Secret.
+// Status stays Canopy's, and goes with a kube backend.
+func admitSpaceUpdate(sv *served, next, cur *unstructured.Unstructured) error {
+	kind, _, _ := unstructured.NestedString(cur.Object, "spec", "kind")
+	backend, _, _ := unstructured.NestedString(next.Object, "spec", "backend")
+	errs := field.ErrorList{}
+	if k, _, _ := unstructured.NestedString(next.Object, "spec", "kind"); k != kind {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "kind"), k, "field is immutable"))
+	}
+	was, _, _ := unstructured.NestedString(cur.Object, "spec", "backend")
+	if cmp.Or(backend, layout.BackendEmbedded) != cmp.Or(was, layout.BackendEmbedded) && kind != layout.SpaceKindWDS && kind != layout.SpaceKindInventory {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "backend"), fmt.Sprintf("a space of kind %s is kept by the root", kind)))
+	}
+	if backend == layout.BackendKube {
+		errs = append(errs, backendErrors(next)...)
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(sv.gvk().GroupKind(), next.GetName(), errs)
+	}
+	delete(next.Object, "status")
+	if st, ok := cur.Object["status"]; ok && backend == layout.BackendKube {
+		next.Object["status"] = st
 	}
 	return nil
 }

@@ -94,10 +94,10 @@ func spaceObjects(t *testing.T, st *store.Store, space string) int {
 	return len(list.Items)
 }
 
-// The system space serves Space (and RBAC) only; a Space created there
-// serves at once with its namespaces and roles, lists and watches with
-// resourceVersions, prints KIND and AGE, and its deletion removes its
-// objects and then its record.
+// The system space serves Space, RBAC, Namespaces and Secrets only; a
+// Space created there serves at once with its namespaces and roles, lists
+// and watches with resourceVersions, prints KIND, BACKEND, READY and AGE,
+// and its deletion removes its objects and then its record.
 func TestSpacesLifecycle(t *testing.T) {
 	cfg, st := systemAPI(t)
 	ctx := context.Background()
@@ -111,8 +111,15 @@ func TestSpacesLifecycle(t *testing.T) {
 	if len(rl.APIResources) != 1 || rl.APIResources[0].Name != "spaces" || rl.APIResources[0].Namespaced || rl.APIResources[0].Kind != "Space" {
 		t.Fatalf("canopy.dev/v1alpha1 resources: %+v, want only the cluster-scoped spaces", rl.APIResources)
 	}
-	if core, err := disc.ServerResourcesForGroupVersion("v1"); err == nil && len(core.APIResources) > 0 {
-		t.Errorf("the system space serves %d core resources: want only spaces and RBAC", len(core.APIResources))
+	core, err := disc.ServerResourcesForGroupVersion("v1")
+	var coreNames []string
+	if err == nil {
+		for _, r := range core.APIResources {
+			coreNames = append(coreNames, r.Name)
+		}
+	}
+	if slices.Sort(coreNames); !slices.Equal(coreNames, []string{"namespaces", "namespaces/status", "secrets"}) {
+		t.Errorf("the system space serves core %v (%v): want namespaces and secrets only (the kubeconfigs of backed spaces)", coreNames, err)
 	}
 	if _, err := disc.ServerResourcesForGroupVersion("rbac.authorization.k8s.io/v1"); err != nil {
 		t.Errorf("the system space does not serve RBAC: %v", err)
@@ -169,8 +176,8 @@ func TestSpacesLifecycle(t *testing.T) {
 	for _, r := range table.Rows {
 		names = append(names, r.Cells[0].(string)+"="+r.Cells[1].(string))
 	}
-	if !slices.Equal(cols, []string{"Name", "Kind", "Age"}) {
-		t.Errorf("columns %v, want Name Kind Age", cols)
+	if !slices.Equal(cols, []string{"Name", "Kind", "Backend", "Ready", "Age"}) {
+		t.Errorf("columns %v, want Name Kind Backend Ready Age", cols)
 	}
 	for _, want := range []string{"default=wds", "system=system", "team-a=wds"} {
 		if !slices.Contains(names, want) {
@@ -257,8 +264,8 @@ func invalidFields(err error) []string {
 }
 
 // Bad names, kinds and backends are a 422 naming the field, a taken name
-// a 409, built-in spaces cannot be deleted (403) nor changed (405); none
-// of these writes anything.
+// a 409, built-in spaces cannot be deleted (403), and a space's spec
+// changes only in its backend (422); none of these writes anything.
 func TestSpacesRefused(t *testing.T) {
 	cfg, st := systemAPI(t)
 	ctx := context.Background()
@@ -279,7 +286,9 @@ func TestSpacesRefused(t *testing.T) {
 		{"ok", map[string]any{"kind": "downsync"}, "spec.kind"},
 		{"ok", map[string]any{"kind": "system"}, "spec.kind"},
 		{"ok", map[string]any{"kind": "nonsense"}, "spec.kind"},
-		{"ok", map[string]any{"backend": "kube"}, "spec.backend"},
+		{"ok", map[string]any{"backend": "helm"}, "spec.backend"},
+		{"ok", map[string]any{"backend": "kube"}, "spec.kubeconfigSecret.name"},
+		{"ok", map[string]any{"backend": "kube", "kind": "inventory", "kubeconfigSecret": map[string]any{"name": "x"}}, "spec.kind"},
 	} {
 		_, err := spaces.Create(ctx, spaceObject(c.name, c.spec), metav1.CreateOptions{})
 		if fields := invalidFields(err); !slices.Contains(fields, c.field) {
@@ -311,8 +320,17 @@ func TestSpacesRefused(t *testing.T) {
 	if err := spaces.Delete(ctx, "nowhere", metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("delete of a missing space: %v, want NotFound", err)
 	}
-	if _, err := spaces.Patch(ctx, "embedded", "application/merge-patch+json", []byte(`{"spec":{"kind":"inventory"}}`), metav1.PatchOptions{}); !apierrors.IsMethodNotSupported(err) {
-		t.Errorf("patch of a space: %v, want MethodNotSupported", err)
+	for _, c := range []struct {
+		space, patch, field string
+	}{
+		{"embedded", `{"spec":{"kind":"inventory"}}`, "spec.kind"},
+		{"embedded", `{"spec":{"backend":"kube"}}`, "spec.kubeconfigSecret.name"},
+		{layout.SystemSpace, `{"spec":{"backend":"kube","kubeconfigSecret":{"name":"x"}}}`, "spec.backend"},
+	} {
+		_, err := spaces.Patch(ctx, c.space, "application/merge-patch+json", []byte(c.patch), metav1.PatchOptions{})
+		if fields := invalidFields(err); !slices.Contains(fields, c.field) {
+			t.Errorf("patch %s %s: %v (fields %v), want a 422 naming %s", c.space, c.patch, err, fields, c.field)
+		}
 	}
 	if st.Revision() != before {
 		t.Errorf("refused deletes wrote: revision %d, was %d", st.Revision(), before)
