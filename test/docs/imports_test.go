@@ -29,6 +29,8 @@ var importRules = []importRule{
 		why: "topology/inventory/doc.go: it imports neither the kube API server nor the tree transport"},
 	{pkg: "topology/summary", avoid: []string{"relay/apiserver", "relay/transport"},
 		why: "topology/summary/doc.go: it imports neither the kube API server nor the tree transport"},
+	{pkg: "relay/backing", avoid: []string{"relay/apiserver", "relay/transport"},
+		why: "relay/backing/doc.go: it imports neither the kube API server nor the tree transport"},
 	{pkg: "relay/atomicfile", avoid: []string{"."},
 		why: "relay/atomicfile/doc.go: it owns no format and imports nothing of Canopy"},
 	{pkg: "test/poll", avoid: []string{"."},
