@@ -319,6 +319,14 @@ func split(r *http.Request) (dest, rest, rawRest string) {
 	return dest, rest, rawRest
 }
 
+// AsUser makes a request's headers carry u, impersonated, instead of the
+// credentials and impersonation it came with, for a kube API that trusts
+// the proxy's own credentials to impersonate (a backed space's backend).
+func AsUser(h http.Header, u user.Info) {
+	stripCredentials(h)
+	impersonate(h, "", u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra(), nil)
+}
+
 // stripCredentials removes what authenticates or impersonates: the root's
 // user's token must not travel below the root.
 func stripCredentials(h http.Header) {

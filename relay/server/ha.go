@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canopy-dev/canopy/relay/backing"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -192,7 +193,8 @@ func (r *Root) inventoryController() (*inventory.Controller, error) {
 }
 
 // leaderWork runs the parts of the root that only one replica may run: the
-// kube API's controllers, the inventory, the workload CRDs and placement.
+// kube API's controllers, the inventory, the workload CRDs, placement and
+// the copies of backed spaces.
 // It returns when ctx ends (leadership lost), or as soon as one part
 // returns: a part that stops while ctx is live is an error, so that
 // RunAsLeader starts the group again.
@@ -207,6 +209,7 @@ func (r *Root) leaderWork(ctx context.Context) error {
 	g.add("inventory", inv)
 	g.add("workload CRDs", PartFunc(r.maintainWorkloadCRDs))
 	g.add("placement", PartFunc(placement.New(r.placementConfig()).Run))
+	g.add("backed spaces", backing.New(backing.Config{Store: r.store, Logger: r.log}))
 	return g.run(ctx, r.log, nil)
 }
 

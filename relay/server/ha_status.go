@@ -118,8 +118,9 @@ func (r *Root) replicaReady() error {
 	return r.startupCRDsReady()
 }
 
-// handler is the root's HTTP handler: the kube API, MembersPath and
-// BackupPath.
+// handler is the root's HTTP handler: the kube API (the spaces of the
+// root's store; backed spaces are passed to their backends), the
+// destinations, MembersPath and BackupPath.
 func (r *Root) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch p := req.URL.Path; {
@@ -129,6 +130,7 @@ func (r *Root) handler() http.Handler {
 			r.serveBackup(w, req)
 		case strings.HasPrefix(p, destproxy.Prefix):
 			r.destinations.ServeHTTP(w, req)
+		case r.backed.serve(w, req):
 		default:
 			r.api.ServeHTTP(w, req)
 		}

@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/canopy-dev/canopy/relay/backing"
 	"github.com/canopy-dev/canopy/relay/destproxy"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -66,7 +67,9 @@ type Root struct {
 	down    *session.Downlink
 	// destinations serves destproxy.Prefix; audit is its log.
 	destinations *destproxy.Root
-	audit        *os.File
+	// backed serves the spaces whose objects a backend keeps.
+	backed *backedSpaces
+	audit  *os.File
 	// mailboxes are the children's mailboxes over the downsync space.
 	mailboxes *mailbox.Mailboxes
 	lock      *os.File
@@ -244,7 +247,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	}
 	api := kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
-		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}, destinationsCollector{st}, destinations},
+		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}, destinationsCollector{st}, destinations, backing.Collector{Store: st}},
 		Validate: validateEdgeKinds, BeforeDelete: beforeDeleteOf(&r), ReadIndex: readIndex,
 		Space: rootSpaces{
 			store:   st,
@@ -265,6 +268,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	r = &Root{
 		audit:        audit,
 		destinations: destinations,
+		backed:       &backedSpaces{store: st, authenticate: authn.Authenticate, impersonate: authz.Impersonate},
 		down:         down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
 		serving: serving,

@@ -167,8 +167,9 @@ func sameCRD(want, cur *unstructured.Unstructured) (bool, error) {
 		equality.Semantic.DeepEqual(w.Annotations, c.Annotations), nil
 }
 
-// workloadSpaces lists the workload description spaces, but those being
-// deleted, and the revision of the listing.
+// workloadSpaces lists the workload description spaces of the root's own
+// store, but those being deleted, and the revision of the listing. (A
+// backed space gets the CRDs in its backend from relay/backing.)
 func (r *Root) workloadSpaces() ([]string, int64, error) {
 	list, err := r.store.List(store.ListOptions{Resource: layout.SpaceResource})
 	if err != nil {
@@ -176,7 +177,7 @@ func (r *Root) workloadSpaces() ([]string, int64, error) {
 	}
 	var out []string
 	for _, it := range list.Items {
-		if kind, deleting := layout.SpaceOf(it); kind == layout.SpaceKindWDS && !deleting {
+		if info := layout.ReadSpace(it); info.Kind == layout.SpaceKindWDS && !info.Deleting && !info.Backed() {
 			out = append(out, it.Key.Name)
 		}
 	}
