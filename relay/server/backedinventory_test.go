@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/test/kubecluster"
+	"github.com/canopy-dev/canopy/test/poll"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+// The built-in inventory space moved to a kube backend by a patch of its
+// Space: the joined destinations' SyncTargets are written there, a
+// Location another tool creates there drives placement, and a SyncTarget
+// made there for a cluster that has not joined shows no path. Moved back
+// to the root's store, the space keeps what it held.
+func TestInventoryBackedByKube(t *testing.T) {
+	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}, "e2": {"zone": "b"}})
+	backend := kubecluster.Start(t, kubecluster.Options{Minimal: true})
+	ctx := context.Background()
+	sys, err := pt.root.spaceClient(layout.SystemSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := os.ReadFile(backend.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt.apply(t, sys, schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "inventory", "namespace": layout.SystemSecretsNamespace}, "stringData": map[string]any{"kubeconfig": string(kc)}})
+	patch := func(p string) {
+		t.Helper()
+		if _, err := sys.Resource(spacesGVR).Patch(ctx, layout.InventorySpace, types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(`{"spec":{"backend":"kube","kubeconfigSecret":{"name":"inventory"}}}`)
+	poll.Until(t, "the inventory Ready", func() error { return spaceCondition(ctx, sys, layout.InventorySpace, "Ready") })
+
+	bc, err := dynamic.NewForConfig(backend.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the joined destinations' SyncTargets in the backend", func() error {
+		for name, zone := range map[string]string{"e1": "a", "e2": "b"} {
+			st, err := bc.Resource(edgev1alpha1.SyncTargetsGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			path, _, _ := unstructured.NestedString(st.Object, "status", "path")
+			if st.GetLabels()["zone"] != zone || path != "root/r1/"+name {
+				return fmt.Errorf("%s: labels %v, path %q", name, st.GetLabels(), path)
+			}
+		}
+		return nil
+	})
+	create := func(gvr schema.GroupVersionResource, obj map[string]any) {
+		t.Helper()
+		if _, err := bc.Resource(gvr).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+		"metadata": map[string]any{"name": "zone-a", "labels": map[string]any{"use": "yes"}},
+		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"zone": "a"}}}})
+	create(edgev1alpha1.SyncTargetsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "SyncTarget",
+		"metadata": map[string]any{"name": "e9", "labels": map[string]any{"zone": "a"}}, "spec": map[string]any{}})
+
+	pt.apply(t, pt.wds, nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "team"}})
+	pt.apply(t, pt.wds, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "cfg", "namespace": "team"}, "data": map[string]any{"k": "v"}})
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"metadata": map[string]any{"name": "team"},
+		"spec": map[string]any{
+			"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"use": "yes"}}},
+			"downsync":          []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"team"}}},
+		}})
+	pt.waitInboxes(t, "e1, in the backend's Location, to hold the ConfigMap", map[string][]string{"e1": {"configmaps/team/cfg", "namespaces//team"}})
+	poll.Until(t, "e9, made by another tool, shown with no path", func() error {
+		st, err := bc.Resource(edgev1alpha1.SyncTargetsGVR).Get(ctx, "e9", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if path, _, _ := unstructured.NestedString(st.Object, "status", "path"); path != "<none>" {
+			return fmt.Errorf("path %q", path)
+		}
+		return nil
+	})
+	// The root's inventory context is the backend.
+	l, err := pt.inv.Resource(edgev1alpha1.LocationsGVR).List(ctx, metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "zone-a" {
+		t.Fatalf("Locations through the root: %v, %v", l, err)
+	}
+
+	// Back to the root's store: the copy is the space's own.
+	patch(`{"spec":{"backend":"embedded"}}`)
+	poll.Until(t, "the root serving the inventory from its store", func() error {
+		l, err := pt.inv.Resource(edgev1alpha1.SyncTargetsGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, it := range l.Items {
+			names = append(names, it.GetName())
+		}
+		if slices.Sort(names); !slices.Equal(names, []string{"e1", "e2", "e9"}) {
+			return fmt.Errorf("SyncTargets %v", names)
+		}
+		if _, err := pt.inv.Resource(edgev1alpha1.LocationsGVR).Get(ctx, "zone-a", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		return bc.Resource(edgev1alpha1.LocationsGVR).Delete(ctx, "zone-a", metav1.DeleteOptions{})
+	})
+	// Deleted in the former backend, zone-a stays: nothing copies it now.
+	poll.Holds(t, "zone-a kept at the root", 2*time.Second, func() error {
+		_, err := pt.root.Store().Get(store.Key{Space: layout.InventorySpace, Resource: store.Resource{Group: edgev1alpha1.GroupName, Resource: edgev1alpha1.ResourceLocations}, Name: "zone-a"})
+		return err
+	})
+	pt.waitInboxes(t, "e1 to keep the ConfigMap", map[string][]string{"e1": {"configmaps/team/cfg", "namespaces//team"}})
+}
+
+// spaceCondition checks that a Space's condition typ is True.
+func spaceCondition(ctx context.Context, sys dynamic.Interface, space, typ string) error {
+	sp, err := sys.Resource(spacesGVR).Get(ctx, space, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	conds, _, _ := unstructured.NestedSlice(sp.Object, "status", "conditions")
+	for _, c := range conds {
+		if m := c.(map[string]any); m["type"] == typ {
+			if m["status"] != "True" {
+				return fmt.Errorf("%s %s: %s: %s", typ, m["status"], m["reason"], m["message"])
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s condition: %v", typ, conds)
+}
