@@ -148,3 +148,120 @@ func spaceCondition(ctx context.Context, sys dynamic.Interface, space, typ strin
 	}
 	return fmt.Errorf("no %s condition: %v", typ, conds)
 }
+
+// A workload description space moved from the root's store to a kube
+// backend (its objects copied there first, but one) and back: what was
+// copied stays at the destination all along, never withdrawn and placed
+// again; what was not is withdrawn; moving back withdraws nothing.
+func TestSpaceMovesBetweenBackends(t *testing.T) {
+	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}})
+	backend := kubecluster.Start(t, kubecluster.Options{Minimal: true})
+	ctx := context.Background()
+	sys, err := pt.root.spaceClient(layout.SystemSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt.apply(t, sys, spacesGVR, map[string]any{"apiVersion": "canopy.dev/v1alpha1", "kind": "Space", "metadata": map[string]any{"name": "team-a"}})
+	poll.True(t, "team-a served", func() bool { return pt.root.crds.ready() == nil })
+	wds, err := pt.root.spaceClient("team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := dynamic.NewForConfig(backend.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	location := map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+		"metadata": map[string]any{"name": "zone-a", "labels": map[string]any{"use": "yes"}},
+		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"zone": "a"}}}}
+	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, location)
+	objects := []struct {
+		gvr schema.GroupVersionResource
+		obj map[string]any
+	}{
+		{nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "team"}}},
+		{cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "keep", "namespace": "team"}, "data": map[string]any{"k": "v"}}},
+		{edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+			"metadata": map[string]any{"name": "team"},
+			"spec": map[string]any{
+				"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"use": "yes"}}},
+				"downsync":          []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"team"}}},
+			}}},
+	}
+	poll.Until(t, "the workload CRDs in team-a", func() error {
+		_, err := wds.Resource(edgev1alpha1.EdgePlacementsGVR).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	for _, o := range objects {
+		pt.apply(t, wds, o.gvr, o.obj)
+	}
+	pt.apply(t, wds, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "drop", "namespace": "team"}})
+	pt.waitInboxes(t, "e1 to hold keep and drop", map[string][]string{"e1": {"configmaps/team/drop", "configmaps/team/keep", "namespaces//team"}})
+	keepKey := store.Key{Space: layout.InboxSpace, Resource: store.Resource{Resource: "configmaps"}, Namespace: "team", Name: "keep"}
+	placed, err := pt.edges["e1"].Store().Get(keepKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Everything but drop copied to the backend, the workload CRDs
+	// first, as user-guide.md says.
+	kc, err := os.ReadFile(backend.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt.apply(t, sys, schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "team-a", "namespace": layout.SystemSecretsNamespace}, "stringData": map[string]any{"kubeconfig": string(kc)}})
+	crds, err := wds.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range crds.Items {
+		obj := map[string]any{"apiVersion": c.GetAPIVersion(), "kind": c.GetKind(), "metadata": map[string]any{"name": c.GetName()}, "spec": c.Object["spec"]}
+		pt.apply(t, bc, crdGVR, obj)
+	}
+	poll.Until(t, "EdgePlacements served by the backend", func() error {
+		_, err := bc.Resource(edgev1alpha1.EdgePlacementsGVR).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	for _, o := range objects {
+		pt.apply(t, bc, o.gvr, o.obj)
+	}
+	patch := func(p string) {
+		t.Helper()
+		if _, err := sys.Resource(spacesGVR).Patch(ctx, "team-a", types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(`{"spec":{"backend":"kube","kubeconfigSecret":{"name":"team-a"}}}`)
+	poll.Until(t, "team-a Ready on its backend", func() error { return spaceCondition(ctx, sys, "team-a", "Ready") })
+	pt.waitInboxes(t, "e1 to hold keep only", map[string][]string{"e1": {"configmaps/team/keep", "namespaces//team"}})
+	if now, err := pt.edges["e1"].Store().Get(keepKey); err != nil || now.CreateRevision != placed.CreateRevision {
+		t.Fatalf("keep at e1 after the move: %v (created at %d, was %d): withdrawn and placed again", err, now.CreateRevision, placed.CreateRevision)
+	}
+	if l, err := wds.Resource(cmGVR).Namespace("team").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 1 {
+		t.Fatalf("team-a through the root after the move: %v, %v; want the backend's keep", l, err)
+	}
+
+	patch(`{"spec":{"backend":"embedded"}}`)
+	poll.Until(t, "team-a served by the root again", func() error {
+		sp, err := sys.Resource(spacesGVR).Get(ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, has := sp.Object["status"]; has {
+			return fmt.Errorf("status %v kept with the embedded backend", sp.Object["status"])
+		}
+		_, err = wds.Resource(cmGVR).Namespace("team").Get(ctx, "keep", metav1.GetOptions{})
+		return err
+	})
+	if err := bc.Resource(cmGVR).Namespace("team").Delete(ctx, "keep", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Holds(t, "keep at e1, whatever the former backend does", 2*time.Second, func() error {
+		now, err := pt.edges["e1"].Store().Get(keepKey)
+		if err != nil || now.CreateRevision != placed.CreateRevision {
+			return fmt.Errorf("keep at e1: %v", err)
+		}
+		return nil
+	})
+}
