@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -220,11 +221,43 @@ func RESTConfig(st *store.Store, ref layout.SecretRef) (*rest.Config, error) {
 	if !ok {
 		return nil, &configError{ReasonBadKubeconfig, fmt.Errorf("Secret %s/%s has no key %q", ref.Namespace, ref.Name, ref.Key)}
 	}
-	rc, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	bad := func(err error) error {
+		return &configError{ReasonBadKubeconfig, fmt.Errorf("Secret %s/%s, key %s: %w", ref.Namespace, ref.Name, ref.Key, err)}
+	}
+	cfg, err := clientcmd.Load(kc)
 	if err != nil {
-		return nil, &configError{ReasonBadKubeconfig, fmt.Errorf("Secret %s/%s, key %s: %w", ref.Namespace, ref.Name, ref.Key, err)}
+		return nil, bad(err)
+	}
+	if err := inline(cfg); err != nil {
+		return nil, bad(err)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+	if err != nil {
+		return nil, bad(err)
 	}
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "canopy-root"
 	return rc, nil
+}
+
+// inline refuses a kubeconfig whose current context reads a file or runs
+// a command: the root would do so on its own machine for whoever may
+// write Secrets in the system space.
+func inline(cfg *clientcmdapi.Config) error {
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	if ctx == nil {
+		return fmt.Errorf("no current context %q", cfg.CurrentContext)
+	}
+	if c := cfg.Clusters[ctx.Cluster]; c != nil && c.CertificateAuthority != "" {
+		return fmt.Errorf("cluster %s reads its CA from a file: give certificate-authority-data", ctx.Cluster)
+	}
+	a := cfg.AuthInfos[ctx.AuthInfo]
+	switch {
+	case a == nil:
+	case a.Exec != nil || a.AuthProvider != nil:
+		return fmt.Errorf("user %s runs a command or an auth provider: give a token or a client certificate inline", ctx.AuthInfo)
+	case a.ClientCertificate != "" || a.ClientKey != "" || a.TokenFile != "":
+		return fmt.Errorf("user %s reads its credentials from files: give client-certificate-data, client-key-data or token", ctx.AuthInfo)
+	}
+	return nil
 }
