@@ -62,6 +62,8 @@ type mirror struct {
 	crdsChanged bool
 	wake        chan struct{}
 
+	// writes is the session's queue of what to write back (the session's
+	// goroutine adds to it, its write-back loops take from it).
 	writes workqueue.TypedRateLimitingInterface[writeBack]
 }
 
@@ -169,7 +171,7 @@ func (m *mirror) session(ctx context.Context) error {
 		Message: fmt.Sprintf("following %d resources of the backend", len(m.informers))})
 	m.log.Info("backed space ready", "resources", len(m.informers))
 	for range 2 {
-		go m.writeBackLoop(ctx)
+		go m.writeBackLoop(ctx, m.writes)
 	}
 	return m.loop(ctx, rev)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
@@ -106,21 +107,21 @@ func (m *mirror) writeBackAll(ctx context.Context) {
 	}
 }
 
-// writeBackLoop writes queued objects into the backend until the queue
-// shuts down, retrying a failed write with backoff.
-func (m *mirror) writeBackLoop(ctx context.Context) {
+// writeBackLoop writes the objects of a session's queue into the backend
+// until the queue shuts down, retrying a failed write with backoff.
+func (m *mirror) writeBackLoop(ctx context.Context, q workqueue.TypedRateLimitingInterface[writeBack]) {
 	for {
-		item, shutdown := m.writes.Get()
+		item, shutdown := q.Get()
 		if shutdown {
 			return
 		}
 		if err := m.write(ctx, item); err != nil && ctx.Err() == nil {
 			m.log.Info("backed space: writing back", "object", item.key, "error", err)
-			m.writes.AddRateLimited(item)
+			q.AddRateLimited(item)
 		} else {
-			m.writes.Forget(item)
+			q.Forget(item)
 		}
-		m.writes.Done(item)
+		q.Done(item)
 	}
 }
 
