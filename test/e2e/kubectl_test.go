@@ -1227,7 +1227,7 @@ func testKubectlSystemSpaces(t *testing.T, r *root, _ *kubernetes.Clientset) {
 	out := r.mustKubectlIn(t, spaceYAML("kc-team", ""), sys, "create", "-f", "-")
 	wantContains(t, "create", out, "space.canopy.dev/kc-team created")
 	out = r.mustKubectl(t, sys, "get", "spaces")
-	wantMatch(t, "get spaces", out, `^NAME\s+KIND\s+AGE$`, `^kc-team\s+wds\s+\S+$`, `^default\s+wds\s`, `^inventory\s+inventory\s`, `^system\s+system\s`)
+	wantMatch(t, "get spaces", out, `^NAME\s+KIND\s+BACKEND\s+READY\s+AGE$`, `^kc-team\s+wds\s+\S+$`, `^default\s+wds\s`, `^inventory\s+inventory\s`, `^system\s+system\s`)
 
 	// The admin kubeconfig gets the new space's context; it serves, with
 	// the workload CRDs.
@@ -1246,7 +1246,8 @@ func testKubectlSystemSpaces(t *testing.T, r *root, _ *kubernetes.Clientset) {
 	// Bad input: nothing is created.
 	for _, c := range []struct{ manifest, want string }{
 		{spaceYAML("kc-bad", "{kind: mailbox}"), `spec.kind: Unsupported value: "mailbox"`},
-		{spaceYAML("kc-bad", "{backend: kube}"), `spec.backend: Unsupported value: "kube"`},
+		{spaceYAML("kc-bad", "{backend: helm}"), `spec.backend: Unsupported value: "helm"`},
+		{spaceYAML("kc-bad", "{backend: kube}"), `spec.kubeconfigSecret.name: Required value`},
 		{spaceYAML("kc_bad", ""), `metadata.name: Invalid value: "kc_bad"`},
 		{spaceYAML("mailbox-kc", ""), `metadata.name: Invalid value: "mailbox-kc": is reserved`},
 		{spaceYAML("inventory", ""), `spaces.canopy.dev "inventory" already exists`},
