@@ -32,8 +32,11 @@ func (s *Server) EnsureSpace(ctx context.Context, name, kind string) error {
 	}
 	ops := append([]store.Op{{Type: store.OpCreate, Key: store.Key{Resource: layout.SpaceResource, Name: name}, Data: data}}, contents...)
 	_, err = s.store.Txn(ctx, ops...)
-	if !errors.Is(err, store.ErrExists) || kind != layout.SpaceKindSystem {
+	switch {
+	case !errors.Is(err, store.ErrExists):
 		return err
+	case kind != layout.SpaceKindSystem:
+		return nil
 	}
 	// The system space exists: its namespace comes back if it was
 	// deleted, as kube's own do, or is added to a space made before it.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -58,15 +59,7 @@ func systemAPI(t *testing.T) (*rest.Config, *store.Store) {
 	go func() { done <- authz.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	s := New(Config{Store: st, Authenticator: authn, Authorizer: authz})
-	for _, sp := range []struct{ name, kind string }{
-		{layout.DefaultSpace, layout.SpaceKindWDS},
-		{layout.InventorySpace, layout.SpaceKindInventory},
-		{layout.SystemSpace, layout.SpaceKindSystem},
-	} {
-		if err := s.EnsureSpace(ctx, sp.name, sp.kind); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ensureBuiltins(t, s)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
 	for deadline := time.Now().Add(10 * time.Second); !authz.Synced(); time.Sleep(10 * time.Millisecond) {
@@ -75,6 +68,56 @@ func systemAPI(t *testing.T) (*rest.Config, *store.Store) {
 		}
 	}
 	return &rest.Config{Host: hs.URL, BearerToken: "admin-secret", QPS: -1}, st
+}
+
+// ensureBuiltins makes the default, inventory and system spaces.
+func ensureBuiltins(t *testing.T, s *Server) {
+	t.Helper()
+	for _, sp := range []struct{ name, kind string }{
+		{layout.DefaultSpace, layout.SpaceKindWDS},
+		{layout.InventorySpace, layout.SpaceKindInventory},
+		{layout.SystemSpace, layout.SpaceKindSystem},
+	} {
+		if err := s.EnsureSpace(context.Background(), sp.name, sp.kind); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// EnsureSpace is what a root does at every start: again, it changes
+// nothing, but that the system space's namespace comes back.
+func TestEnsureSpaceAgain(t *testing.T) {
+	st := store.New(store.Options{Fields: FieldsFor})
+	st.SetLog(store.NewMemLog(st))
+	t.Cleanup(st.Close)
+	s := New(Config{Store: st})
+	ensureBuiltins(t, s)
+	versions := func() map[store.Key]int64 {
+		out := map[store.Key]int64{}
+		for _, sp := range []string{"", layout.DefaultSpace, layout.InventorySpace, layout.SystemSpace} {
+			l, err := st.List(store.ListOptions{Space: sp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range l.Items {
+				out[o.Key] = o.Revision
+			}
+		}
+		return out
+	}
+	before := versions()
+	ensureBuiltins(t, s)
+	if after := versions(); !maps.Equal(after, before) {
+		t.Fatalf("EnsureSpace again changed objects: %v, was %v", after, before)
+	}
+	ns := store.Key{Space: layout.SystemSpace, Resource: store.Resource{Resource: "namespaces"}, Name: layout.SystemSecretsNamespace}
+	if _, err := st.Txn(context.Background(), store.Op{Type: store.OpDelete, Key: ns}); err != nil {
+		t.Fatal(err)
+	}
+	ensureBuiltins(t, s)
+	if _, err := st.Get(ns); err != nil {
+		t.Fatalf("the system space's namespace after EnsureSpace: %v", err)
+	}
 }
 
 // in returns cfg for space.
