@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,7 +66,8 @@ type Options struct {
 }
 
 // Cluster is a running cluster. Its fields do not change after Start and its
-// methods are safe for concurrent use.
+// methods are safe for concurrent use; StopAPIServer and StartAPIServer
+// replace the kube-apiserver process, not the cluster.
 type Cluster struct {
 	// Kubeconfig is the path of a kubeconfig file for the cluster admin
 	// (a client certificate in group system:masters).
@@ -81,8 +83,11 @@ type Cluster struct {
 	etcdURLs  []string // client URLs of the etcd members, in member order
 	caPEM     []byte
 	admin     keyPair
+	apiBin    string   // the kube-apiserver binary...
+	apiArgs   []string // ...and its flags, to start it again
 	mu        sync.Mutex
 	processes []*process // in start order
+	stopped   bool       // Stop ran: nothing starts again
 	stopOnce  sync.Once
 }
 
@@ -173,6 +178,7 @@ func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		c.mu.Lock()
 		procs := c.processes
+		c.stopped = true
 		c.mu.Unlock()
 		for i := len(procs) - 1; i >= 0; i-- {
 			procs[i].kill()
@@ -286,19 +292,15 @@ func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]strin
 		// address, which validation rejects; nothing here needs them.
 		"--endpoint-reconciler-type=none",
 	}
-	if err := c.run(binAPIServer, bins[binAPIServer], nil, append(apiArgs, opts.APIServerArgs...)...); err != nil {
+	c.apiBin, c.apiArgs = bins[binAPIServer], append(apiArgs, opts.APIServerArgs...)
+	if err := c.run(binAPIServer, c.apiBin, nil, c.apiArgs...); err != nil {
 		return err
 	}
-	cfg := c.RESTConfig()
-	cfg.Timeout = 10 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := c.probeClient()
 	if err != nil {
 		return err
 	}
-	if err := c.waitFor(ctx, "kube-apiserver /readyz", func(ctx context.Context) error {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	}); err != nil {
+	if err := c.waitReady(ctx, cs); err != nil {
 		return err
 	}
 	if err := c.waitFor(ctx, "Namespace default", func(ctx context.Context) error {
@@ -401,6 +403,86 @@ func (c *Cluster) start(ctx context.Context, opts Options, bins map[string]strin
 		}
 	}
 	return nil
+}
+
+// probeClient is an admin clientset whose requests give up after 10 s,
+// for the waits of Start and StartAPIServer.
+func (c *Cluster) probeClient() (*kubernetes.Clientset, error) {
+	cfg := c.RESTConfig()
+	cfg.Timeout = 10 * time.Second
+	return kubernetes.NewForConfig(cfg)
+}
+
+// waitReady waits until kube-apiserver's /readyz is ok.
+func (c *Cluster) waitReady(ctx context.Context, cs *kubernetes.Clientset) error {
+	return c.waitFor(ctx, "kube-apiserver /readyz", func(ctx context.Context) error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+}
+
+// StopAPIServer kills the cluster's kube-apiserver and waits for it to be
+// gone; the rest of the cluster (etcd above all, and with it every object)
+// keeps running, and clients of Host get their connections refused until
+// StartAPIServer. Stopping a stopped apiserver does nothing.
+func (c *Cluster) StopAPIServer() {
+	c.mu.Lock()
+	i := c.apiServerIndex()
+	var p *process
+	if i >= 0 {
+		p = c.processes[i]
+	}
+	c.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+}
+
+// StartAPIServer starts the cluster's kube-apiserver again, with the flags
+// and on the port it had (Host and the kubeconfigs stay valid), after
+// StopAPIServer, and returns once its /readyz is ok, ctx ends or the
+// process exits. Its output is appended to the same log file. Starting a
+// running apiserver, or one of a stopped cluster, is an error.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	if err := c.restartAPIServer(); err != nil {
+		return err
+	}
+	cs, err := c.probeClient()
+	if err != nil {
+		return err
+	}
+	return c.waitReady(ctx, cs)
+}
+
+// restartAPIServer starts a stopped kube-apiserver in its old process's
+// place (Stop kills it before etcd).
+func (c *Cluster) restartAPIServer() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("kubecluster: the cluster was stopped")
+	}
+	i := c.apiServerIndex()
+	if i < 0 {
+		return errors.New("kubecluster: the cluster has no kube-apiserver to start again")
+	}
+	select {
+	case <-c.processes[i].done:
+	default:
+		return errors.New("kubecluster: kube-apiserver is running; StopAPIServer first")
+	}
+	p, err := startProcess(filepath.Join(c.Dir, binAPIServer), binAPIServer, c.apiBin, c.apiArgs, nil)
+	if err != nil {
+		return err
+	}
+	c.processes[i] = p
+	return nil
+}
+
+// apiServerIndex returns the index of the kube-apiserver in c.processes,
+// -1 before it started; c.mu is held.
+func (c *Cluster) apiServerIndex() int {
+	return slices.IndexFunc(c.processes, func(p *process) bool { return p.name == binAPIServer })
 }
 
 // etcdMember is one member of a cluster's etcd.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +24,8 @@ import (
 )
 
 // TestMinimal runs two API-only clusters side by side: each stores what it
-// is given, and neither sees the other's objects.
+// is given, and neither sees the other's objects. On the first, the
+// apiserver stops and starts again on its port with every object kept.
 func TestMinimal(t *testing.T) {
 	t.Parallel()
 	a := Start(t, Options{Minimal: true})
@@ -76,6 +78,52 @@ func TestMinimal(t *testing.T) {
 		b.Stop()
 		if _, err := csA.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			t.Fatalf("cluster a after stopping b: %v", err)
+		}
+	})
+
+	t.Run("APIServerRestart", func(t *testing.T) {
+		kept, err := csA.CoreV1().ConfigMaps("default").Create(ctx, configMap("kept", map[string]string{"across": "restart"}), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.StartAPIServer(ctx); err == nil {
+			t.Fatal("StartAPIServer of a running apiserver: no error")
+		}
+		a.StopAPIServer()
+		short, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = csA.CoreV1().ConfigMaps("default").Get(short, "kept", metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			t.Fatal("a read while the apiserver is stopped succeeded")
+		}
+		if st := apierrors.APIStatus(nil); errors.As(err, &st) {
+			t.Fatalf("a read while the apiserver is stopped got an answer from a server: %v", err)
+		}
+		a.StopAPIServer() // stopping a stopped apiserver does nothing
+
+		start, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		began := time.Now()
+		if err := a.StartAPIServer(start); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kube-apiserver ready again in %v", time.Since(began).Round(time.Millisecond))
+		// The client made before the stop, on the same address with the
+		// same certificates, reads the ConfigMap as it was.
+		got, err := csA.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.UID != kept.UID || got.ResourceVersion != kept.ResourceVersion || got.Data["across"] != "restart" {
+			t.Fatalf("after the restart: %+v, want %+v", got, kept)
+		}
+		// Stop kills the new process: nothing answers afterwards.
+		a.Stop()
+		if err := getOK(ctx, insecureClient(), a.Host+"/readyz"); err == nil {
+			t.Error("the restarted apiserver answers after Stop")
+		}
+		if err := a.StartAPIServer(ctx); err == nil {
+			t.Error("StartAPIServer after Stop: no error")
 		}
 	})
 }

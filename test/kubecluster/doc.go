@@ -13,7 +13,9 @@
 // RunKubectl runs it with a kubeconfig and a HOME of the test's.
 //
 // Start returns once the cluster serves requests; Stop (also registered with
-// t.Cleanup) kills every process. Each process's output goes to a file in the
+// t.Cleanup) kills every process. StopAPIServer and StartAPIServer take the
+// kube-apiserver alone away and bring it back on its port, its data kept in
+// etcd, for tests of what clients do while it is gone. Each process's output goes to a file in the
 // cluster's directory, and its tail is logged when the test fails. Several
 // clusters may run at once, in one test or in parallel tests.
 //
