@@ -82,6 +82,7 @@ type Cluster struct {
 
 	etcdURLs  []string // client URLs of the etcd members, in member order
 	caPEM     []byte
+	authority *ca // signs client certificates (UserKubeconfig)
 	admin     keyPair
 	apiBin    string   // the kube-apiserver binary...
 	apiArgs   []string // ...and its flags, to start it again
@@ -170,6 +171,34 @@ func (c *Cluster) Clientset(t testing.TB) *kubernetes.Clientset {
 		t.Fatalf("kubecluster: clientset: %v", err)
 	}
 	return cs
+}
+
+// UserKubeconfig writes a kubeconfig for user in groups, authenticated by
+// a client certificate of the cluster's CA, into a new file in Dir and
+// returns its path. The user may do what the cluster's RBAC grants it:
+// nothing beyond discovery and self reviews until the test binds it a
+// role (a group such as system:masters grants it all).
+func (c *Cluster) UserKubeconfig(t testing.TB, user string, groups ...string) string {
+	t.Helper()
+	kp, err := c.authority.client(user, groups...)
+	if err != nil {
+		t.Fatalf("kubecluster: a certificate for %s: %v", user, err)
+	}
+	b, err := clientcmd.Write(kubeconfig(c.Host, c.caPEM, user, kp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(c.Dir, "user-*.kubeconfig")
+	if err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatalf("kubecluster: writing the kubeconfig of %s: %v", user, err)
+	}
+	return f.Name()
 }
 
 // Stop kills every process of the cluster, last started first. It is
@@ -607,7 +636,7 @@ func (c *Cluster) writePKI() error {
 	if err != nil {
 		return err
 	}
-	c.caPEM = authority.certPEM
+	c.caPEM, c.authority = authority.certPEM, authority
 	files := map[string][]byte{
 		caCertFile:      authority.certPEM,
 		caKeyFile:       authority.keyPEM,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,8 +25,9 @@ import (
 )
 
 // TestMinimal runs two API-only clusters side by side: each stores what it
-// is given, and neither sees the other's objects. On the first, the
-// apiserver stops and starts again on its port with every object kept.
+// is given, and neither sees the other's objects. On the first: a user's
+// kubeconfig authenticates as that user, and the apiserver stops and
+// starts again on its port with every object kept.
 func TestMinimal(t *testing.T) {
 	t.Parallel()
 	a := Start(t, Options{Minimal: true})
@@ -78,6 +80,32 @@ func TestMinimal(t *testing.T) {
 		b.Stop()
 		if _, err := csA.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			t.Fatalf("cluster a after stopping b: %v", err)
+		}
+	})
+
+	t.Run("UserKubeconfig", func(t *testing.T) {
+		path := a.UserKubeconfig(t, "alice", "devs", "qa")
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := r.Status.UserInfo
+		for _, g := range []string{"devs", "qa", "system:authenticated"} {
+			if !slices.Contains(u.Groups, g) {
+				t.Errorf("groups %v lack %s", u.Groups, g)
+			}
+		}
+		if u.Username != "alice" || slices.Contains(u.Groups, "system:masters") {
+			t.Errorf("authenticated as %s in %v, want alice in devs and qa", u.Username, u.Groups)
+		}
+		// Nothing is granted to alice: her reads are refused.
+		if _, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("alice listing ConfigMaps: %v, want Forbidden", err)
 		}
 	})
 

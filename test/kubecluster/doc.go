@@ -15,7 +15,8 @@
 // Start returns once the cluster serves requests; Stop (also registered with
 // t.Cleanup) kills every process. StopAPIServer and StartAPIServer take the
 // kube-apiserver alone away and bring it back on its port, its data kept in
-// etcd, for tests of what clients do while it is gone. Each process's output goes to a file in the
+// etcd, for tests of what clients do while it is gone. UserKubeconfig issues
+// a client certificate for any user and groups, for tests of RBAC. Each process's output goes to a file in the
 // cluster's directory, and its tail is logged when the test fails. Several
 // clusters may run at once, in one test or in parallel tests.
 //
