@@ -56,20 +56,19 @@ func (g *goroutineTB) Fatal(args ...any)                 { g.record(fmt.Sprint(a
 func (g *goroutineTB) Fatalf(format string, args ...any) { g.record(fmt.Sprintf(format, args...)) }
 func (g *goroutineTB) FailNow()                          { g.record("FailNow") }
 
-// startClusters starts n full real clusters (one fake Node each) in
-// parallel.
-func startClusters(t testing.TB, n int) []*kubecluster.Cluster {
+// startClusters starts one real cluster per options, in parallel.
+func startClusters(t testing.TB, opts ...kubecluster.Options) []*kubecluster.Cluster {
 	t.Helper()
 	began := time.Now()
-	out := make([]*kubecluster.Cluster, n)
-	tbs := make([]*goroutineTB, n)
+	out := make([]*kubecluster.Cluster, len(opts))
+	tbs := make([]*goroutineTB, len(opts))
 	var wg sync.WaitGroup
-	for i := range n {
+	for i, o := range opts {
 		tbs[i] = &goroutineTB{TB: t}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = kubecluster.Start(tbs[i], kubecluster.Options{Nodes: 1})
+			out[i] = kubecluster.Start(tbs[i], o)
 		}()
 	}
 	wg.Wait()
@@ -78,8 +77,30 @@ func startClusters(t testing.TB, n int) []*kubecluster.Cluster {
 			t.Fatalf("cluster %d: %s", i, g.msg)
 		}
 	}
-	t.Logf("%d real clusters up in %v", n, time.Since(began).Round(time.Millisecond))
+	t.Logf("%d real clusters up in %v", len(opts), time.Since(began).Round(time.Millisecond))
 	return out
+}
+
+// startClustersInBackground runs startClusters on another goroutine, while
+// the caller starts relays; what it returns waits for the clusters, on the
+// test's goroutine.
+func startClustersInBackground(t testing.TB, opts ...kubecluster.Options) (wait func() []*kubecluster.Cluster) {
+	t.Helper()
+	var clusters []*kubecluster.Cluster
+	done := make(chan struct{})
+	ctb := &goroutineTB{TB: t}
+	go func() {
+		defer close(done)
+		clusters = startClusters(ctb, opts...)
+	}()
+	return func() []*kubecluster.Cluster {
+		t.Helper()
+		<-done
+		if ctb.msg != "" || clusters == nil {
+			t.Fatal(ctb.msg)
+		}
+		return clusters
+	}
 }
 
 // realTree is a root, one region (on disk, on a fixed port, so it can be
@@ -107,13 +128,7 @@ func startRealTree(t testing.TB, edges map[string]map[string]string) *realTree {
 	}
 	slices.Sort(names)
 	// The clusters take longest: start them while the relays come up.
-	var clusters []*kubecluster.Cluster
-	done := make(chan struct{})
-	ctb := &goroutineTB{TB: t}
-	go func() {
-		defer close(done)
-		clusters = startClusters(ctb, len(names))
-	}()
+	waitClusters := startClustersInBackground(t, slices.Repeat([]kubecluster.Options{{Nodes: 1}}, len(names))...)
 	root := startTestRoot(t)
 	rt := &realTree{root: root, token: joinToken(t, root), edges: map[string]*Child{}, edgeCfg: map[string]ChildConfig{},
 		stops: map[string]func(){}, clusters: map[string]*kubecluster.Cluster{}, dyn: map[string]dynamic.Interface{}, home: t.TempDir()}
@@ -129,10 +144,7 @@ func startRealTree(t testing.TB, edges map[string]map[string]string) *realTree {
 	if rt.inv, err = root.spaceClient(layout.InventorySpace); err != nil {
 		t.Fatal(err)
 	}
-	<-done
-	if ctb.msg != "" || clusters == nil {
-		t.Fatal(ctb.msg)
-	}
+	clusters := waitClusters()
 	for i, name := range names {
 		c := clusters[i]
 		rt.clusters[name] = c
