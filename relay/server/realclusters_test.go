@@ -104,7 +104,8 @@ func startClustersInBackground(t testing.TB, opts ...kubecluster.Options) (wait 
 }
 
 // realTree is a root, one region (on disk, on a fixed port, so it can be
-// restarted) and edges, each on its own real cluster.
+// restarted) and edges, each on its own real cluster; with
+// realTreeOptions.backing, also a Minimal cluster to back a space.
 type realTree struct {
 	root      *Root
 	token     string
@@ -118,9 +119,22 @@ type realTree struct {
 	dyn       map[string]dynamic.Interface
 	wds, inv  dynamic.Interface
 	home      string
+	backing   *kubecluster.Cluster // realTreeOptions.backing
+}
+
+// realTreeOptions adds to what startRealTreeWith starts.
+type realTreeOptions struct {
+	// backing starts a Minimal cluster (realTree.backing) beside the
+	// edges' clusters, for a workload description space to be backed by.
+	backing bool
 }
 
 func startRealTree(t testing.TB, edges map[string]map[string]string) *realTree {
+	t.Helper()
+	return startRealTreeWith(t, edges, realTreeOptions{})
+}
+
+func startRealTreeWith(t testing.TB, edges map[string]map[string]string, opts realTreeOptions) *realTree {
 	t.Helper()
 	names := make([]string, 0, len(edges))
 	for n := range edges {
@@ -128,7 +142,11 @@ func startRealTree(t testing.TB, edges map[string]map[string]string) *realTree {
 	}
 	slices.Sort(names)
 	// The clusters take longest: start them while the relays come up.
-	waitClusters := startClustersInBackground(t, slices.Repeat([]kubecluster.Options{{Nodes: 1}}, len(names))...)
+	copts := slices.Repeat([]kubecluster.Options{{Nodes: 1}}, len(names))
+	if opts.backing {
+		copts = append(copts, kubecluster.Options{Minimal: true})
+	}
+	waitClusters := startClustersInBackground(t, copts...)
 	root := startTestRoot(t)
 	rt := &realTree{root: root, token: joinToken(t, root), edges: map[string]*Child{}, edgeCfg: map[string]ChildConfig{},
 		stops: map[string]func(){}, clusters: map[string]*kubecluster.Cluster{}, dyn: map[string]dynamic.Interface{}, home: t.TempDir()}
@@ -145,6 +163,9 @@ func startRealTree(t testing.TB, edges map[string]map[string]string) *realTree {
 		t.Fatal(err)
 	}
 	clusters := waitClusters()
+	if opts.backing {
+		rt.backing = clusters[len(names)]
+	}
 	for i, name := range names {
 		c := clusters[i]
 		rt.clusters[name] = c
@@ -325,31 +346,94 @@ spec:
   instanceSelector: {matchLabels: {site: a}}
 `
 
-// TestRealClustersEndToEnd: kubectl against the root places a namespace,
+// realSpace is where the user of the real-cluster suite writes the
+// workload and reads its status: the root's space for an embedded one,
+// the backing cluster for a kube-backed one.
+type realSpace struct {
+	// name is the space's name at the root, and its context in the
+	// root's admin kubeconfig.
+	name string
+	// kubeconfig is what the user's kubectl runs with (its current
+	// context).
+	kubeconfig string
+	// withdraw ends every placement of the space.
+	withdraw func(t *testing.T)
+}
+
+// kubectl runs the stock kubectl where the user of s writes and reads.
+func (s realSpace) kubectl(t testing.TB, rt *realTree, stdin string, args ...string) (string, error) {
+	t.Helper()
+	return kubecluster.RunKubectl(t, rt.home, s.kubeconfig, stdin, nil, args...)
+}
+
+func (s realSpace) mustKubectl(t testing.TB, rt *realTree, stdin string, args ...string) string {
+	t.Helper()
+	out, err := s.kubectl(t, rt, stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRealClustersEndToEnd runs the real-cluster suite (realSuite) twice
+// on one tree, two edges each on its own real cluster: in the root's
+// default space (embedded), then in a space backed by a third, Minimal
+// cluster (kube), where the user writes the workload and reads its status
+// with kubectl against that cluster. Each run ends by withdrawing its
+// placements (the embedded one deletes them, the kube one deletes its
+// Space), which clears the edges for the next.
+func TestRealClustersEndToEnd(t *testing.T) {
+	began := time.Now()
+	rt := startRealTreeWith(t, map[string]map[string]string{
+		"e1": {"fleet": "yes", "site": "a"},
+		"e2": {"fleet": "yes", "site": "b"},
+	}, realTreeOptions{backing: true})
+	t.Logf("tree and clusters up: %v", time.Since(began).Round(time.Millisecond))
+	rt.mustKubectl(t, realLocations, "--context=inventory", "apply", "-f", "-")
+
+	embedded := realSpace{name: layout.DefaultSpace, kubeconfig: rt.root.KubeconfigPath(), withdraw: func(t *testing.T) {
+		rt.mustKubectl(t, "", "delete", "edgeplacements", "fleet", "solo")
+	}}
+	if !t.Run("embedded", func(t *testing.T) { realSuite(t, rt, embedded) }) {
+		t.Fatal("the embedded run failed: the edges may hold its objects, which the kube run would meet")
+	}
+
+	kube := realSpace{name: backedSpaceName, kubeconfig: rt.backing.Kubeconfig, withdraw: func(t *testing.T) {
+		rt.mustKubectl(t, "", "--context=system", "delete", "space", backedSpaceName)
+	}}
+	t.Run("kube", func(t *testing.T) {
+		createKubeSpace(t, rt.root, rt.home, backedSpaceName, rt.backing.Kubeconfig)
+		realSuite(t, rt, kube)
+		// The backing cluster's own objects are left as they are.
+		out := kube.mustKubectl(t, rt, "", "get", "namespace/shop", "configmap/settings", "deployments/web", "deployments/solo",
+			"widgets/w1", "edgeplacements/fleet", "-n", "shop", "-o", "name")
+		t.Logf("the backing cluster after the space's deletion:\n%s", out)
+	})
+	t.Logf("total %v", time.Since(began).Round(time.Millisecond))
+}
+
+// realSuite: kubectl where the user of space s looks places a namespace,
 // a CRD and its custom resource, two ConfigMaps and a Deployment on two
 // edges, each on its own real cluster, and a second Deployment on one of
 // them with singleton reported state. It checks, in the real clusters:
 // the CRD Established before its CR, every object managed, the
-// Deployments Available; at the root: the CombinedStatus (2 destinations,
-// 4 ready replicas), the placement Synced (kubectl wait), the singleton
-// status; then prune, drift correction and upsync.
-func TestRealClustersEndToEnd(t *testing.T) {
+// Deployments Available; where the user looks: the CombinedStatus (2
+// destinations, 4 ready replicas), the placement Synced (kubectl wait),
+// the singleton status; at the root, the space's objects through its
+// context; then prune, drift correction, upsync (into the root's reports
+// store and the space), and the withdrawal of every placement: nothing of
+// the space is left at the edges or in the root's downsync space.
+func realSuite(t *testing.T, rt *realTree, s realSpace) {
 	began := time.Now()
-	rt := startRealTree(t, map[string]map[string]string{
-		"e1": {"fleet": "yes", "site": "a"},
-		"e2": {"fleet": "yes", "site": "b"},
-	})
-	t.Logf("tree and clusters up: %v", time.Since(began).Round(time.Millisecond))
 	ctx := context.Background()
 
-	rt.mustKubectl(t, realLocations, "--context=inventory", "apply", "-f", "-")
-	rt.mustKubectl(t, realCRD, "apply", "-f", "-")
-	poll.Until(t, "the root to serve widgets", func() error {
-		_, err := rt.kubectl(t, "", "get", "widgets", "-A")
+	s.mustKubectl(t, rt, realCRD, "apply", "-f", "-")
+	poll.Until(t, "the space to serve widgets", func() error {
+		_, err := s.kubectl(t, rt, "", "get", "widgets", "-A")
 		return err
 	})
-	rt.mustKubectl(t, realWorkload, "apply", "-f", "-")
-	rt.mustKubectl(t, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: shop}\nspec: {size: 3}\n", "apply", "-f", "-")
+	s.mustKubectl(t, rt, realWorkload, "apply", "-f", "-")
+	s.mustKubectl(t, rt, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: shop}\nspec: {size: 3}\n", "apply", "-f", "-")
 
 	managed := func(u *unstructured.Unstructured) bool { return u.GetLabels()[syncer.ManagedLabel] == "true" }
 	poll.Until(t, "both clusters to hold everything, Deployments Available", func() error {
@@ -400,8 +484,8 @@ func TestRealClustersEndToEnd(t *testing.T) {
 		t.Fatalf("e2 holds solo (%v)", err)
 	}
 
-	poll.Until(t, "CombinedStatus at the root: 2 destinations, 4 ready", func() error {
-		out, err := rt.kubectl(t, "", "get", "combinedstatuses", "-n", "shop", "-o", "json")
+	poll.Until(t, "CombinedStatus where the user looks: 2 destinations, 4 ready", func() error {
+		out, err := s.kubectl(t, rt, "", "get", "combinedstatuses", "-n", "shop", "-o", "json")
 		if err != nil {
 			return err
 		}
@@ -433,35 +517,48 @@ func TestRealClustersEndToEnd(t *testing.T) {
 		}
 		return errors.New(out)
 	})
-	rt.mustKubectl(t, "", "wait", "--for=condition=Synced", "edgeplacement/fleet", "--timeout=60s")
-	t.Logf("kubectl get edgeplacements:\n%s", rt.mustKubectl(t, "", "get", "edgeplacements"))
+	s.mustKubectl(t, rt, "", "wait", "--for=condition=Synced", "edgeplacement/fleet", "--timeout=60s")
+	t.Logf("kubectl get edgeplacements:\n%s", s.mustKubectl(t, rt, "", "get", "edgeplacements"))
 
-	// Singleton reported state: the root's solo carries e1's status.
-	poll.Until(t, "solo's status at the root equal to e1's", func() error {
-		out, err := rt.kubectl(t, "", "get", "deployment", "solo", "-n", "shop", "-o", "json")
+	// Singleton reported state: solo where the user looks carries e1's
+	// status.
+	poll.Until(t, "solo's status where the user looks equal to e1's", func() error {
+		out, err := s.kubectl(t, rt, "", "get", "deployment", "solo", "-n", "shop", "-o", "json")
 		if err != nil {
 			return err
 		}
-		var atRoot unstructured.Unstructured
-		if err := atRoot.UnmarshalJSON([]byte(out)); err != nil {
+		var atSpace unstructured.Unstructured
+		if err := atSpace.UnmarshalJSON([]byte(out)); err != nil {
 			return err
 		}
 		live, err := rt.dyn["e1"].Resource(deployGVR).Namespace("shop").Get(ctx, "solo", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		rs, _, _ := unstructured.NestedMap(atRoot.Object, "status")
+		ss, _, _ := unstructured.NestedMap(atSpace.Object, "status")
 		ls, _, _ := unstructured.NestedMap(live.Object, "status")
-		ready, _, _ := unstructured.NestedInt64(atRoot.Object, "status", "readyReplicas")
-		if ready != 1 || !reflect.DeepEqual(rs, ls) {
-			return fmt.Errorf("root %v, e1 %v", rs, ls)
+		ready, _, _ := unstructured.NestedInt64(atSpace.Object, "status", "readyReplicas")
+		if ready != 1 || !reflect.DeepEqual(ss, ls) {
+			return fmt.Errorf("space %v, e1 %v", ss, ls)
 		}
 		return nil
 	})
 
-	// Prune: the ConfigMap deleted at the root leaves both clusters; the
+	// The root serves the space at its context, with the space's objects.
+	poll.Until(t, "the root's context "+s.name+" to list the Deployments", func() error {
+		out, err := rt.kubectl(t, "", "--context="+s.name, "get", "deployments", "-n", "shop", "-o", "name")
+		if err != nil {
+			return err
+		}
+		if got := strings.Fields(out); !slices.Equal(got, []string{"deployment.apps/solo", "deployment.apps/web"}) {
+			return fmt.Errorf("%q", out)
+		}
+		return nil
+	})
+
+	// Prune: the ConfigMap deleted in the space leaves both clusters; the
 	// other stays.
-	rt.mustKubectl(t, "", "delete", "configmap", "extra", "-n", "shop")
+	s.mustKubectl(t, rt, "", "delete", "configmap", "extra", "-n", "shop")
 	poll.Until(t, "extra pruned from both clusters", func() error {
 		for name, c := range rt.dyn {
 			if _, err := c.Resource(cmGVR).Namespace("shop").Get(ctx, "extra", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -515,7 +612,43 @@ func TestRealClustersEndToEnd(t *testing.T) {
 	if out, err := rt.kubectl(t, "", "--context=reports-r1", "get", "configmaps", "-A", "-o", "name"); err != nil || !strings.Contains(out, "e1.report-1") {
 		t.Fatalf("kubectl --context=reports-r1 get configmaps -A: %q, %v; want e1.report-1", out, err)
 	}
-	t.Logf("total %v", time.Since(began).Round(time.Millisecond))
+	// ... and in the space, where the user looks, labelled upsynced and
+	// annotated with its destination.
+	poll.Until(t, "report-1 upsynced into the space", func() error {
+		out, err := s.kubectl(t, rt, "", "get", "configmap", "report-1", "-n", "shop", "-o", "json")
+		if err != nil {
+			return err
+		}
+		var cm unstructured.Unstructured
+		if err := cm.UnmarshalJSON([]byte(out)); err != nil {
+			return err
+		}
+		v, _, _ := unstructured.NestedString(cm.Object, "data", "violations")
+		if v != "0" || cm.GetLabels()[edgev1alpha1.UpsyncedLabel] != "true" || cm.GetAnnotations()[edgev1alpha1.DestinationAnnotation] != "e1" {
+			return errors.New(out)
+		}
+		return nil
+	})
+
+	// Withdrawal: every placement of the space ends; the edges lose all
+	// it placed (the namespace deleted with all it holds, the CRD with its
+	// CR), and the root's downsync space holds nothing of it.
+	s.withdraw(t)
+	poll.Until(t, "the space's objects withdrawn from both clusters", func() error {
+		for name, c := range rt.dyn {
+			if _, err := c.Resource(crdGVR).Get(ctx, "widgets.example.com", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s: crd still there (%v)", name, err)
+			}
+			if _, err := c.Resource(nsGVR).Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s: namespace shop still there (%v)", name, err)
+			}
+		}
+		if got := downsyncNames(t, rt.root, "shop"); len(got) != 0 {
+			return fmt.Errorf("downsync holds %v", got)
+		}
+		return nil
+	}, poll.For(2*time.Minute))
+	t.Logf("%s: %v", s.name, time.Since(began).Round(time.Millisecond))
 }
 
 // spaceKeys lists a space's keys (diagnostics).
