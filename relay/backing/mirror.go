@@ -9,6 +9,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -61,6 +62,14 @@ type mirror struct {
 	// read again before the resources to follow are.
 	crdsChanged bool
 	wake        chan struct{}
+	// back is signalled when the probe finds the backend answering after
+	// it did not.
+	back chan struct{}
+	// versions holds, per copied object, the revision of its copy and the
+	// backend's resourceVersion it was copied from or found equal to: what
+	// Canopy writes back names the backend's (CombinedStatus
+	// observedRevision).
+	versions map[store.Key]copyVersion
 
 	// writes is the session's queue of what to write back (the session's
 	// goroutine adds to it, its write-back loops take from it).
@@ -82,7 +91,16 @@ func newMirror(cfg Config, space string) *mirror {
 		dirty:     map[store.Key]bool{},
 		listErrs:  map[store.Resource]error{},
 		wake:      make(chan struct{}, 1),
+		back:      make(chan struct{}, 1),
+		versions:  map[store.Key]copyVersion{},
 	}
+}
+
+// copyVersion is a copy's revision and the backend's resourceVersion of
+// the same content.
+type copyVersion struct {
+	rev int64
+	rv  string
 }
 
 // run keeps the space until ctx ends.
@@ -90,16 +108,20 @@ func (m *mirror) run(ctx context.Context) {
 	info := m.info()
 	m.inventory = info.Kind == layout.SpaceKindInventory
 	rc, err := RESTConfig(m.cfg.Store, info.Secret)
+	if err == nil {
+		if m.dyn, err = dynamic.NewForConfig(rc); err == nil {
+			m.disco, err = discovery.NewDiscoveryClientForConfig(rc)
+		}
+		if err != nil {
+			err = &configError{ReasonBadKubeconfig, err}
+		}
+	}
 	if err != nil {
+		// Nothing to reach the backend with: neither condition can be
+		// True until the Space or its Secret changes.
 		m.notReady(ctx, err)
-		<-ctx.Done()
-		return
-	}
-	if m.dyn, err = dynamic.NewForConfig(rc); err == nil {
-		m.disco, err = discovery.NewDiscoveryClientForConfig(rc)
-	}
-	if err != nil {
-		m.notReady(ctx, &configError{ReasonBadKubeconfig, err})
+		m.setCondition(ctx, metav1.Condition{Type: ConditionReachable, Status: metav1.ConditionFalse, Reason: err.(*configError).reason,
+			Message: "the kubeconfig cannot be used: " + err.Error()})
 		<-ctx.Done()
 		return
 	}
@@ -108,18 +130,30 @@ func (m *mirror) run(ctx context.Context) {
 	backoff := minBackoff
 	for ctx.Err() == nil {
 		err := m.session(ctx)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return
+		case errors.Is(err, errBackendBack):
+			backoff = minBackoff
+			continue
 		}
 		m.log.Info("backed space: retrying", "error", err)
 		m.notReady(ctx, err)
 		select {
 		case <-ctx.Done():
+		case <-m.back:
+			backoff = minBackoff
+			continue
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
 }
+
+// errBackendBack ends a session when the backend answers again after it
+// did not: client-go's informers would wait out their backoff before
+// listing again, a new session lists at once.
+var errBackendBack = errors.New("the backend answers again")
 
 // info reads the space's record (zero when it is gone).
 func (m *mirror) info() layout.SpaceInfo {
@@ -137,16 +171,20 @@ func (m *mirror) session(ctx context.Context) error {
 	if err := m.installCRDs(ctx); err != nil {
 		return err
 	}
-	if err := m.catalog.refresh(m.disco); err != nil {
+	if err := m.discover(ctx); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	m.factory = dynamicinformer.NewDynamicSharedInformerFactory(m.dyn, 0)
-	defer m.factory.Shutdown()
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(m.dyn, 0)
+	writes := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[writeBack]())
+	defer func() {
+		// The informers stop with ctx, and Shutdown waits for them.
+		cancel()
+		factory.Shutdown()
+		writes.ShutDown()
+	}()
+	m.factory, m.writes = factory, writes
 	m.informers = map[store.Resource]*followed{}
-	m.writes = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[writeBack]())
-	defer m.writes.ShutDown()
 	m.follow(ctx)
 	// Nothing is copied until everything placement reads has been listed:
 	// a space is not placed from half of it.
@@ -159,6 +197,8 @@ func (m *mirror) session(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-m.back:
+			return errBackendBack
 		case <-tick.C:
 		}
 		m.follow(ctx) // the EdgePlacements listed may name more resources
@@ -176,6 +216,41 @@ func (m *mirror) session(ctx context.Context) error {
 	return m.loop(ctx, rev)
 }
 
+// discover reads the backend's discovery until it serves every base
+// resource (the CRDs just installed take a moment to be served).
+func (m *mirror) discover(ctx context.Context) error {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err := m.catalog.refresh(m.disco); err != nil {
+			return err
+		}
+		missing := ""
+		for _, gr := range m.base() {
+			if _, ok := m.catalog.get(gr); !ok {
+				missing = gr.String()
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the backend does not serve %s", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// base is what the space follows whatever its placements say.
+func (m *mirror) base() []schema.GroupResource {
+	if m.inventory {
+		return inventoryResources
+	}
+	return baseResources
+}
+
 // loop copies what the informers report, follows what placement writes
 // into the space to write it back, and follows new resources, until ctx
 // ends.
@@ -189,6 +264,8 @@ func (m *mirror) loop(ctx context.Context, since int64) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-m.back:
+			return errBackendBack
 		case ev, ok := <-w.Events():
 			if !ok {
 				return fmt.Errorf("watching the space: %w", w.Err())
@@ -254,11 +331,7 @@ func (m *mirror) wanted() []apiResource {
 			out = append(out, r)
 		}
 	}
-	base := baseResources
-	if m.inventory {
-		base = inventoryResources
-	}
-	for _, gr := range base {
+	for _, gr := range m.base() {
 		if r, ok := m.catalog.get(gr); ok {
 			add(r)
 		}
@@ -431,16 +504,21 @@ func (m *mirror) copyDirty(ctx context.Context) error {
 	clear(m.dirty)
 	m.mu.Unlock()
 	var ops []store.Op
-	done := 0 // keys[:done] are written
+	var rvs []string // the backend's resourceVersion of each op
+	done := 0        // keys[:done] are written
 	flush := func() error {
 		if len(ops) == 0 {
 			return nil
 		}
-		_, err := m.cfg.Store.Txn(ctx, ops...)
+		res, err := m.cfg.Store.Txn(ctx, ops...)
 		if err != nil {
 			m.requeue(keys[done:]) // copied again, from the new state
+		} else {
+			for i, op := range ops {
+				m.noteVersion(op.Key, res.Objects[i].Revision, rvs[i], op.Type == store.OpDelete)
+			}
 		}
-		ops = ops[:0]
+		ops, rvs = ops[:0], rvs[:0]
 		return err
 	}
 	for i, k := range keys {
@@ -449,14 +527,14 @@ func (m *mirror) copyDirty(ctx context.Context) error {
 			// Not listed yet: copied whole once it is (markListed).
 			continue
 		}
-		op, err := m.copyOp(k, f)
+		op, rv, err := m.copyOp(k, f)
 		if err != nil {
 			ferr := flush()
 			m.requeue(keys[i:])
 			return errors.Join(err, ferr)
 		}
 		if op != nil {
-			ops = append(ops, *op)
+			ops, rvs = append(ops, *op), append(rvs, rv)
 		}
 		if len(ops) >= maxOps {
 			if err := flush(); err != nil {
@@ -478,29 +556,30 @@ func (m *mirror) requeue(keys []store.Key) {
 }
 
 // copyOp is the write that makes the copy of k what the backend has (nil:
-// nothing to do). The copy keeps its own status; objects Canopy owns in
-// the space are never copied from the backend.
-func (m *mirror) copyOp(k store.Key, f *followed) (*store.Op, error) {
+// nothing to do), and the backend's resourceVersion it copies. The copy
+// keeps its own status (but in the inventory); objects Canopy owns in the
+// space are never copied from the backend.
+func (m *mirror) copyOp(k store.Key, f *followed) (*store.Op, string, error) {
 	cur, err := m.cfg.Store.Get(k)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, err
+		return nil, "", err
 	}
 	if cur != nil && owned(k.Resource, cur.Labels) {
-		return nil, nil
+		return nil, "", nil
 	}
 	o, exists, err := f.inf.GetStore().GetByKey(cacheKey(k))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !exists {
 		if cur == nil {
-			return nil, nil
+			return nil, "", nil
 		}
-		return &store.Op{Type: store.OpDelete, Key: k, ExpectRevision: cur.Revision}, nil
+		return &store.Op{Type: store.OpDelete, Key: k, ExpectRevision: cur.Revision}, "", nil
 	}
 	u := o.(*unstructured.Unstructured)
 	if owned(k.Resource, u.GetLabels()) || skippedCRD(k, u) {
-		return nil, nil
+		return nil, "", nil
 	}
 	copied := u.DeepCopy().Object
 	md, _ := copied["metadata"].(map[string]any)
@@ -510,7 +589,7 @@ func (m *mirror) copyOp(k store.Key, f *followed) (*store.Op, error) {
 	if cur != nil {
 		curMap := map[string]any{}
 		if err := json.Unmarshal(cur.Data, &curMap); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !m.inventory {
 			delete(copied, "status")
@@ -519,17 +598,42 @@ func (m *mirror) copyOp(k store.Key, f *followed) (*store.Op, error) {
 			}
 		}
 		if sameCopy(copied, curMap) {
-			return nil, nil
+			m.noteVersion(k, cur.Revision, u.GetResourceVersion(), false)
+			return nil, "", nil
 		}
 	}
 	data, err := json.Marshal(copied)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if cur == nil {
-		return &store.Op{Type: store.OpCreate, Key: k, Data: data}, nil
+		return &store.Op{Type: store.OpCreate, Key: k, Data: data}, u.GetResourceVersion(), nil
 	}
-	return &store.Op{Type: store.OpUpdate, Key: k, Data: data, ExpectRevision: cur.Revision}, nil
+	return &store.Op{Type: store.OpUpdate, Key: k, Data: data, ExpectRevision: cur.Revision}, u.GetResourceVersion(), nil
+}
+
+// noteVersion records that the copy of k at rev is the backend's rv
+// (gone: forgets k).
+func (m *mirror) noteVersion(k store.Key, rev int64, rv string, gone bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gone {
+		delete(m.versions, k)
+		return
+	}
+	m.versions[k] = copyVersion{rev: rev, rv: rv}
+}
+
+// backendVersion is the backend's resourceVersion of the copy of k at
+// rev, if known.
+func (m *mirror) backendVersion(k store.Key, rev string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.versions[k]
+	if !ok || strconv.FormatInt(v.rev, 10) != rev {
+		return "", false
+	}
+	return v.rv, true
 }
 
 // sameCopy compares a copy about to be written with the stored one, but
@@ -630,8 +734,15 @@ func (m *mirror) probe(ctx context.Context, rc *rest.Config) {
 			return
 		}
 		m.mu.Lock()
+		wasDown := m.reach != nil
 		m.reach = err
 		m.mu.Unlock()
+		if wasDown && err == nil {
+			select {
+			case m.back <- struct{}{}:
+			default:
+			}
+		}
 		c := metav1.Condition{Type: ConditionReachable, Status: metav1.ConditionTrue, Reason: "Answering", Message: "the backend's /readyz answers"}
 		if err != nil {
 			c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonUnreachable, err.Error()

@@ -169,6 +169,9 @@ func (m *mirror) write(ctx context.Context, item writeBack) error {
 		if r.status {
 			delete(obj.Object, "status")
 		}
+		if k.Resource == combinedStatuses {
+			m.translateObserved(obj.Object)
+		}
 		if err := apply(ctx, client, obj.Object); err != nil || !r.status || !hasStatus {
 			return err
 		}
@@ -184,6 +187,27 @@ func (m *mirror) write(ctx context.Context, item writeBack) error {
 		return apply(ctx, client, patch, "status")
 	}
 	return apply(ctx, client, patch)
+}
+
+var combinedStatuses = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceCombinedStatuses}
+
+// translateObserved rewrites a CombinedStatus's observedRevision, the
+// revision of the copy its results describe, as the backend's
+// resourceVersion of the same content; it leaves the field out when that
+// version is not known (the copy changed since).
+func (m *mirror) translateObserved(cs map[string]any) {
+	rev, _ := cs["observedRevision"].(string)
+	ref, _ := cs["object"].(map[string]any)
+	if rev == "" || ref == nil {
+		return
+	}
+	str := func(f string) string { v, _ := ref[f].(string); return v }
+	k := store.Key{Space: m.space, Resource: store.Resource{Group: str("group"), Resource: str("resource")}, Namespace: str("namespace"), Name: str("name")}
+	if rv, ok := m.backendVersion(k, rev); ok {
+		cs["observedRevision"] = rv
+	} else {
+		delete(cs, "observedRevision")
+	}
 }
 
 func (m *mirror) client(r apiResource, ns string) dynamic.ResourceInterface {
