@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -12,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
+	"github.com/canopy-dev/canopy/relay/backing"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/test/kubecluster"
@@ -30,16 +29,8 @@ func TestInventoryBackedByKube(t *testing.T) {
 	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}, "e2": {"zone": "b"}})
 	backend := kubecluster.Start(t, kubecluster.Options{Minimal: true})
 	ctx := context.Background()
-	sys, err := pt.root.spaceClient(layout.SystemSpace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := os.ReadFile(backend.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pt.apply(t, sys, schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, map[string]any{"apiVersion": "v1", "kind": "Secret",
-		"metadata": map[string]any{"name": "inventory", "namespace": layout.SystemSecretsNamespace}, "stringData": map[string]any{"kubeconfig": string(kc)}})
+	sys := systemClient(t, pt.root)
+	storeBackingKubeconfig(t, pt.root, t.TempDir(), "inventory", backend.Kubeconfig)
 	patch := func(p string) {
 		t.Helper()
 		if _, err := sys.Resource(spacesGVR).Patch(ctx, layout.InventorySpace, types.MergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
@@ -47,12 +38,9 @@ func TestInventoryBackedByKube(t *testing.T) {
 		}
 	}
 	patch(`{"spec":{"backend":"kube","kubeconfigSecret":{"name":"inventory"}}}`)
-	poll.Until(t, "the inventory Ready", func() error { return spaceCondition(ctx, sys, layout.InventorySpace, "Ready") })
+	waitSpaceCondition(t, sys, layout.InventorySpace, backing.ConditionReady, metav1.ConditionTrue, "")
 
-	bc, err := dynamic.NewForConfig(backend.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bc := dynamicFor(t, backend)
 	poll.Until(t, "the joined destinations' SyncTargets in the backend", func() error {
 		for name, zone := range map[string]string{"e1": "a", "e2": "b"} {
 			st, err := bc.Resource(edgev1alpha1.SyncTargetsGVR).Get(ctx, name, metav1.GetOptions{})
@@ -131,24 +119,6 @@ func TestInventoryBackedByKube(t *testing.T) {
 	pt.waitInboxes(t, "e1 to keep the ConfigMap", map[string][]string{"e1": {"configmaps/team/cfg", "namespaces//team"}})
 }
 
-// spaceCondition checks that a Space's condition typ is True.
-func spaceCondition(ctx context.Context, sys dynamic.Interface, space, typ string) error {
-	sp, err := sys.Resource(spacesGVR).Get(ctx, space, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	conds, _, _ := unstructured.NestedSlice(sp.Object, "status", "conditions")
-	for _, c := range conds {
-		if m := c.(map[string]any); m["type"] == typ {
-			if m["status"] != "True" {
-				return fmt.Errorf("%s %s: %s: %s", typ, m["status"], m["reason"], m["message"])
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("no %s condition: %v", typ, conds)
-}
-
 // A workload description space moved from the root's store to a kube
 // backend (its objects copied there first, but one) and back: what was
 // copied stays at the destination all along, never withdrawn and placed
@@ -157,20 +127,14 @@ func TestSpaceMovesBetweenBackends(t *testing.T) {
 	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}})
 	backend := kubecluster.Start(t, kubecluster.Options{Minimal: true})
 	ctx := context.Background()
-	sys, err := pt.root.spaceClient(layout.SystemSpace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sys := systemClient(t, pt.root)
 	pt.apply(t, sys, spacesGVR, map[string]any{"apiVersion": "canopy.dev/v1alpha1", "kind": "Space", "metadata": map[string]any{"name": "team-a"}})
 	poll.True(t, "team-a served", func() bool { return pt.root.crds.ready() == nil })
 	wds, err := pt.root.spaceClient("team-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc, err := dynamic.NewForConfig(backend.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bc := dynamicFor(t, backend)
 	location := map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
 		"metadata": map[string]any{"name": "zone-a", "labels": map[string]any{"use": "yes"}},
 		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"zone": "a"}}}}
@@ -205,12 +169,7 @@ func TestSpaceMovesBetweenBackends(t *testing.T) {
 
 	// Everything but drop copied to the backend, the workload CRDs
 	// first, as user-guide.md says.
-	kc, err := os.ReadFile(backend.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pt.apply(t, sys, schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, map[string]any{"apiVersion": "v1", "kind": "Secret",
-		"metadata": map[string]any{"name": "team-a", "namespace": layout.SystemSecretsNamespace}, "stringData": map[string]any{"kubeconfig": string(kc)}})
+	storeBackingKubeconfig(t, pt.root, t.TempDir(), "team-a", backend.Kubeconfig)
 	crds, err := wds.Resource(crdGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +192,7 @@ func TestSpaceMovesBetweenBackends(t *testing.T) {
 		}
 	}
 	patch(`{"spec":{"backend":"kube","kubeconfigSecret":{"name":"team-a"}}}`)
-	poll.Until(t, "team-a Ready on its backend", func() error { return spaceCondition(ctx, sys, "team-a", "Ready") })
+	waitSpaceCondition(t, sys, "team-a", backing.ConditionReady, metav1.ConditionTrue, "")
 	pt.waitInboxes(t, "e1 to hold keep only", map[string][]string{"e1": {"configmaps/team/keep", "namespaces//team"}})
 	if now, err := pt.edges["e1"].Store().Get(keepKey); err != nil || now.CreateRevision != placed.CreateRevision {
 		t.Fatalf("keep at e1 after the move: %v (created at %d, was %d): withdrawn and placed again", err, now.CreateRevision, placed.CreateRevision)
