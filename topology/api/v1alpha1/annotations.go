@@ -48,6 +48,10 @@ const (
 // live state), names the destination it comes from.
 const DestinationAnnotation = GroupName + "/destination"
 
+// DestinationLabel, on an object a View serves, names the destination it
+// came from.
+const DestinationLabel = GroupName + "/destination"
+
 // Labels of objects in workload description spaces.
 const (
 	// UpsyncedLabel, set to "true", marks the objects of a workload

@@ -17,7 +17,7 @@ var InventoryResources = []string{ResourceSyncTargets, ResourceLocations}
 // WorkloadResources are the resources served in every workload
 // description space (WDS).
 var WorkloadResources = []string{ResourceEdgePlacements, ResourceSinglePlacementSlices, ResourceCustomizers,
-	ResourceStatusCollectors, ResourceCombinedStatuses}
+	ResourceStatusCollectors, ResourceCombinedStatuses, ResourceViews}
 
 // CRDs returns the CustomResourceDefinition manifests (YAML) of every
 // resource of the group: InventoryCRDs, then WorkloadCRDs.
@@ -31,7 +31,7 @@ func InventoryCRDs() ([][]byte, error) { return crdManifests(InventoryResources)
 
 // WorkloadCRDs returns the manifests of the CRDs every workload
 // description space serves: EdgePlacement, SinglePlacementSlice,
-// Customizer, StatusCollector and CombinedStatus.
+// Customizer, StatusCollector, CombinedStatus and View.
 func WorkloadCRDs() ([][]byte, error) { return crdManifests(WorkloadResources) }
 
 // CRDName is the metadata.name of a resource's CRD (plural.group).

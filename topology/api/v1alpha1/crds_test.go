@@ -73,7 +73,7 @@ func TestCRDSplit(t *testing.T) {
 		t.Errorf("InventoryCRDs: %v, want %v", gotInv, want)
 	}
 	if want := []string{"edgeplacements.edge.canopy.dev", "singleplacementslices.edge.canopy.dev", "customizers.edge.canopy.dev",
-		"statuscollectors.edge.canopy.dev", "combinedstatuses.edge.canopy.dev"}; !slices.Equal(gotWL, want) {
+		"statuscollectors.edge.canopy.dev", "combinedstatuses.edge.canopy.dev", "views.edge.canopy.dev"}; !slices.Equal(gotWL, want) {
 		t.Errorf("WorkloadCRDs: %v, want %v", gotWL, want)
 	}
 	for _, f := range files {

@@ -11,6 +11,7 @@
 //	Customizer            namespaced      every WDS  rule-based replacements applied per destination
 //	StatusCollector       cluster-scoped  every WDS  CEL expressions evaluated per placed object, mergeable up the tree
 //	CombinedStatus        namespaced      every WDS  the merged result per (workload object, EdgePlacement), written by the root
+//	View                  cluster-scoped  every WDS  objects of one resource gathered from every destination, served read-only and partitioned
 //
 // The package owns the Go types, their deepcopy functions, the CRD
 // manifests generated from them (crds/, embedded: see CRDs,
