@@ -40,7 +40,15 @@ const (
 const (
 	mailboxPrefix = "mailbox-"
 	reportsPrefix = "reports-"
+	viewsPrefix   = "views-"
 )
+
+// ViewsSpace names the space of the root's store that holds what the
+// Views of workload description space wds gather, each object once
+// whatever the Views and their partitions (topology/placement writes it;
+// the kube API serves each View over it). It has no space record: it is
+// served only through the Views.
+func ViewsSpace(wds string) string { return viewsPrefix + wds }
 
 // MailboxSpace names a child's mailbox: a read-only view of the downsync
 // space (at the root) or of the inbox (at a region), what the child must
@@ -62,13 +70,14 @@ func ReportsChild(space string) (string, bool) { return strings.CutPrefix(space,
 // BuiltinSpace reports whether name is a space the relays make
 // themselves, or reserved for one: the root's default, inventory,
 // downsync and system spaces, a child's inbox and outbox, and every
-// mailbox and reports space. Users create and delete other spaces only.
+// mailbox, reports and views space. Users create and delete other spaces
+// only.
 func BuiltinSpace(name string) bool {
 	switch name {
 	case DefaultSpace, InventorySpace, DownsyncSpace, SystemSpace, InboxSpace, OutboxSpace:
 		return true
 	}
-	return strings.HasPrefix(name, mailboxPrefix) || strings.HasPrefix(name, reportsPrefix)
+	return strings.HasPrefix(name, mailboxPrefix) || strings.HasPrefix(name, reportsPrefix) || strings.HasPrefix(name, viewsPrefix)
 }
 
 // SystemNamespaces are created in every new space, as a kube cluster has

@@ -49,12 +49,12 @@ func TestCursorKeys(t *testing.T) {
 }
 
 func TestBuiltinSpace(t *testing.T) {
-	for _, name := range []string{DefaultSpace, InventorySpace, DownsyncSpace, SystemSpace, InboxSpace, OutboxSpace, MailboxSpace("e1"), ReportsSpace("e1"), "mailbox-"} {
+	for _, name := range []string{DefaultSpace, InventorySpace, DownsyncSpace, SystemSpace, InboxSpace, OutboxSpace, MailboxSpace("e1"), ReportsSpace("e1"), ViewsSpace("default"), "mailbox-"} {
 		if !BuiltinSpace(name) {
 			t.Errorf("BuiltinSpace(%q) = false", name)
 		}
 	}
-	for _, name := range []string{"team-a", "systems", "defaults", "mailbox", "my-mailbox-1"} {
+	for _, name := range []string{"team-a", "systems", "defaults", "mailbox", "my-mailbox-1", "views"} {
 		if BuiltinSpace(name) {
 			t.Errorf("BuiltinSpace(%q) = true", name)
 		}
