@@ -128,11 +128,13 @@ type wds struct {
 	selectedStale bool
 	// upsynced holds the keys of the objects labelled v1alpha1.UpsyncedLabel.
 	upsynced map[store.Key]bool
+	// views are the space's Views, by name.
+	views map[string]*viewState
 }
 
 func newWDS(name string) *wds {
 	return &wds{name: name, placements: map[string]*placementState{}, objects: map[store.Key]*store.Object{}, selectedStale: true,
-		upsynced: map[store.Key]bool{}}
+		upsynced: map[store.Key]bool{}, views: map[string]*viewState{}}
 }
 
 // nsLabels returns the labels of the space's Namespace ns (nil when there
@@ -516,6 +518,8 @@ func (c *Controller) observeWDS(s *wds, ev store.Event) bool {
 		c.markPlacements(c.eng.SetPlacement(ref, &p))
 		c.dirtyPlacements[ref] = true
 		return true
+	case key.Resource == viewsRes:
+		return c.observeView(s, ev)
 	case key.Resource.Group == v1alpha1.GroupName && key.Resource != customizersRes && key.Resource != collectorsRes:
 		return false // slices and the like are Canopy's, never placed
 	}

@@ -44,6 +44,15 @@ type reportedState struct {
 	// upsynced says, per placement with upsync clauses, what became of
 	// its upsync at the last report flush (writeUpsynced).
 	upsynced map[scheduler.PlacementRef]*upsyncReport
+	// candidates are, by key in a workload description space, every
+	// destination's version of an object its placements upsync, as the
+	// last report flush found them (writeUpsynced): what Views gather.
+	candidates map[store.Key][]*upsyncCandidate
+	// views remembers, per object of a views space, what it was last
+	// written or found equal from (writeViews).
+	views map[store.Key]viewMemo
+	// viewSpaces are the views spaces written, with their objects.
+	viewSpaces map[string]bool
 }
 
 // Write implements summary.Sink.
@@ -61,6 +70,9 @@ func (r *reportedState) Write(ctx context.Context, m reports.Merged) error {
 		return err
 	}
 	if err := r.writeUpsynced(ctx, c.last, m, b); err != nil {
+		return err
+	}
+	if err := r.writeViews(ctx, b); err != nil {
 		return err
 	}
 	if err := r.writeStatuses(ctx, c.last, syncs, b); err != nil {

@@ -120,6 +120,7 @@ func (r *reportedState) writeUpsynced(ctx context.Context, out *outcome, m repor
 			cands[tk] = append(cs, &upsyncCandidate{dest: dest, obj: o, refs: []scheduler.PlacementRef{u.ref}})
 		}
 	}
+	r.candidates = cands
 	want := map[store.Key]map[string]any{}
 	for _, tk := range reports.SortedKeys(cands) {
 		cs := cands[tk]

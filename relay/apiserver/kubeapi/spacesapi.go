@@ -215,7 +215,7 @@ func (s *Server) admitSpace(sv *served, obj *unstructured.Unstructured) error {
 	}
 	if layout.BuiltinSpace(name) {
 		errs := field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name,
-			"is reserved for the spaces Canopy makes itself (default, inventory, downsync, system, inbox, outbox, mailbox-*, reports-*)")}
+			"is reserved for the spaces Canopy makes itself (default, inventory, downsync, system, inbox, outbox, mailbox-*, reports-*, views-*)")}
 		return apierrors.NewInvalid(sv.gvk().GroupKind(), name, errs)
 	}
 	return nil

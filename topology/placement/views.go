@@ -1,0 +1,215 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
+	"github.com/canopy-dev/canopy/topology/reports"
+)
+
+// What Views gather: every destination's version of each object that a
+// placement of a workload description space upsyncs (the candidates of
+// writeUpsynced, all of them, not only the first by destination), of a
+// resource some View of the space names, written once into the space's
+// views space (layout.ViewsSpace) under the name
+// <destination>.<name>, labelled v1alpha1.DestinationLabel. The kube API
+// serves each View over it, selecting by resource, selector and
+// partition as it reads: the objects are held once whatever the Views,
+// their partitions and their watchers. Each View's status counts what
+// it serves.
+
+var viewsRes = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceViews}
+
+// viewState is one View of a space.
+type viewState struct {
+	obj *v1alpha1.View
+	src *store.Object
+	// sel is the View's selector (nil: everything; never nil for a
+	// selector that does not parse: it selects nothing).
+	sel labels.Selector
+}
+
+// viewMemo is what an object of a views space was last written from (or
+// found equal to): the forwarded object and the revision stored.
+type viewMemo struct {
+	from   *store.Object
+	stored int64
+}
+
+// observeView takes a View's change into the space's views; the views
+// space is written again at the next report flush.
+func (c *Controller) observeView(s *wds, ev store.Event) bool {
+	name := ev.Object.Key.Name
+	if ev.Type == store.Deleted {
+		delete(s.views, name)
+	} else {
+		var v v1alpha1.View
+		if err := json.Unmarshal(ev.Object.Data, &v); err != nil {
+			return false
+		}
+		if cur := s.views[name]; cur != nil && cur.obj.Generation == v.Generation && cur.obj.UID == v.UID {
+			cur.obj, cur.src = &v, ev.Object // a status write
+			return false
+		}
+		sel := labels.Everything()
+		if v.Spec.Selector != nil {
+			var err error
+			if sel, err = metav1.LabelSelectorAsSelector(v.Spec.Selector); err != nil {
+				sel = labels.Nothing()
+			}
+		}
+		s.views[name] = &viewState{obj: &v, src: ev.Object, sel: sel}
+	}
+	c.reportsDirty = true
+	return true
+}
+
+// writeViews brings every views space in line with the candidates of the
+// last writeUpsynced, and each View's status with what it serves.
+func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
+	c := r.c
+	if r.views == nil {
+		r.views, r.viewSpaces = map[store.Key]viewMemo{}, map[string]bool{}
+	}
+	want := map[store.Key]*upsyncCandidate{}
+	counts := map[string]map[string]int64{} // space, view
+	for tk, cs := range r.candidates {
+		s := c.spaces[tk.Space]
+		if s == nil || len(s.views) == 0 {
+			continue
+		}
+		for _, cd := range cs {
+			vk := store.Key{Space: layout.ViewsSpace(tk.Space), Resource: tk.Resource, Namespace: tk.Namespace, Name: reports.ForwardedName(cd.dest, tk.Name)}
+			for name, v := range s.views {
+				if v.obj.Spec.APIGroup != tk.Resource.Group || v.obj.Spec.Resource != tk.Resource.Resource {
+					continue
+				}
+				want[vk] = cd
+				if v.sel.Matches(labels.Set(cd.obj.Labels)) {
+					if counts[tk.Space] == nil {
+						counts[tk.Space] = map[string]int64{}
+					}
+					counts[tk.Space][name]++
+				}
+			}
+		}
+	}
+	// Deletions: what the views spaces hold and no View wants.
+	spaces := map[string]bool{}
+	for sname, s := range c.spaces {
+		if len(s.views) > 0 {
+			spaces[sname] = true
+		}
+	}
+	for sname := range r.viewSpaces {
+		spaces[sname] = true
+	}
+	for _, sname := range sortedKeys(spaces) {
+		list, err := c.st.List(store.ListOptions{Space: layout.ViewsSpace(sname)})
+		if err != nil {
+			return err
+		}
+		for _, o := range list.Items {
+			if want[o.Key] == nil {
+				delete(r.views, o.Key)
+				if err := b.add(ctx, store.Op{Type: store.OpDelete, Key: o.Key, ExpectRevision: o.Revision}); err != nil {
+					return err
+				}
+			}
+		}
+		r.viewSpaces[sname] = c.spaces[sname] != nil && len(c.spaces[sname].views) > 0
+		if !r.viewSpaces[sname] {
+			delete(r.viewSpaces, sname)
+		}
+	}
+	for _, vk := range reports.SortedKeys(want) {
+		cd := want[vk]
+		cur, err := c.st.Get(vk)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if memo, ok := r.views[vk]; ok && cur != nil && memo.from == cd.obj && memo.stored == cur.Revision {
+			continue // unchanged since written
+		}
+		next := viewCopy(cd.obj, vk.Name, cd.dest)
+		md := next["metadata"].(map[string]any)
+		op := store.Op{Type: store.OpCreate, Key: vk}
+		if cur != nil {
+			have := jsonMap(cur)
+			hmd, _ := have["metadata"].(map[string]any)
+			md["uid"], md["creationTimestamp"] = hmd["uid"], hmd["creationTimestamp"]
+			delete(hmd, "resourceVersion")
+			if equality.Semantic.DeepEqual(have, next) {
+				r.views[vk] = viewMemo{from: cd.obj, stored: cur.Revision}
+				continue
+			}
+			op = store.Op{Type: store.OpUpdate, Key: vk, ExpectRevision: cur.Revision}
+		} else {
+			md["uid"], md["creationTimestamp"] = uuid.NewString(), now()
+		}
+		op.Data = mustJSON(next)
+		if err := b.addThen(ctx, op, func(rev int64) { r.views[vk] = viewMemo{from: cd.obj, stored: rev} }); err != nil {
+			return err
+		}
+	}
+	return r.writeViewStatuses(ctx, counts, b)
+}
+
+// writeViewStatuses sets each View's status.objects.
+func (r *reportedState) writeViewStatuses(ctx context.Context, counts map[string]map[string]int64, b *batch) error {
+	for _, sname := range sortedKeys(r.c.spaces) {
+		s := r.c.spaces[sname]
+		for _, name := range sortedKeys(s.views) {
+			v := s.views[name]
+			n := counts[sname][name]
+			if v.obj.Status.Objects == n {
+				continue
+			}
+			m := jsonMap(v.src)
+			m["status"] = map[string]any{"objects": n}
+			k := v.src.Key
+			if err := b.add(ctx, store.Op{Type: store.OpUpdate, Key: k, Data: mustJSON(m), ExpectRevision: v.src.Revision}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// viewCopy is a destination's upsynced object as a views space holds it:
+// named <destination>.<name>, without the metadata its cluster assigned,
+// labelled and annotated with its destination.
+func viewCopy(o *store.Object, name, dest string) map[string]any {
+	m := jsonMap(o)
+	md, _ := m["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		m["metadata"] = md
+	}
+	for _, f := range droppedMetadata {
+		delete(md, f)
+	}
+	md["name"] = name
+	lbls, _ := md["labels"].(map[string]any)
+	if lbls == nil {
+		lbls = map[string]any{}
+	}
+	lbls[v1alpha1.DestinationLabel] = dest
+	md["labels"] = lbls
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	ann[v1alpha1.DestinationAnnotation] = dest
+	md["annotations"] = ann
+	return m
+}
