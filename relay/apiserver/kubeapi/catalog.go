@@ -39,6 +39,9 @@ type served struct {
 	builtin *resources.Info
 	crd     *crd.Definition
 	crdVer  *crd.Version
+	// viewed is set on the resource of a view (served.readOnly): it has
+	// no subresources.
+	viewed bool
 }
 
 type tableConvertor = resources.TableConvertor

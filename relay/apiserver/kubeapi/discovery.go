@@ -82,9 +82,14 @@ func (s *Server) serveDiscoveryRoot(rq *request, core bool) {
 		return
 	}
 	if core {
+		// A view of a resource of a group serves no core version.
+		versions := []string{}
+		for _, g := range groupsOf(all, true) {
+			versions = g.versions
+		}
 		writeJSON(rq, http.StatusOK, &metav1.APIVersions{
 			TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
-			Versions: []string{"v1"},
+			Versions: versions,
 			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{
 				ClientCIDR: "0.0.0.0/0", ServerAddress: rq.r.Host,
 			}},
@@ -189,6 +194,9 @@ func (s *Server) aggregatedGroup(g *discoveryGroup) apidiscoveryv2.APIGroupDisco
 // subresourcesOf lists the subresources served for sv, in kube's
 // (alphabetical) order.
 func (s *Server) subresourcesOf(sv *served) []apidiscoveryv2.APISubresourceDiscovery {
+	if sv.viewed {
+		return nil
+	}
 	out := s.connectDiscovery(sv)
 	gvk := sv.gvk()
 	if sv.status {

@@ -20,6 +20,17 @@
 // create makes a space (EnsureSpace's contents) and whose delete removes
 // one with its objects, and the RBAC that says who may do either.
 //
+// The views of a workload description space (Config.Views, views.go) are
+// served at /spaces/<space>/views/<view>/ and, for one partition, at
+// .../views/<view>/partitions/<value>/: each is a read-only API of one
+// resource (its discovery, get, list and watch; writes are 405) over the
+// objects the view gathers, those of other partitions left out, watches
+// included. They are authorized in the space's RBAC as reads of views of
+// group edge.canopy.dev: get, list or watch of views named <view> for the
+// whole view and every partition, or of views/partitions named
+// <view>/<value> for that partition alone; the user's rights on the
+// resource itself do not count.
+//
 // The connect subresources (pods/log, exec, attach, portforward, proxy and
 // services/proxy), which kube-apiserver hands on to kubelets, it only
 // authorizes and checks as kube-apiserver does (connect.go) before handing

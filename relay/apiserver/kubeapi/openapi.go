@@ -58,10 +58,7 @@ func (s *Server) serveOpenAPI(rq *request, rest string) {
 		rq.writeError(apierrors.NewInternalError(err))
 		return
 	}
-	prefix := ""
-	if strings.HasPrefix(rq.r.URL.Path, "/spaces/") {
-		prefix = "/spaces/" + rq.space
-	}
+	prefix := rq.prefix
 	switch {
 	case rest == "/openapi/v2":
 		doc, err := set.v2()
@@ -73,13 +70,16 @@ func (s *Server) serveOpenAPI(rq *request, rest string) {
 	case rest == "/openapi/v3" || rest == "/openapi/v3/":
 		paths := make(map[string]map[string]string, len(set.v3))
 		for name, doc := range set.v3 {
+			if !rq.view.hasOpenAPI(name) {
+				continue
+			}
 			paths[name] = map[string]string{"serverRelativeURL": doc.url(prefix, name)}
 		}
 		writeJSON(rq, http.StatusOK, map[string]any{"paths": paths})
 	case strings.HasPrefix(rest, "/openapi/v3/"):
 		name := strings.Trim(strings.TrimPrefix(rest, "/openapi/v3/"), "/")
 		doc, ok := set.v3[name]
-		if !ok {
+		if !ok || !rq.view.hasOpenAPI(name) {
 			rq.writeError(errNoResource())
 			return
 		}

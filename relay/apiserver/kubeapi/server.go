@@ -109,6 +109,12 @@ type Config struct {
 	// them. Without it they are unknown (404), as on a kube-apiserver
 	// that does not serve them.
 	Connect Connector
+	// Views, when set, serves the views of workload description spaces at
+	// /spaces/<space>/views/<view>/ and
+	// /spaces/<space>/views/<view>/partitions/<value>/ (views.go, which
+	// says how they are authorized). It returns space's view named view,
+	// or nil when there is none (404).
+	Views func(space, view string) (*View, error)
 }
 
 // ReadIndexer confirms with the leader of a cluster which log index a
@@ -180,7 +186,13 @@ type request struct {
 	// resource request the Space's name (a view's source).
 	data string
 	// sp holds the objects of a resource request (Config.Space).
-	sp   store.Space
+	sp store.Space
+	// prefix is the path before the one the space's API is served at
+	// ("/spaces/<space>", and a view's "/views/<view>..."), "" for the
+	// default space at /.
+	prefix string
+	// view is the view the request is served from, if any (views.go).
+	view *viewRequest
 	user user.Info
 	info *genericrequest.RequestInfo
 	// yamlBody is the body as sent when it was YAML (readBody converts
@@ -240,18 +252,21 @@ func (s *Server) serve(rq *request) {
 		return
 	}
 	rq.user = u
-
-	// RequestInfoFactory parses the path relative to the space.
-	r2 := r.Clone(r.Context())
-	r2.URL.Path = rest
-	info, err := s.infoFact.NewRequestInfo(r2)
+	if strings.HasPrefix(path, "/spaces/") {
+		rq.prefix = "/spaces/" + space
+	}
+	if s.cfg.Views != nil {
+		_, escaped := splitSpace(r.URL.EscapedPath())
+		if vp, ok := parseViewPath(escaped); ok {
+			s.serveView(rq, vp)
+			return
+		}
+	}
+	info, err := s.requestInfo(rq, rest)
 	if err != nil {
-		rq.writeError(apierrors.NewBadRequest(err.Error()))
+		rq.writeError(err)
 		return
 	}
-	rq.info = info
-	rq.metricVerb = strings.ToUpper(info.Verb)
-	rq.metricResource = info.Resource
 
 	attrs := attributesFor(u, info)
 	dec, reason, err := s.cfg.Authorizer.Authorize(r.Context(), space, attrs)
@@ -286,6 +301,21 @@ func (s *Server) serve(rq *request) {
 		return
 	}
 	s.serveResource(rq)
+}
+
+// requestInfo parses rest, the path below the space's (or a view's)
+// prefix, into rq.info.
+func (s *Server) requestInfo(rq *request, rest string) (*genericrequest.RequestInfo, error) {
+	r2 := rq.r.Clone(rq.r.Context())
+	r2.URL.Path = rest
+	info, err := s.infoFact.NewRequestInfo(r2)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	rq.info = info
+	rq.metricVerb = strings.ToUpper(info.Verb)
+	rq.metricResource = info.Resource
+	return info, nil
 }
 
 // space is the Space a resource request to space is served from

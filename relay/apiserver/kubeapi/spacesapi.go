@@ -143,8 +143,11 @@ func servedSpace() *served {
 // isSpaces reports whether sv is Space.
 func isSpaces(sv *served) bool { return sv.gr() == spacesGR && sv.crd == spaceServed().def }
 
-// resources lists what rq's space serves.
+// resources lists what rq's space serves (a view: its one resource).
 func (s *Server) resources(rq *request) []*served {
+	if rq.view != nil {
+		return []*served{rq.view.sv}
+	}
 	all := s.catalog.all(rq.data)
 	if rq.kind != layout.SpaceKindSystem {
 		return all
