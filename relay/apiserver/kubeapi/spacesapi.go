@@ -161,8 +161,11 @@ func (s *Server) resources(rq *request) []*served {
 	return append(out, servedSpace())
 }
 
-// lookup finds the resource a request to rq's space names.
+// lookup finds the resource a request to rq's space (or view) names.
 func (s *Server) lookup(rq *request, group, version, resource string) (*served, bool) {
+	if v := rq.view; v != nil {
+		return v.sv, v.sv.group == group && v.sv.version == version && v.sv.resource == resource
+	}
 	if rq.kind != layout.SpaceKindSystem {
 		return s.catalog.lookup(rq.data, group, version, resource)
 	}

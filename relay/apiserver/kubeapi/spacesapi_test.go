@@ -46,6 +46,16 @@ func spaceObject(name string, spec map[string]any) *unstructured.Unstructured {
 // the whole server.
 func systemAPI(t *testing.T) (*rest.Config, *store.Store) {
 	t.Helper()
+	hs, st := realAuthAPI(t, false, nil)
+	return &rest.Config{Host: hs.URL, BearerToken: "admin-secret", QPS: -1}, st
+}
+
+// realAuthAPI serves a Server with the real authenticator (the admin
+// token "admin-secret") and authorizer, synced, over a new store with the
+// default, inventory and system spaces, over TLS when tls is set; more,
+// when set, completes its Config.
+func realAuthAPI(t *testing.T, tls bool, more func(st *store.Store, cfg *Config)) (*httptest.Server, *store.Store) {
+	t.Helper()
 	st := store.New(store.Options{Fields: FieldsFor})
 	st.SetLog(store.NewMemLog(st))
 	t.Cleanup(st.Close)
@@ -58,16 +68,25 @@ func systemAPI(t *testing.T) (*rest.Config, *store.Store) {
 	done := make(chan error, 1)
 	go func() { done <- authz.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	s := New(Config{Store: st, Authenticator: authn, Authorizer: authz})
+	cfg := Config{Store: st, Authenticator: authn, Authorizer: authz}
+	if more != nil {
+		more(st, &cfg)
+	}
+	s := New(cfg)
 	ensureBuiltins(t, s)
-	hs := httptest.NewServer(s)
+	hs := httptest.NewUnstartedServer(s)
+	if tls {
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
 	t.Cleanup(hs.Close)
 	for deadline := time.Now().Add(10 * time.Second); !authz.Synced(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the authorizer did not sync in 10s")
 		}
 	}
-	return &rest.Config{Host: hs.URL, BearerToken: "admin-secret", QPS: -1}, st
+	return hs, st
 }
 
 // ensureBuiltins makes the default, inventory and system spaces.

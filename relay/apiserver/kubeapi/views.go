@@ -88,7 +88,6 @@ func parseViewPath(escapedRest string) (viewPath, bool) {
 
 // viewRequest is the view a request is served from.
 type viewRequest struct {
-	viewPath
 	// sv is the view's resource as the space serves it, read only.
 	sv *served
 	// sp is View.Objects, or the partition's part of it.
@@ -150,10 +149,10 @@ func (s *Server) serveView(rq *request, vp viewPath) {
 		rq.writeError(errNoResource())
 		return
 	}
-	vr := &viewRequest{viewPath: vp, sv: sv.readOnly(), sp: v.Objects}
+	vr := &viewRequest{sv: sv.readOnly(), sp: store.ReadOnly(v.Objects, nil)}
 	if vp.partitioned {
 		partition, value := v.Partition, vp.value
-		vr.sp = store.View(v.Objects, func(o *store.Object) bool { return partition(o) == value })
+		vr.sp = store.View(vr.sp, func(o *store.Object) bool { return partition(o) == value })
 	}
 	rq.view = vr
 	if !info.IsResourceRequest {
@@ -164,30 +163,18 @@ func (s *Server) serveView(rq *request, vp viewPath) {
 		s.serveNonResource(rq, vp.rest)
 		return
 	}
-	sv = vr.sv
-	if info.APIGroup != sv.group || info.APIVersion != sv.version || info.Resource != sv.resource ||
-		info.Subresource != "" || info.Namespace != "" && !sv.namespaced {
-		rq.writeError(errNoResource())
-		return
-	}
-	if rq.metricResource == "" {
-		rq.metricResource = sv.resource
-	}
-	rq.sp, rq.data = vr.sp, vr.sp.Name()
+	// The handlers of the space's resources serve the view's, which has
+	// no subresources; only reads get that far.
 	switch info.Verb {
-	case "get":
-		if sv.namespaced && info.Namespace == "" {
+	case "get", "list", "watch":
+	default:
+		if sv, ok := s.lookup(rq, info.APIGroup, info.APIVersion, info.Resource); ok {
 			rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), info.Verb))
 			return
 		}
-		s.serveGet(rq, sv)
-	case "list":
-		s.serveList(rq, sv)
-	case "watch":
-		s.serveWatch(rq, sv)
-	default:
-		rq.writeError(apierrors.NewMethodNotSupported(sv.gr(), info.Verb))
 	}
+	rq.sp, rq.data = vr.sp, vr.sp.Name()
+	s.serveResource(rq)
 }
 
 // authorizeView allows a request to a view (serveView) or answers why not.

@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/canopy-dev/canopy/relay/apiserver/auth"
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/test/kubecluster"
@@ -55,34 +54,21 @@ type viewAPI struct {
 
 func newViewAPI(t *testing.T) *viewAPI {
 	t.Helper()
-	st := store.New(store.Options{Fields: FieldsFor})
-	st.SetLog(store.NewMemLog(st))
-	t.Cleanup(st.Close)
-	authn, err := auth.NewAuthenticator(auth.AuthenticatorConfig{AdminToken: "admin-secret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	authz := auth.NewAuthorizer(st)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- authz.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	views := func(space, view string) (*View, error) {
-		if space != layout.DefaultSpace || view != "reports" {
-			return nil, nil
-		}
-		return &View{
-			Resource:  reportsGVR,
-			Objects:   st.Space(gatheredSpace),
-			Partition: func(o *store.Object) string { return o.Labels["provider"] },
-		}, nil
-	}
-	s := New(Config{Store: st, Authenticator: authn, Authorizer: authz, Views: views})
-	ensureBuiltins(t, s)
 	// TLS: kubectl sends no bearer token over plain HTTP.
-	hs := httptest.NewTLSServer(s)
-	t.Cleanup(hs.Close)
+	hs, st := realAuthAPI(t, true, func(st *store.Store, cfg *Config) {
+		cfg.Views = func(space, view string) (*View, error) {
+			if space != layout.DefaultSpace || view != "reports" {
+				return nil, nil
+			}
+			return &View{
+				Resource:  reportsGVR,
+				Objects:   st.Space(gatheredSpace),
+				Partition: func(o *store.Object) string { return o.Labels["provider"] },
+			}, nil
+		}
+	})
 	api := &viewAPI{hs: hs, st: st}
+	ctx := t.Context()
 
 	admin := api.dynamic(t, "", "/spaces/default")
 	crd, err := toUnstructuredMap(policyReportCRD())
@@ -306,6 +292,26 @@ func names(s cache.Store) string {
 	return strings.Join(out, ",")
 }
 
+// informerHolds is what an informer's store should come to hold (names).
+type informerHolds struct {
+	what string
+	s    cache.Store
+	want string
+}
+
+// holds waits until each informer holds what it should.
+func holds(t *testing.T, cases []informerHolds) {
+	t.Helper()
+	for _, c := range cases {
+		poll.Until(t, c.what+" informer", func() error {
+			if got := names(c.s); got != c.want {
+				return fmt.Errorf("it holds %s, want %s", got, c.want)
+			}
+			return nil
+		}, poll.For(10*time.Second))
+	}
+}
+
 // Client-go informers of a partition see its objects only, including
 // when one moves to another partition (a delete there, an add in the
 // other); one of the whole view sees every object.
@@ -314,40 +320,21 @@ func TestViewInformers(t *testing.T) {
 	alice, aliceSaw := api.inform(t, "alice", partitionA)
 	bob, _ := api.inform(t, "bob", wholeView)
 	bobB, bobBSaw := api.inform(t, "bob", partitionB)
-	for _, c := range []struct {
-		what string
-		s    cache.Store
-		want string
-	}{
+	holds(t, []informerHolds{
 		{"alice's of partition a", alice, "e1-r1=a,e2-r3=a"},
 		{"bob's of the view", bob, "e1-r1=a,e1-r2=b,e2-r3=a,e2-r4=b"},
 		{"bob's of partition b", bobB, "e1-r2=b,e2-r4=b"},
-	} {
-		if got := names(c.s); got != c.want {
-			t.Errorf("%s informer synced with %s, want %s", c.what, got, c.want)
-		}
-	}
+	})
 
 	api.put(t, "e3-r5", "e3", "b", 1)
 	api.put(t, "e3-r6", "e3", "a", 1)
 	api.put(t, "e1-r1", "e1", "a", 2)
 	api.put(t, "e2-r3", "e2", "b", 1) // moves from a to b
-	for _, c := range []struct {
-		what string
-		s    cache.Store
-		want string
-	}{
+	holds(t, []informerHolds{
 		{"alice's of partition a", alice, "e1-r1=a,e3-r6=a"},
 		{"bob's of the view", bob, "e1-r1=a,e1-r2=b,e2-r3=b,e2-r4=b,e3-r5=b,e3-r6=a"},
 		{"bob's of partition b", bobB, "e1-r2=b,e2-r3=b,e2-r4=b,e3-r5=b"},
-	} {
-		poll.Until(t, c.what, func() error {
-			if got := names(c.s); got != c.want {
-				return fmt.Errorf("it holds %s, want %s", got, c.want)
-			}
-			return nil
-		}, poll.For(10*time.Second))
-	}
+	})
 	// The move is a delete of the last version alice could see (of
 	// partition a) and an add in partition b.
 	poll.Until(t, "alice's informer saw e2-r3 deleted", func() error {
