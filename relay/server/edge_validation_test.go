@@ -83,7 +83,7 @@ func badEdgeObjects() []struct {
 // validateEdgeKinds refuses each bad object, naming its field.
 func TestValidateEdgeKinds(t *testing.T) {
 	for _, b := range badEdgeObjects() {
-		errs := validateEdgeKinds("default", b.gvr.GroupResource(), &unstructured.Unstructured{Object: b.obj})
+		errs := validateEdgeKinds("default", b.gvr.GroupResource(), &unstructured.Unstructured{Object: b.obj}, nil)
 		if len(errs) != 1 || errs[0].Field != b.field {
 			t.Errorf("%s %v: %v, want one error at %s", b.gvr.Resource, b.obj, errs, b.field)
 		}

@@ -29,6 +29,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/canopy-dev/canopy/consensus"
@@ -245,10 +248,15 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	if cfg.HA.Enabled() {
 		readIndex = node
 	}
-	api := kubeapi.New(kubeapi.Config{
+	var api *kubeapi.Server // Validate asks it what a space serves
+	api = kubeapi.New(kubeapi.Config{
 		Store: st, Authenticator: authn, Authorizer: authz, Tokens: authn,
 		Logger: log, Version: Version(), ProcessMetrics: true, Collectors: []prometheus.Collector{down, raftCollector{node}, destinationsCollector{st}, destinations, backing.Collector{Store: st}},
-		Validate: validateEdgeKinds, BeforeDelete: beforeDeleteOf(&r), ReadIndex: readIndex,
+		Validate: func(space string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList {
+			return validateEdgeKinds(space, gr, obj, api.Serves)
+		},
+		Views:        views(st),
+		BeforeDelete: beforeDeleteOf(&r), ReadIndex: readIndex,
 		Space: rootSpaces{
 			store:   st,
 			mailbox: mailboxes.Matcher,

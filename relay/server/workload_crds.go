@@ -304,9 +304,17 @@ func crdTouched(ev store.Event) bool {
 //     instanceSelector, as kube checks label selectors, and an
 //     EdgePlacement's upsync name patterns;
 //   - a Customizer's replacements, as far as they do not depend on the
-//     destination (customize.Validate).
-func validateEdgeKinds(_ string, gr schema.GroupResource, obj *unstructured.Unstructured) field.ErrorList {
+//     destination (customize.Validate);
+//   - a View's selector and partition label, and that the space serves
+//     its resource (served; nil: not checked).
+func validateEdgeKinds(space string, gr schema.GroupResource, obj *unstructured.Unstructured, served func(string, schema.GroupVersionResource) bool) field.ErrorList {
 	switch gr {
+	case edgev1alpha1.Resource(edgev1alpha1.ResourceViews):
+		var in func(schema.GroupVersionResource) bool
+		if served != nil {
+			in = func(gvr schema.GroupVersionResource) bool { return served(space, gvr) }
+		}
+		return validateView(obj, in)
 	case edgev1alpha1.Resource("statuscollectors"):
 		return status.Validate(obj)
 	case edgev1alpha1.Resource(edgev1alpha1.ResourceEdgePlacements):

@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/canopy-dev/canopy/test/poll"
+	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
+)
+
+var (
+	rolesGVR    = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	bindingsGVR = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
+)
+
+// viewClient is a dynamic client of path below the root's default space
+// (views/<view> or views/<view>/partitions/<value>) as user.
+func viewClient(t *testing.T, r *Root, path, user string) dynamic.Interface {
+	t.Helper()
+	c, err := dynamic.NewForConfig(&rest.Config{Host: r.server + "/spaces/default/" + path, BearerToken: r.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: r.ca.CertPEM}, Impersonate: rest.ImpersonationConfig{UserName: user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// seen records what an informer delivered: every object it was given,
+// and what it holds now.
+type seen struct {
+	mu   sync.Mutex
+	ever []*unstructured.Unstructured
+	now  map[string]bool
+}
+
+// inform runs a dynamic informer on ConfigMaps of c until the test ends.
+func inform(t *testing.T, c dynamic.Interface) *seen {
+	t.Helper()
+	s := &seen{now: map[string]bool{}}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(c, 0)
+	inf := f.ForResource(cmGVR).Informer()
+	note := func(o any, present bool) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		u := o.(*unstructured.Unstructured)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if present {
+			s.ever = append(s.ever, u)
+		}
+		s.now[u.GetNamespace()+"/"+u.GetName()] = present
+		if !present {
+			delete(s.now, u.GetNamespace()+"/"+u.GetName())
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { note(o, true) },
+		UpdateFunc: func(_, o any) { note(o, true) },
+		DeleteFunc: func(o any) { note(o, false) },
+	})
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); f.Shutdown() })
+	f.Start(stop)
+	return s
+}
+
+func (s *seen) holds(want ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var got []string
+	for k := range s.now {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("holds %v, want %v", got, want)
+	}
+	return nil
+}
+
+// TestViewsAcrossDestinations: ConfigMaps the edges create come up
+// through an upsync clause; a View partitioned by their provider label
+// serves them from every destination, named <destination>.<name> and
+// labelled with it. alice may read partition a only: her informer never
+// receives another partition's object, and the whole view and partition
+// b are 403 to her; bob reads the whole view. An object whose provider
+// changes leaves partition b and enters a. Bad Views are 422.
+func TestViewsAcrossDestinations(t *testing.T) {
+	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}, "e2": {"zone": "b"}})
+	ctx := context.Background()
+	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+		"metadata": map[string]any{"name": "all", "labels": map[string]any{"use": "yes"}},
+		"spec":     map[string]any{"instanceSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "Exists"}}}}})
+	pt.apply(t, pt.wds, nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "reports"}})
+	pt.apply(t, pt.wds, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "policy", "namespace": "reports"}})
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"metadata": map[string]any{"name": "policies"},
+		"spec": map[string]any{
+			"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"use": "yes"}}},
+			"downsync":          []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}}},
+			"upsync":            []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}, "names": []any{"report-*"}}},
+		}})
+	placed := []string{"configmaps/reports/policy", "namespaces//reports"}
+	pt.waitInboxes(t, "both edges to hold the policy", map[string][]string{"e1": placed, "e2": placed})
+	report := func(edge, name, provider string) {
+		t.Helper()
+		pt.apply(t, vclusterClient(t, pt.edges[edge]), cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "reports", "labels": map[string]any{"provider": provider}},
+			"data":     map[string]any{"violations": "0"}})
+	}
+	poll.Until(t, "the namespace at both edges", func() error {
+		for _, e := range []string{"e1", "e2"} {
+			if _, err := vclusterClient(t, pt.edges[e]).Resource(nsGVR).Get(ctx, "reports", metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	report("e1", "report-1", "a")
+	report("e1", "report-2", "b")
+	report("e2", "report-1", "a")
+
+	pt.apply(t, pt.wds, edgev1alpha1.ViewsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "View",
+		"metadata": map[string]any{"name": "reports"},
+		"spec":     map[string]any{"version": "v1", "resource": "configmaps", "partitionKey": map[string]any{"label": "provider"}}})
+	for _, b := range []struct{ user, resource, name string }{{"alice", "views/partitions", "reports/a"}, {"bob", "views", "reports"}} {
+		pt.apply(t, pt.wds, rolesGVR, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+			"metadata": map[string]any{"name": "read-" + b.user, "labels": map[string]any{edgev1alpha1.SpaceRBACLabel: "true"}},
+			"rules": []any{map[string]any{"apiGroups": []any{edgev1alpha1.GroupName}, "resources": []any{b.resource},
+				"resourceNames": []any{b.name}, "verbs": []any{"get", "list", "watch"}}}})
+		pt.apply(t, pt.wds, bindingsGVR, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+			"metadata": map[string]any{"name": "read-" + b.user, "labels": map[string]any{edgev1alpha1.SpaceRBACLabel: "true"}},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "read-" + b.user},
+			"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": b.user}}})
+	}
+
+	alice := inform(t, viewClient(t, pt.root, "views/reports/partitions/a", "alice"))
+	bob := inform(t, viewClient(t, pt.root, "views/reports", "bob"))
+	bobB := inform(t, viewClient(t, pt.root, "views/reports/partitions/b", "bob"))
+	poll.Until(t, "alice's partition a", func() error { return alice.holds("reports/e1.report-1", "reports/e2.report-1") })
+	poll.Until(t, "bob's whole view", func() error {
+		return bob.holds("reports/e1.report-1", "reports/e1.report-2", "reports/e2.report-1")
+	})
+	poll.Until(t, "bob's partition b", func() error { return bobB.holds("reports/e1.report-2") })
+	bob.mu.Lock()
+	for _, u := range bob.ever {
+		if d := u.GetLabels()[edgev1alpha1.DestinationLabel]; d == "" || u.GetName()[:len(d)+1] != d+"." {
+			t.Errorf("%s: destination label %q", u.GetName(), d)
+		}
+	}
+	bob.mu.Unlock()
+	for _, path := range []string{"views/reports", "views/reports/partitions/b", "views/reports/partitions/none"} {
+		_, err := viewClient(t, pt.root, path, "alice").Resource(cmGVR).List(ctx, metav1.ListOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("alice lists %s: %v, want Forbidden", path, err)
+		}
+	}
+	poll.Until(t, "the View's status", func() error {
+		v, err := pt.wds.Resource(edgev1alpha1.ViewsGVR).Get(ctx, "reports", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n, _, _ := unstructured.NestedInt64(v.Object, "status", "objects"); n != 3 {
+			return fmt.Errorf("status.objects %d", n)
+		}
+		return nil
+	})
+
+	// report-2 moves from provider b to a: it leaves b, enters a.
+	if _, err := vclusterClient(t, pt.edges["e1"]).Resource(cmGVR).Namespace("reports").Patch(ctx, "report-2", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"provider":"a"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "report-2 in partition a", func() error {
+		return alice.holds("reports/e1.report-1", "reports/e1.report-2", "reports/e2.report-1")
+	})
+	poll.Until(t, "report-2 out of partition b", func() error { return bobB.holds() })
+	alice.mu.Lock()
+	for _, u := range alice.ever {
+		if p := u.GetLabels()["provider"]; p != "a" {
+			t.Errorf("alice was given %s of provider %q", u.GetName(), p)
+		}
+	}
+	alice.mu.Unlock()
+
+	// Bad Views: 422 naming the field.
+	for _, c := range []struct {
+		spec  map[string]any
+		field string
+	}{
+		{map[string]any{"version": "v1", "resource": "nopes"}, "spec.resource"},
+		{map[string]any{"version": "v1", "resource": "configmaps", "selector": map[string]any{"matchLabels": map[string]any{"a": "b c"}}}, "spec.selector"},
+		{map[string]any{"version": "v1", "resource": "configmaps", "partitionKey": map[string]any{"label": "Bad Key!"}}, "spec.partitionKey.label"},
+		{map[string]any{"version": "v1", "resource": "configmaps", "partitionKey": map[string]any{"field": "spec..x"}}, "spec.partitionKey.field"},
+	} {
+		_, err := pt.wds.Resource(edgev1alpha1.ViewsGVR).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "View", "metadata": map[string]any{"name": "bad"}, "spec": c.spec}}, metav1.CreateOptions{})
+		var se *apierrors.StatusError
+		if !apierrors.IsInvalid(err) || !errors.As(err, &se) || !causeNames(se, c.field) {
+			t.Errorf("View %v: %v, want a 422 naming %s", c.spec, err, c.field)
+		}
+	}
+}
+
+// causeNames reports whether a Status names field among its causes.
+func causeNames(se *apierrors.StatusError, field string) bool {
+	if se.ErrStatus.Details == nil {
+		return false
+	}
+	for _, c := range se.ErrStatus.Details.Causes {
+		if c.Field == field {
+			return true
+		}
+	}
+	return false
+}
