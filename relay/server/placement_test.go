@@ -32,7 +32,13 @@ type placementTree struct {
 
 func startPlacementTree(t *testing.T, edges map[string]map[string]string) *placementTree {
 	t.Helper()
-	root := startTestRoot(t)
+	return startPlacementTreeUnder(t, startTestRoot(t), edges)
+}
+
+// startPlacementTreeUnder is startPlacementTree under a root that is
+// already serving (one a test restarts, say).
+func startPlacementTreeUnder(t *testing.T, root *Root, edges map[string]map[string]string) *placementTree {
+	t.Helper()
 	token := joinToken(t, root)
 	region := startTestChild(t, ChildConfig{Role: pki.RoleRegion, Name: "r1", DataDir: t.TempDir(),
 		Parents: []string{root.LinkAddr()}, JoinToken: token, LinkAddr: "127.0.0.1:0", InMemory: true})

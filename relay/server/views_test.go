@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +29,8 @@ var (
 )
 
 // viewClient is a dynamic client of path below the root's default space
-// (views/<view> or views/<view>/partitions/<value>) as user.
+// (views/<view> or views/<view>/partitions/<value>) as user ("": the
+// admin).
 func viewClient(t *testing.T, r *Root, path, user string) dynamic.Interface {
 	t.Helper()
 	c, err := dynamic.NewForConfig(&rest.Config{Host: r.server + "/spaces/default/" + path, BearerToken: r.token,
@@ -229,4 +231,81 @@ func causeNames(se *apierrors.StatusError, field string) bool {
 		}
 	}
 	return false
+}
+
+// A View's resourceVersions are the root's revisions, kept across a
+// restart: a watch from a version listed before the root restarted
+// resumes, and delivers what changed after.
+func TestViewWatchResumesAfterRootRestart(t *testing.T) {
+	root, cfg, stop := startStoppableRoot(t)
+	pt := startPlacementTreeUnder(t, root, map[string]map[string]string{"e1": {"zone": "a"}})
+	ctx := context.Background()
+	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
+		"metadata": map[string]any{"name": "all", "labels": map[string]any{"use": "yes"}},
+		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"zone": "a"}}}})
+	pt.apply(t, pt.wds, nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "reports"}})
+	pt.apply(t, pt.wds, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "policy", "namespace": "reports"}})
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"metadata": map[string]any{"name": "policies"},
+		"spec": map[string]any{
+			"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"use": "yes"}}},
+			"downsync":          []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}}},
+			"upsync":            []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}, "names": []any{"report-*"}}},
+		}})
+	pt.apply(t, pt.wds, edgev1alpha1.ViewsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "View",
+		"metadata": map[string]any{"name": "reports"}, "spec": map[string]any{"version": "v1", "resource": "configmaps"}})
+	edge := vclusterClient(t, pt.edges["e1"])
+	poll.Until(t, "the namespace at e1", func() error {
+		_, err := edge.Resource(nsGVR).Get(ctx, "reports", metav1.GetOptions{})
+		return err
+	})
+	report := func(violations string) {
+		t.Helper()
+		pt.apply(t, edge, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "report-1", "namespace": "reports"}, "data": map[string]any{"violations": violations}})
+	}
+	report("0")
+	var listed string
+	poll.Until(t, "the view to serve e1.report-1", func() error {
+		l, err := viewClient(t, pt.root, "views/reports", "").Resource(cmGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) != 1 || l.Items[0].GetName() != "e1.report-1" {
+			return fmt.Errorf("%d objects", len(l.Items))
+		}
+		listed = l.GetResourceVersion()
+		return nil
+	})
+
+	pt.root = reopenRoot(t, cfg, pt.root, stop)
+	poll.Until(t, "the view served again", func() error {
+		_, err := viewClient(t, pt.root, "views/reports", "").Resource(cmGVR).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	poll.True(t, "e1 linked again", func() bool { dests, _ := pt.root.down.Subtree(); return len(dests) == 1 })
+	report("1")
+	w, err := viewClient(t, pt.root, "views/reports", "").Resource(cmGVR).Watch(ctx, metav1.ListOptions{ResourceVersion: listed})
+	if err != nil {
+		t.Fatalf("a watch from %s, listed before the restart: %v", listed, err)
+	}
+	defer w.Stop()
+	deadline := time.After(poll.Timeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended")
+			}
+			u, isObj := ev.Object.(*unstructured.Unstructured)
+			if !isObj {
+				t.Fatalf("a watch from %s: %v %v", listed, ev.Type, ev.Object)
+			}
+			if v, _, _ := unstructured.NestedString(u.Object, "data", "violations"); v == "1" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no event with violations 1 from a watch begun before the restart")
+		}
+	}
 }
