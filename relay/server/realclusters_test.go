@@ -127,6 +127,9 @@ type realTreeOptions struct {
 	// backing starts a Minimal cluster (realTree.backing) beside the
 	// edges' clusters, for a workload description space to be backed by.
 	backing bool
+	// minimal puts the edges on Minimal clusters (API only: nothing runs
+	// Pods), which start faster.
+	minimal bool
 }
 
 func startRealTree(t testing.TB, edges map[string]map[string]string) *realTree {
@@ -142,7 +145,7 @@ func startRealTreeWith(t testing.TB, edges map[string]map[string]string, opts re
 	}
 	slices.Sort(names)
 	// The clusters take longest: start them while the relays come up.
-	copts := slices.Repeat([]kubecluster.Options{{Nodes: 1}}, len(names))
+	copts := slices.Repeat([]kubecluster.Options{{Nodes: 1, Minimal: opts.minimal}}, len(names))
 	if opts.backing {
 		copts = append(copts, kubecluster.Options{Minimal: true})
 	}

@@ -49,12 +49,13 @@ type seen struct {
 	now  map[string]bool
 }
 
-// inform runs a dynamic informer on ConfigMaps of c until the test ends.
-func inform(t *testing.T, c dynamic.Interface) *seen {
+// inform runs a dynamic informer on resource gvr of c until the test
+// ends.
+func inform(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource) *seen {
 	t.Helper()
 	s := &seen{now: map[string]bool{}}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(c, 0)
-	inf := f.ForResource(cmGVR).Informer()
+	inf := f.ForResource(gvr).Informer()
 	note := func(o any, present bool) {
 		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 			o = d.Obj
@@ -152,9 +153,9 @@ func TestViewsAcrossDestinations(t *testing.T) {
 			"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": b.user}}})
 	}
 
-	alice := inform(t, viewClient(t, pt.root, "views/reports/partitions/a", "alice"))
-	bob := inform(t, viewClient(t, pt.root, "views/reports", "bob"))
-	bobB := inform(t, viewClient(t, pt.root, "views/reports/partitions/b", "bob"))
+	alice := inform(t, viewClient(t, pt.root, "views/reports/partitions/a", "alice"), cmGVR)
+	bob := inform(t, viewClient(t, pt.root, "views/reports", "bob"), cmGVR)
+	bobB := inform(t, viewClient(t, pt.root, "views/reports/partitions/b", "bob"), cmGVR)
 	poll.Until(t, "alice's partition a", func() error { return alice.holds("reports/e1.report-1", "reports/e2.report-1") })
 	poll.Until(t, "bob's whole view", func() error {
 		return bob.holds("reports/e1.report-1", "reports/e1.report-2", "reports/e2.report-1")
