@@ -285,6 +285,10 @@ func (c *Child) Store() *store.Store { return c.store }
 // (tests, simulations).
 func (c *Child) Reports() *store.Store { return c.reports }
 
+// VirtualCluster exposes an edge's in-memory cluster, nil without one
+// (simulations write into it what a controller at the edge would).
+func (c *Child) VirtualCluster() *vcluster.Cluster { return c.cluster }
+
 // Uplink exposes the link to the parent (tests, status).
 func (c *Child) Uplink() *session.Uplink { return c.uplink }
 
