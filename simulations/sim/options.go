@@ -24,6 +24,13 @@ const (
 	// the leader and measures the failover gap (kill → the next
 	// acknowledged write) and the propagation of later writes.
 	ScenarioRootFailover = "root-failover"
+	// ScenarioView measures Views (issue 31): every edge creates
+	// --objects ConfigMaps that an upsync clause brings back, a View
+	// partitioned by their label serves them at the root, and the edges
+	// keep changing them at --churn-rate: the view's full list, watch
+	// delivery to the whole view and to a partition, and the root's
+	// memory per object.
+	ScenarioView = "view"
 	// ScenarioStatus measures status waves (issue 6): the workload on a
 	// subset of the edges, then on all of them, some of whose virtual
 	// clusters refuse it (--failing); one change each time, the bytes it
@@ -33,7 +40,7 @@ const (
 )
 
 // Scenarios lists the scenarios Run accepts, in the order docs list them.
-var Scenarios = []string{ScenarioRollout, ScenarioChurn, ScenarioRegionFailure, ScenarioPartition, ScenarioFlakyLinks, ScenarioFlatVsTree, ScenarioStatus, ScenarioRootFailover}
+var Scenarios = []string{ScenarioRollout, ScenarioChurn, ScenarioRegionFailure, ScenarioPartition, ScenarioFlakyLinks, ScenarioFlatVsTree, ScenarioStatus, ScenarioRootFailover, ScenarioView}
 
 // Networks, as named by --network.
 const (
@@ -372,6 +379,8 @@ func (o Options) Validate(openFiles uint64) []error {
 		errs = append(errs, optErr("objects", "must be at most 1000, not %d", o.Objects))
 	}
 	switch {
+	case o.Objects <= 0 && o.Scenario == ScenarioView:
+		errs = append(errs, optErr("objects", "%s has every edge create that many ConfigMaps: give at least 1", o.Scenario))
 	case o.Objects <= 0 && (o.Scenario == ScenarioChurn || o.Scenario == ScenarioPartition):
 		errs = append(errs, optErr("objects", "%s changes ConfigMaps: give at least 1", o.Scenario))
 	case o.Objects <= 0 && o.RolloutObject == RolloutConfigMap:

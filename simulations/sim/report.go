@@ -277,6 +277,9 @@ func markdown(o Options, s *Summary) []byte {
 	if r := s.StatusWaves; r != nil {
 		statusSection(&b, o, s, r)
 	}
+	if r := s.View; r != nil {
+		viewSection(&b, s, r)
+	}
 	w("## Files\n\n`%s` (this page), `%s` (the JSON line), `%s` (CPU profile of the measured phase: `go tool pprof -tagfocus=%s=root %s`), `%s` (heap profile after the initial placement), `%s` (goroutines by stack at the end), `relays.log` (the relays' warnings).\n",
 		ReportFile, SummaryFile, ProfileFile, tierLabel, ProfileFile, HeapFile, GoroutinesFile)
 	return b.Bytes()
@@ -366,4 +369,20 @@ func joinUints(xs []uint64) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// viewSection renders the view scenario's figures.
+func viewSection(b *bytes.Buffer, s *Summary, r *ViewResult) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("## View\n\nEvery edge's virtual cluster created its ConfigMaps (%d in all, in %.1f s); an upsync clause brought them back, and the View `%s`, partitioned by `%s`, listed every one of them %.1f s after its creation (its status counts %d). Then %d changes at the edges, while the whole view was listed again and again and two informers took the changes.\n\n",
+		r.Objects, r.CreateS, r.View, viewLabel, r.FillS, r.StatusObjects, r.EdgeWrites)
+	w("| | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
+	w("| full list through the root's kube API (pages of %d; %d objects) | %d | %.1f ms | %.1f ms | %.1f ms |\n", r.PageSize, r.Listed, r.List.Samples, r.List.P50, r.List.P99, r.List.Max)
+	w("| edge write → informer of the whole view | %d | %.1f ms | %.1f ms | %.1f ms |\n", r.WatchView.Samples, r.WatchView.P50, r.WatchView.P99, r.WatchView.Max)
+	w("| edge write → informer of partition %s | %d | %.1f ms | %.1f ms | %.1f ms |\n\n", r.Partition, r.WatchPartition.Samples, r.WatchPartition.P50, r.WatchPartition.P99, r.WatchPartition.Max)
+	if r.Missed > 0 {
+		w("**%d writes never reached the whole view's informer.**\n\n", r.Missed)
+	}
+	w("Root memory per view object: the live heap grew by %.1f MiB (%.1f → %.1f MiB, after a GC, before the View and once it was full, the reports quiet both times): **%.0f bytes per object**; the views space's objects weigh %.0f bytes each as JSON in the root's store (%s in all).\n\n",
+		r.HeapDeltaMiB, r.HeapBeforeMiB, r.HeapAfterMiB, r.HeapPerObjectBytes, r.StoreBytesPerObject, kib(float64(r.StoreBytes)))
 }

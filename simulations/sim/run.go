@@ -131,7 +131,9 @@ type Summary struct {
 	FlatVsTree *FlatVsTree     `json:"flat_vs_tree,omitempty"`
 	// StatusWaves is the status scenario's outcome.
 	StatusWaves *StatusWaves `json:"status_waves,omitempty"`
-	Report      string       `json:"report,omitempty"`
+	// View is the view scenario's outcome.
+	View   *ViewResult `json:"view,omitempty"`
+	Report string      `json:"report,omitempty"`
 	// Error says why the simulation stopped early.
 	Error string `json:"error,omitempty"`
 
@@ -445,6 +447,7 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	p.phase("initial placement", len(f.edges))
 	t1 := time.Now()
 	u.subset = o.Scenario == ScenarioStatus && !shape.flat
+	u.upsync = o.Scenario == ScenarioView
 	if err := u.place(ctx, groupsOf(f.edges), max(o.Objects, 0), !o.NoDeployment); err != nil {
 		return s, err
 	}

@@ -26,6 +26,7 @@ var scenarios = map[string]scenario{
 	ScenarioFlatVsTree:    rollout,
 	ScenarioStatus:        statusWaves,
 	ScenarioRootFailover:  rootFailover,
+	ScenarioView:          view,
 }
 
 // minRounds is the fewest rollout rounds a scenario makes.

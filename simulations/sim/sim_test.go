@@ -24,8 +24,8 @@ import (
 // assertions in unit tests).
 func TestScenariosConverge(t *testing.T) {
 	for _, sc := range Scenarios {
-		if sc == ScenarioStatus {
-			continue // TestStatusWaves
+		if sc == ScenarioStatus || sc == ScenarioView {
+			continue // TestStatusWaves, TestViewScenario
 		}
 		t.Run(sc, func(t *testing.T) {
 			dir := t.TempDir()
@@ -148,6 +148,38 @@ func TestScenariosConverge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The view scenario on 1x2x3: every edge's objects come back through
+// the upsync clause, the View lists all 18 of them, the edges' changes
+// reach both informers, and the report has the figures.
+func TestViewScenario(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Run(ctx, Options{Topology: "1x2x3", Scenario: ScenarioView, Duration: 2 * time.Second, Seed: 7, ReportDir: dir,
+		Objects: 3, Workdir: t.TempDir(), Arrival: ArrivalInbox, NoDeployment: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.View
+	if r == nil || !s.OK {
+		t.Fatalf("ok %v, view %+v", s.OK, r)
+	}
+	t.Logf("view: %+v", *r)
+	if r.Objects != 18 || r.Listed != 18 || r.StatusObjects != 18 {
+		t.Errorf("view of %d objects: listed %d, status.objects %d", r.Objects, r.Listed, r.StatusObjects)
+	}
+	if r.EdgeWrites == 0 || r.List.Samples == 0 || r.WatchView.Samples != uint64(r.EdgeWrites) || r.WatchPartition.Samples == 0 || r.Missed != 0 {
+		t.Errorf("%d edge writes, %d lists, %d and %d deliveries (whole view, partition), %d missed", r.EdgeWrites, r.List.Samples, r.WatchView.Samples, r.WatchPartition.Samples, r.Missed)
+	}
+	if r.StoreBytes <= 0 || r.StoreBytesPerObject <= 0 || r.HeapAfterMiB <= 0 {
+		t.Errorf("memory: %+v", r)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil || !strings.Contains(string(md), "edge write → informer of partition p0") {
+		t.Errorf("report.md has no view figures (%v)", err)
 	}
 }
 

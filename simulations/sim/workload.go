@@ -44,6 +44,10 @@ type user struct {
 	// subset: the EdgePlacement first selects only the Location of the
 	// edges labelled subsetLabel (the status scenario; widen selects all).
 	subset bool
+	// upsync: the EdgePlacement also brings back the ConfigMaps named
+	// reportPrefix* that the edges create in Namespace (the view
+	// scenario).
+	upsync bool
 
 	// fo spreads requests over a replicated root's replicas (nil: one
 	// root); a write that fails is then tried again, on the next replica,
@@ -290,6 +294,10 @@ func (u *user) placement(ctx context.Context) error {
 			},
 			StatusCollectors: collectors,
 		},
+	}
+	if u.upsync {
+		ep.Spec.Upsync = []edgev1alpha1.UpsyncClause{{APIGroup: &core, Resources: []string{"configmaps"},
+			Namespaces: []string{Namespace}, Names: []string{reportPrefix + "*"}}}
 	}
 	obj, err := toUnstructured(ep)
 	if err != nil {
