@@ -38,6 +38,11 @@ ConfigMaps and a Deployment), runs --scenario for --duration:
   root-failover   the root as 3 Raft replicas; kill the leader and keep
                   rolling out: the failover gap (kill → next acknowledged
                   write), propagation after it; the killed replica restarts
+  view            every edge creates --objects ConfigMaps that come back
+                  through an upsync clause; a View partitioned by their
+                  label serves them; the edges change them at
+                  --churn-rate: the view's full list, edge write → its
+                  watchers, root memory per object
 
 and measures root write → arrival per destination (p50, p90, p99, max),
 bytes and messages per tier, CPU, memory, reconnects and convergence. A
@@ -152,10 +157,10 @@ func newSimulateCommand() *cobra.Command {
 	fs.DurationVar(&o.AdmissionDelay, "admission-delay", 0, "virtual clusters slow to admit writes, as behind an admission webhook: each edge's takes its own delay, in even steps up to this over the edges (0: none)")
 	fs.Float64Var(&o.Loss, "loss", 0, "share of packets lost on every link, 0 to below 1 (memnet; flaky-links defaults to 0.05)")
 	fs.StringVar(&o.Arrival, "arrival", sim.ArrivalAuto, "where a change counts as arrived: inbox, cluster (applied by the edge syncer) or auto (cluster when a syncer is wired)")
-	fs.IntVar(&objects, "objects", sim.DefaultObjects, "ConfigMaps in the workload, besides its Deployment (0 to 1000)")
+	fs.IntVar(&objects, "objects", sim.DefaultObjects, "ConfigMaps in the workload, besides its Deployment (0 to 1000); the view scenario: also those each edge creates")
 	fs.BoolVar(&deployment, "deployment", true, "put a Deployment in the workload (each virtual cluster runs its pods)")
 	fs.StringVar(&o.RolloutObject, "rollout-object", sim.RolloutConfigMap, "what a rollout changes: configmap (cm-0) or deployment (its image; every virtual cluster then rolls out pods on the same cores)")
-	fs.Float64Var(&o.ChurnRate, "churn-rate", sim.DefaultChurnRate, "writes per second of the churn and partition scenarios")
+	fs.Float64Var(&o.ChurnRate, "churn-rate", sim.DefaultChurnRate, "writes per second of the churn and partition scenarios (at the root) and of the view scenario (at the edges)")
 	fs.DurationVar(&o.RoundTimeout, "round-timeout", 0, "how long a round waits for every destination (0: 60s plus 5ms per edge)")
 	fs.Float64Var(&failing, "failing", sim.DefaultFailing, "status scenario: share of the edges, 0 to below 1, whose virtual clusters refuse the workload")
 	fs.IntVar(&o.StatusEdges, "status-edges", 0, "status scenario: edges of the first wave, spread over the regions (default a fifth of the edges, at most 100)")
