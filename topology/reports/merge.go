@@ -178,21 +178,22 @@ func Canonical(data []byte) []byte {
 	return b
 }
 
-// SortedKeys returns the keys of a map of reports in a stable order.
+// SortedKeys returns the keys of a map of reports in a stable order: by
+// their String form, each formatted once.
 func SortedKeys[V any](m map[store.Key]V) []store.Key {
-	keys := make([]store.Key, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	type named struct {
+		k store.Key
+		s string
 	}
-	slices.SortFunc(keys, func(a, b store.Key) int {
-		switch {
-		case a.String() < b.String():
-			return -1
-		case a.String() > b.String():
-			return 1
-		}
-		return 0
-	})
+	all := make([]named, 0, len(m))
+	for k := range m {
+		all = append(all, named{k, k.String()})
+	}
+	slices.SortFunc(all, func(a, b named) int { return strings.Compare(a.s, b.s) })
+	keys := make([]store.Key, len(all))
+	for i, n := range all {
+		keys[i] = n.k
+	}
 	return keys
 }
 
