@@ -48,11 +48,9 @@ type reportedState struct {
 	// destination's version of an object its placements upsync, as the
 	// last report flush found them (writeUpsynced): what Views gather.
 	candidates map[store.Key][]*upsyncCandidate
-	// views remembers, per object of a views space, what it was last
-	// written or found equal from (writeViews).
+	// views holds, per object of the views spaces, what it was last
+	// written or found equal from (writeViews); nil until listed.
 	views map[store.Key]viewMemo
-	// viewSpaces are the views spaces written, with their objects.
-	viewSpaces map[string]bool
 }
 
 // Write implements summary.Sink.

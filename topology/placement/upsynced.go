@@ -30,7 +30,9 @@ import (
 // It never writes over an object of the space it did not write, never
 // writes a CustomResourceDefinition (the root would serve it), strips the
 // labels that would make an RBAC object govern the space, and never
-// places an upsynced object (placeable).
+// places an upsynced object (placeable). Objects of a resource that a
+// View of the space serves are not written into the space: the View
+// serves every destination's version (views.go).
 
 // ConditionUpsynced is, on a placement with upsync clauses, True when
 // every object its clauses bring back is in its space; False with
@@ -130,6 +132,20 @@ func (r *reportedState) writeUpsynced(ctx context.Context, out *outcome, m repor
 			what = tk.Resource.String() + " " + tk.Namespace + "/" + tk.Name
 		}
 		s := c.spaces[tk.Space]
+		if s.viewed(tk.Resource) {
+			// A View of the space serves every destination's version:
+			// none is written into the space, and none conflicts.
+			seen := map[scheduler.PlacementRef]bool{}
+			for _, cd := range cs {
+				for _, ref := range cd.refs {
+					if !seen[ref] {
+						seen[ref] = true
+						r.upsynced[ref].objects++
+					}
+				}
+			}
+			continue
+		}
 		local := tk
 		local.Space = ""
 		blocked := ""
@@ -256,7 +272,7 @@ func upsyncedCondition(ps *placementState, r *upsyncReport) metav1.Condition {
 	if r == nil {
 		r = &upsyncReport{}
 	}
-	cond.Message = fmt.Sprintf("%d object(s) upsynced into the space", r.objects)
+	cond.Message = fmt.Sprintf("%d object(s) upsynced into the space or its Views", r.objects)
 	switch {
 	case r.conflicts > 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonConflict
@@ -264,7 +280,7 @@ func upsyncedCondition(ps *placementState, r *upsyncReport) metav1.Condition {
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonNotUpsynced
 	}
 	if r.conflicts > 0 || r.blocked > 0 {
-		cond.Message = fmt.Sprintf("%d object(s) upsynced into the space, %d of them by several destinations; %d not written: %s",
+		cond.Message = fmt.Sprintf("%d object(s) upsynced into the space or its Views, %d of them by several destinations; %d not written: %s",
 			r.objects, r.conflicts, r.blocked, strings.Join(r.msgs, "; "))
 	}
 	return cond

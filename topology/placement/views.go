@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -45,6 +46,16 @@ type viewMemo struct {
 	stored int64
 }
 
+// viewed reports whether a View of s serves res.
+func (s *wds) viewed(res store.Resource) bool {
+	for _, v := range s.views {
+		if v.obj.Spec.APIGroup == res.Group && v.obj.Spec.Resource == res.Resource {
+			return true
+		}
+	}
+	return false
+}
+
 // observeView takes a View's change into the space's views; the views
 // space is written again at the next report flush.
 func (c *Controller) observeView(s *wds, ev store.Event) bool {
@@ -74,11 +85,25 @@ func (c *Controller) observeView(s *wds, ev store.Event) bool {
 }
 
 // writeViews brings every views space in line with the candidates of the
-// last writeUpsynced, and each View's status with what it serves.
+// last writeUpsynced, and each View's status with what it serves. It
+// costs a map lookup per object that did not change since it was
+// written (the same forwarded version), and store reads and writes only
+// for those that did or are gone.
 func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 	c := r.c
 	if r.views == nil {
-		r.views, r.viewSpaces = map[store.Key]viewMemo{}, map[string]bool{}
+		// What the views spaces hold, once: the memo starts empty, so
+		// every object is compared (and found equal) once.
+		r.views = map[store.Key]viewMemo{}
+		for _, sname := range sortedKeys(c.spaces) {
+			list, err := c.st.List(store.ListOptions{Space: layout.ViewsSpace(sname)})
+			if err != nil {
+				return err
+			}
+			for _, o := range list.Items {
+				r.views[o.Key] = viewMemo{stored: o.Revision}
+			}
+		}
 	}
 	want := map[store.Key]*upsyncCandidate{}
 	counts := map[string]map[string]int64{} // space, view
@@ -103,42 +128,29 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 			}
 		}
 	}
-	// Deletions: what the views spaces hold and no View wants.
-	spaces := map[string]bool{}
-	for sname, s := range c.spaces {
-		if len(s.views) > 0 {
-			spaces[sname] = true
+	var gone, changed []store.Key
+	for k := range r.views {
+		if want[k] == nil {
+			gone = append(gone, k)
 		}
 	}
-	for sname := range r.viewSpaces {
-		spaces[sname] = true
+	for k, cd := range want {
+		if memo, ok := r.views[k]; !ok || memo.from != cd.obj {
+			changed = append(changed, k)
+		}
 	}
-	for _, sname := range sortedKeys(spaces) {
-		list, err := c.st.List(store.ListOptions{Space: layout.ViewsSpace(sname)})
-		if err != nil {
+	slices.SortFunc(gone, compareKeys)
+	slices.SortFunc(changed, compareKeys)
+	for _, k := range gone {
+		if err := b.addThen(ctx, store.Op{Type: store.OpDelete, Key: k}, func(int64) { delete(r.views, k) }); err != nil {
 			return err
 		}
-		for _, o := range list.Items {
-			if want[o.Key] == nil {
-				delete(r.views, o.Key)
-				if err := b.add(ctx, store.Op{Type: store.OpDelete, Key: o.Key, ExpectRevision: o.Revision}); err != nil {
-					return err
-				}
-			}
-		}
-		r.viewSpaces[sname] = c.spaces[sname] != nil && len(c.spaces[sname].views) > 0
-		if !r.viewSpaces[sname] {
-			delete(r.viewSpaces, sname)
-		}
 	}
-	for _, vk := range reports.SortedKeys(want) {
+	for _, vk := range changed {
 		cd := want[vk]
 		cur, err := c.st.Get(vk)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
-		}
-		if memo, ok := r.views[vk]; ok && cur != nil && memo.from == cd.obj && memo.stored == cur.Revision {
-			continue // unchanged since written
 		}
 		next := viewCopy(cd.obj, vk.Name, cd.dest)
 		md := next["metadata"].(map[string]any)
