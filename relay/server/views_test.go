@@ -97,16 +97,11 @@ func (s *seen) holds(want ...string) error {
 	return nil
 }
 
-// TestViewsAcrossDestinations: ConfigMaps the edges create come up
-// through an upsync clause; a View partitioned by their provider label
-// serves them from every destination, named <destination>.<name> and
-// labelled with it. alice may read partition a only: her informer never
-// receives another partition's object, and the whole view and partition
-// b are 403 to her; bob reads the whole view. An object whose provider
-// changes leaves partition b and enters a. Bad Views are 422.
-func TestViewsAcrossDestinations(t *testing.T) {
-	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}, "e2": {"zone": "b"}})
-	ctx := context.Background()
+// placeReportPolicy places ConfigMap reports/policy on every edge (a
+// Location of every zone) with an upsync clause for ConfigMaps
+// reports/report-*.
+func placeReportPolicy(t *testing.T, pt *placementTree) {
+	t.Helper()
 	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
 		"metadata": map[string]any{"name": "all", "labels": map[string]any{"use": "yes"}},
 		"spec":     map[string]any{"instanceSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "Exists"}}}}})
@@ -119,6 +114,19 @@ func TestViewsAcrossDestinations(t *testing.T) {
 			"downsync":          []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}}},
 			"upsync":            []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}, "names": []any{"report-*"}}},
 		}})
+}
+
+// TestViewsAcrossDestinations: ConfigMaps the edges create come up
+// through an upsync clause; a View partitioned by their provider label
+// serves them from every destination, named <destination>.<name> and
+// labelled with it. alice may read partition a only: her informer never
+// receives another partition's object, and the whole view and partition
+// b are 403 to her; bob reads the whole view. An object whose provider
+// changes leaves partition b and enters a. Bad Views are 422.
+func TestViewsAcrossDestinations(t *testing.T) {
+	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}, "e2": {"zone": "b"}})
+	ctx := context.Background()
+	placeReportPolicy(t, pt)
 	placed := []string{"configmaps/reports/policy", "namespaces//reports"}
 	pt.waitInboxes(t, "both edges to hold the policy", map[string][]string{"e1": placed, "e2": placed})
 	report := func(edge, name, provider string) {
@@ -241,18 +249,7 @@ func TestViewWatchResumesAfterRootRestart(t *testing.T) {
 	root, cfg, stop := startStoppableRoot(t)
 	pt := startPlacementTreeUnder(t, root, map[string]map[string]string{"e1": {"zone": "a"}})
 	ctx := context.Background()
-	pt.apply(t, pt.inv, edgev1alpha1.LocationsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "Location",
-		"metadata": map[string]any{"name": "all", "labels": map[string]any{"use": "yes"}},
-		"spec":     map[string]any{"instanceSelector": map[string]any{"matchLabels": map[string]any{"zone": "a"}}}})
-	pt.apply(t, pt.wds, nsGVR, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "reports"}})
-	pt.apply(t, pt.wds, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "policy", "namespace": "reports"}})
-	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
-		"metadata": map[string]any{"name": "policies"},
-		"spec": map[string]any{
-			"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"use": "yes"}}},
-			"downsync":          []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}}},
-			"upsync":            []any{map[string]any{"apiGroup": "", "resources": []any{"configmaps"}, "namespaces": []any{"reports"}, "names": []any{"report-*"}}},
-		}})
+	placeReportPolicy(t, pt)
 	pt.apply(t, pt.wds, edgev1alpha1.ViewsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "View",
 		"metadata": map[string]any{"name": "reports"}, "spec": map[string]any{"version": "v1", "resource": "configmaps"}})
 	edge := vclusterClient(t, pt.edges["e1"])

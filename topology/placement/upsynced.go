@@ -235,6 +235,20 @@ func (r *reportedState) writeUpsynced(ctx context.Context, out *outcome, m repor
 // labels that would make an RBAC object govern the space, labelled
 // v1alpha1.UpsyncedLabel and annotated with the destination it comes from.
 func upsyncedCopy(o *store.Object, name, dest string) map[string]any {
+	m, lbls := destinationCopy(o, name, dest)
+	lbls[v1alpha1.UpsyncedLabel] = "true"
+	// What would make an RBAC object govern the space (governsSpace):
+	// an upsynced one is inert there, as placed ones are.
+	delete(lbls, v1alpha1.SpaceRBACLabel)
+	delete(lbls, "kubernetes.io/bootstrapping")
+	return m
+}
+
+// destinationCopy is an object a destination reported, under name,
+// without the metadata its cluster assigned, annotated
+// v1alpha1.DestinationAnnotation; it returns the copy and its labels (a
+// map of the copy, to add to).
+func destinationCopy(o *store.Object, name, dest string) (map[string]any, map[string]any) {
 	m := jsonMap(o)
 	md, _ := m["metadata"].(map[string]any)
 	if md == nil {
@@ -245,23 +259,18 @@ func upsyncedCopy(o *store.Object, name, dest string) map[string]any {
 		delete(md, f)
 	}
 	md["name"] = name
-	labels, _ := md["labels"].(map[string]any)
-	if labels == nil {
-		labels = map[string]any{}
+	lbls, _ := md["labels"].(map[string]any)
+	if lbls == nil {
+		lbls = map[string]any{}
 	}
-	labels[v1alpha1.UpsyncedLabel] = "true"
-	// What would make an RBAC object govern the space (governsSpace):
-	// an upsynced one is inert there, as placed ones are.
-	delete(labels, v1alpha1.SpaceRBACLabel)
-	delete(labels, "kubernetes.io/bootstrapping")
-	md["labels"] = labels
+	md["labels"] = lbls
 	ann, _ := md["annotations"].(map[string]any)
 	if ann == nil {
 		ann = map[string]any{}
 	}
 	ann[v1alpha1.DestinationAnnotation] = dest
 	md["annotations"] = ann
-	return m
+	return m, lbls
 }
 
 // upsyncedCondition is the Upsynced condition of a placement with upsync

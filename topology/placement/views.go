@@ -201,27 +201,7 @@ func (r *reportedState) writeViewStatuses(ctx context.Context, counts map[string
 // named <destination>.<name>, without the metadata its cluster assigned,
 // labelled and annotated with its destination.
 func viewCopy(o *store.Object, name, dest string) map[string]any {
-	m := jsonMap(o)
-	md, _ := m["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		m["metadata"] = md
-	}
-	for _, f := range droppedMetadata {
-		delete(md, f)
-	}
-	md["name"] = name
-	lbls, _ := md["labels"].(map[string]any)
-	if lbls == nil {
-		lbls = map[string]any{}
-	}
+	m, lbls := destinationCopy(o, name, dest)
 	lbls[v1alpha1.DestinationLabel] = dest
-	md["labels"] = lbls
-	ann, _ := md["annotations"].(map[string]any)
-	if ann == nil {
-		ann = map[string]any{}
-	}
-	ann[v1alpha1.DestinationAnnotation] = dest
-	md["annotations"] = ann
 	return m
 }
