@@ -151,13 +151,6 @@ func (c *catalog) space(name string) (kind string, terminating, ok bool) {
 	return kind, terminating, true
 }
 
-// backed reports whether space's objects are kept by a backend other than
-// the store (layout.SpaceInfo.Backed).
-func (s *Server) backed(space string) bool {
-	obj, err := s.store.Get(store.Key{Resource: layout.SpaceResource, Name: space})
-	return err == nil && layout.ReadSpace(obj).Backed()
-}
-
 // lookup finds the served resource for a request. ok is false when the
 // group/version/resource is not served in the space.
 func (c *catalog) lookup(space, group, version, resource string) (*served, bool) {

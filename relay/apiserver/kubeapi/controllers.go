@@ -45,6 +45,10 @@ type lifecycle struct {
 	pending    map[workItem]struct{}
 	queue      []workItem
 	wake       chan struct{}
+	// backed holds the spaces a backend keeps (layout.SpaceInfo.Backed),
+	// from their records: the backend runs their lifecycle. Only the
+	// watch's goroutine uses it.
+	backed map[string]bool
 }
 
 // StartControllers runs the lifecycle controllers until ctx is done.
@@ -76,7 +80,9 @@ func (lc *lifecycle) watch(ctx context.Context) error {
 		return err
 	}
 	rev := spaces.Revision
+	lc.backed = map[string]bool{}
 	for _, sp := range spaces.Items {
+		lc.noteSpace(store.Event{Type: store.Added, Object: sp})
 		list, err := st.List(store.ListOptions{Space: sp.Key.Name})
 		if err != nil {
 			return err
@@ -94,8 +100,12 @@ func (lc *lifecycle) watch(ctx context.Context) error {
 	}
 	defer w.Stop()
 	for ev := range w.Events() {
-		if ev.Object != nil && ev.Object.Key.Space != "" {
+		switch {
+		case ev.Object == nil:
+		case ev.Object.Key.Space != "":
 			lc.observe(ev)
+		case ev.Object.Key.Resource == layout.SpaceResource:
+			lc.noteSpace(ev)
 		}
 	}
 	if err := w.Err(); err != nil {
@@ -104,11 +114,21 @@ func (lc *lifecycle) watch(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// noteSpace follows a space record's event into lc.backed.
+func (lc *lifecycle) noteSpace(ev store.Event) {
+	name := ev.Object.Key.Name
+	if ev.Type == store.Deleted || !layout.ReadSpace(ev.Object).Backed() {
+		delete(lc.backed, name)
+		return
+	}
+	lc.backed[name] = true
+}
+
 // observe indexes an event and queues the work it implies.
 func (lc *lifecycle) observe(ev store.Event) {
 	obj := ev.Object
 	k := obj.Key
-	if lc.s.backed(k.Space) {
+	if lc.backed[k.Space] {
 		// The backend runs its own lifecycle; the space holds its copy.
 		return
 	}
