@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -223,7 +222,7 @@ func TestSpacesLifecycle(t *testing.T) {
 	}
 
 	// kubectl get spaces: a Table with KIND and AGE.
-	resp, body := doAs(t, sys.Host+"/apis/canopy.dev/v1alpha1/spaces", "admin-secret", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, body := getRaw(t, sys.Host+"/apis/canopy.dev/v1alpha1/spaces", "Authorization", "Bearer admin-secret", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("table: %d %s", resp.StatusCode, body)
 	}
@@ -290,26 +289,6 @@ func nextEvent(t *testing.T, w watch.Interface) watch.Event {
 		t.Fatal("no watch event in 10s")
 	}
 	return watch.Event{}
-}
-
-func doAs(t *testing.T, url, token, accept string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", accept)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
 }
 
 // invalidFields returns the fields a 422 names.
