@@ -78,10 +78,8 @@ type mirror struct {
 
 // followed is one resource of the backend copied into the space.
 type followed struct {
-	api      apiResource
-	inf      cache.SharedIndexInformer
-	synced   bool // listed once, and copied whole since
-	stopping bool
+	inf    cache.SharedIndexInformer
+	synced bool // listed once, and copied whole since
 }
 
 func newMirror(cfg Config, space string) *mirror {
@@ -396,7 +394,7 @@ func (m *mirror) follow(ctx context.Context) {
 			UpdateFunc: func(_, o any) { m.touch(res, o) },
 			DeleteFunc: func(o any) { m.touch(res, o) },
 		})
-		m.informers[res] = &followed{api: r, inf: inf}
+		m.informers[res] = &followed{inf: inf}
 		added = true
 	}
 	if added {
