@@ -22,6 +22,7 @@ var instructionAnnotations = [...]string{
 	v1alpha1.LocationAnnotation,
 	v1alpha1.LocationOverridesAnnotation,
 	v1alpha1.SourceRevisionAnnotation,
+	v1alpha1.ViewedAnnotation,
 }
 
 // serverMetadata are metadata fields the cluster assigns (or that refer to

@@ -72,6 +72,10 @@
 //     manage, reported under reports.ForwardedName(destination, name),
 //     renamed so, with v1alpha1.DestinationAnnotation; deleted when they
 //     go or stop matching.
+//   - Viewed copies: a managed object whose inbox version carries
+//     v1alpha1.ViewedAnnotation (a View of source Placed names its
+//     resource) is also reported whole under reports.ForwardedName,
+//     annotated so, while it carries it.
 //   - Autonomy: it runs from the inbox on local disk whether or not the
 //     parent is connected. When the cluster's API does not answer, work
 //     is retried with exponential backoff (Config.RetryMin, RetryMax) and

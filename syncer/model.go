@@ -40,6 +40,9 @@ type model struct {
 	// upsync is every upsync clause of every placement, in placement
 	// order.
 	upsync []upsyncRule
+	// viewed holds the inbox keys of the objects for this destination
+	// whose live copies Views gather (v1alpha1.ViewedAnnotation).
+	viewed map[store.Key]bool
 	// metas are the inbox objects' metadata by inbox key, decoded once
 	// per revision: the next model lends those that did not change.
 	metas map[store.Key]metaAt
@@ -170,6 +173,12 @@ func buildModel(prev *model, inbox []*store.Object, self string) *model {
 				nsOf[space] = map[string]map[string]string{}
 			}
 			nsOf[space][k.Name] = om.Metadata.Labels
+		}
+		if ann[v1alpha1.ViewedAnnotation] == "true" {
+			if m.viewed == nil {
+				m.viewed = map[store.Key]bool{}
+			}
+			m.viewed[k] = true
 		}
 		srcRev, _ := strconv.ParseInt(ann[v1alpha1.SourceRevisionAnnotation], 10, 64)
 		objs = append(objs, candidate{key: k, rev: o.Revision, space: space, labels: om.Metadata.Labels, srcRev: srcRev})

@@ -114,12 +114,14 @@ func (s *Syncer) flushReports(ctx context.Context) {
 }
 
 // report is one outbox write: encoded data, or live state to encode
-// (renamed to rename when set), or a deletion.
+// (renamed to rename when set; marked v1alpha1.ViewedAnnotation when
+// viewed), or a deletion.
 type report struct {
 	key    store.Key // Space empty
 	data   []byte
 	live   *unstructured.Unstructured
 	rename string
+	viewed bool
 	del    bool
 }
 
@@ -132,6 +134,18 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 	var status *DestinationStatus
 	if statusDirty {
 		status = s.statusLocked()
+	}
+	if m := s.rep.model; m != nil && len(m.viewed) > 0 {
+		// A managed object's live copy that Views gather changes with it.
+		var copies []store.Key
+		for k := range dirty {
+			if m.viewed[k] {
+				copies = append(copies, s.viewedCopyKey(k))
+			}
+		}
+		for _, k := range copies {
+			dirty[k] = struct{}{}
+		}
 	}
 	reports := make([]report, 0, len(dirty))
 	for k := range dirty {
@@ -186,7 +200,7 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 		data := r.data
 		if !r.del && r.live != nil {
 			var err error
-			if data, err = liveState(r.live, s.cfg.Name, r.rename); err != nil {
+			if data, err = liveState(r.live, s.cfg.Name, r.rename, r.viewed); err != nil {
 				s.log.Warn("encoding a report", "object", KeyString(r.key), "error", err)
 				continue
 			}
@@ -225,9 +239,10 @@ func (s *Syncer) statusLocked() *DestinationStatus {
 
 // liveState is a live object as reported: without managedFields, without
 // the cluster's resourceVersion (the outbox writes its own), annotated
-// with the destination it comes from (v1alpha1.DestinationAnnotation), and
-// renamed when rename is set (upsynced objects).
-func liveState(u *unstructured.Unstructured, dest, rename string) ([]byte, error) {
+// with the destination it comes from (v1alpha1.DestinationAnnotation),
+// renamed when rename is set (upsynced objects, viewed copies), and
+// annotated v1alpha1.ViewedAnnotation when viewed.
+func liveState(u *unstructured.Unstructured, dest, rename string, viewed bool) ([]byte, error) {
 	top := maps.Clone(u.Object)
 	md, _ := top["metadata"].(map[string]any)
 	md = maps.Clone(md)
@@ -242,6 +257,9 @@ func liveState(u *unstructured.Unstructured, dest, rename string) ([]byte, error
 		ann = map[string]any{}
 	}
 	ann[v1alpha1.DestinationAnnotation] = dest
+	if viewed {
+		ann[v1alpha1.ViewedAnnotation] = "true"
+	}
 	md["annotations"] = ann
 	if rename != "" {
 		md["name"] = rename

@@ -100,7 +100,28 @@ func (s *Syncer) setModel(items []*store.Object) {
 	s.mu.Lock()
 	s.rep.model, s.rep.changed = m, true
 	s.wakeReporterLocked()
+	// Copies that Views start or stop gathering are written or deleted.
+	for k := range m.viewed {
+		if prev == nil || !prev.viewed[k] {
+			s.dirty[s.viewedCopyKey(k)] = struct{}{}
+		}
+	}
+	if prev != nil {
+		for k := range prev.viewed {
+			if !m.viewed[k] {
+				s.dirty[s.viewedCopyKey(k)] = struct{}{}
+			}
+		}
+	}
+	s.wakeLocked()
 	s.mu.Unlock()
+}
+
+// viewedCopyKey is where the live copy of managed object k is reported
+// when Views gather it.
+func (s *Syncer) viewedCopyKey(k store.Key) store.Key {
+	k.Name = reports.ForwardedName(s.cfg.Name, k.Name)
+	return k
 }
 
 // passResults is called by the worker at the end of a pass, complete or
@@ -525,6 +546,17 @@ func cutString(s string, n int) string {
 	return s[:i] + "..."
 }
 
+// liveLocked is managed object rec as its informer holds it (del: it is
+// gone), or skip while the informer has not listed; mu held.
+func (s *Syncer) liveLocked(rec *record) (live *unstructured.Unstructured, del, skip bool) {
+	inf := s.informerOfLocked(rec)
+	if inf == nil || !inf.synced.Load() {
+		return nil, false, true // written when the informer has listed
+	}
+	live, ok := inf.get(rec.Namespace, rec.Name)
+	return live, !ok, false
+}
+
 // reportLocked decides what the outbox must hold under k: the encoded
 // data, or live state to encode, or del; skip when it cannot be told
 // yet (the key is marked dirty again when it can). mu held.
@@ -543,15 +575,18 @@ func (s *Syncer) reportLocked(k store.Key) (r report, skip bool) {
 		return r, false
 	}
 	if rec := s.records[k]; rec != nil && rec.applied() {
-		inf := s.informerOfLocked(rec)
-		if inf == nil || !inf.synced.Load() {
-			return r, true // written when the informer has listed
-		}
-		live, ok := inf.get(rec.Namespace, rec.Name)
-		r.live, r.del = live, !ok
-		return r, false
+		r.live, r.del, skip = s.liveLocked(rec)
+		return r, skip
 	}
-	if strings.HasPrefix(k.Name, reports.ForwardedName(s.cfg.Name, "")) {
+	if name, ok := strings.CutPrefix(k.Name, reports.ForwardedName(s.cfg.Name, "")); ok {
+		if base := (store.Key{Resource: k.Resource, Namespace: k.Namespace, Name: name}); s.rep.model != nil && s.rep.model.viewed[base] {
+			// The live copy of a managed object that Views gather.
+			r.rename, r.viewed, r.del = k.Name, true, true
+			if rec := s.records[base]; rec != nil && rec.applied() {
+				r.live, r.del, skip = s.liveLocked(rec)
+			}
+			return r, skip
+		}
 		if !s.rep.ready {
 			return r, true
 		}

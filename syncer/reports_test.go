@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/canopy-dev/canopy/relay/apiserver/vcluster"
 	"github.com/canopy-dev/canopy/relay/store"
@@ -39,7 +40,8 @@ func TestReportsVirtualCluster(t *testing.T) {
 	bodies := append(slices.Clone(reportBodies),
 		reportBody{"RestartKeepsReports", testReportsRestart},
 		reportBody{"AssociatedBoundJobReady", testAssociatedBound},
-		reportBody{"UpsyncLateResource", testUpsyncLateResource})
+		reportBody{"UpsyncLateResource", testUpsyncLateResource},
+		reportBody{"ViewedCopy", testViewedCopy})
 	for _, b := range bodies {
 		t.Run(b.name, func(t *testing.T) { b.run(t, newFastVirtualCluster(t)) })
 	}
@@ -653,6 +655,64 @@ func testUpsyncLateResource(t *testing.T, c *testCluster) {
 		}
 		if !strings.Contains(string(o.Data), `"size":4`) {
 			return fmt.Errorf("upsynced %s", o.Data)
+		}
+		return nil
+	})
+}
+
+// testViewedCopy: a placed object marked v1alpha1.ViewedAnnotation is
+// applied without the mark, and its live copy is reported under
+// reports.ForwardedName with the mark and the destination, changing with
+// the cluster's object; unmarked, the copy goes.
+func testViewedCopy(t *testing.T, c *testCluster) {
+	const ns = "viewed"
+	h := newHarness(t, c, "edge-v")
+	ctx := context.Background()
+	viewed := func(obj map[string]any) map[string]any {
+		obj["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.ViewedAnnotation: "true"}
+		return obj
+	}
+	h.put(namespace(ns), viewed(configMap(ns, "cm", map[string]any{"k": "1"})))
+	h.start()
+	copyKey := store.Key{Space: "outbox", Resource: resConfigMaps, Namespace: ns, Name: reports.ForwardedName("edge-v", "cm")}
+	copyHas := func(what, label string) {
+		t.Helper()
+		poll.Until(t, what, func() error {
+			o, err := h.st.Get(copyKey)
+			if err != nil {
+				return err
+			}
+			var u unstructured.Unstructured
+			if err := json.Unmarshal(o.Data, &u.Object); err != nil {
+				return err
+			}
+			if a := u.GetAnnotations(); a[v1alpha1.ViewedAnnotation] != "true" || a[v1alpha1.DestinationAnnotation] != "edge-v" {
+				return fmt.Errorf("annotations %v", a)
+			}
+			if u.GetName() != copyKey.Name || u.GetLabels()["seen"] != label {
+				return fmt.Errorf("%s labelled %v", u.GetName(), u.GetLabels())
+			}
+			return nil
+		})
+	}
+	copyHas("the live copy", "")
+	live, err := h.get(gvrCM, ns, "cm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := live.GetAnnotations()[v1alpha1.ViewedAnnotation]; ok {
+		t.Fatalf("the mark reached the cluster: %v", live.GetAnnotations())
+	}
+	if _, err := h.admin.Resource(gvrCM).Namespace(ns).Patch(ctx, "cm", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"seen":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	copyHas("the copy following the cluster", "yes")
+
+	h.put(configMap(ns, "cm", map[string]any{"k": "1"}))
+	poll.Until(t, "the copy gone", func() error {
+		if _, err := h.st.Get(copyKey); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("still reported: %v", err)
 		}
 		return nil
 	})

@@ -26,7 +26,9 @@ var viewsResource = store.Resource{Group: edgev1alpha1.GroupName, Resource: edge
 // views is kubeapi.Config.Views at the root: the View named name of a
 // workload description space, served over the space's views space
 // (layout.ViewsSpace, which topology/placement writes), selecting by the
-// View's resource and selector, partitioned by its partition key.
+// View's resource, source (the live copies of placed objects carry
+// v1alpha1.PlacedCopyLabel) and selector, partitioned by its partition
+// key.
 func views(st *store.Store) func(space, name string) (*kubeapi.View, error) {
 	return func(space, name string) (*kubeapi.View, error) {
 		o, err := st.Get(store.Key{Space: space, Resource: viewsResource, Name: name})
@@ -47,10 +49,11 @@ func views(st *store.Store) func(space, name string) (*kubeapi.View, error) {
 			}
 		}
 		res := store.Resource{Group: v.Spec.APIGroup, Resource: v.Spec.Resource}
+		placed := v.Spec.Source == edgev1alpha1.ViewSourcePlaced
 		return &kubeapi.View{
 			Resource: schema.GroupVersionResource{Group: v.Spec.APIGroup, Version: v.Spec.Version, Resource: v.Spec.Resource},
 			Objects: store.View(st.Space(layout.ViewsSpace(space)), func(o *store.Object) bool {
-				return o.Key.Resource == res && sel.Matches(o.Labels)
+				return o.Key.Resource == res && (o.Labels[edgev1alpha1.PlacedCopyLabel] == "true") == placed && sel.Matches(o.Labels)
 			}),
 			Partition: partitionOf(v.Spec.PartitionKey),
 		}, nil

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/canopy-dev/canopy/relay/layout"
+	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/test/poll"
 	edgev1alpha1 "github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
@@ -306,4 +308,140 @@ func TestViewWatchResumesAfterRootRestart(t *testing.T) {
 			t.Fatal("no event with violations 1 from a watch begun before the restart")
 		}
 	}
+}
+
+// TestPlacedView: a View of source Placed serves each destination's live
+// copy of the objects placed there (the Deployment as its cluster runs
+// it, status included; a label someone added there), beside a View of
+// upsynced ConfigMaps that never shows a placed one. Deleting the View
+// withdraws the copies from the views space; deleting a placed object
+// withdraws its copies.
+func TestPlacedView(t *testing.T) {
+	pt := startPlacementTree(t, map[string]map[string]string{"e1": {"zone": "a"}, "e2": {"zone": "b"}})
+	ctx := context.Background()
+	placeReportPolicy(t, pt)
+	pt.apply(t, pt.wds, deployGVR, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "reports"},
+		"spec": map[string]any{"replicas": 2, "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:1"}}}}}})
+	pt.apply(t, pt.wds, edgev1alpha1.EdgePlacementsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "EdgePlacement",
+		"metadata": map[string]any{"name": "apps"},
+		"spec": map[string]any{
+			"locationSelectors": []any{map[string]any{"matchLabels": map[string]any{"use": "yes"}}},
+			"downsync":          []any{map[string]any{"apiGroup": "apps", "resources": []any{"deployments"}, "namespaces": []any{"reports"}}},
+		}})
+	view := func(name, group, resource, source string) {
+		pt.apply(t, pt.wds, edgev1alpha1.ViewsGVR, map[string]any{"apiVersion": "edge.canopy.dev/v1alpha1", "kind": "View",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"apiGroup": group, "version": "v1", "resource": resource, "source": source}})
+	}
+	view("deployments", "apps", "deployments", "Placed")
+	view("policies", "", "configmaps", "Placed")
+	view("reports", "", "configmaps", "Upsynced")
+	edge := vclusterClient(t, pt.edges["e1"])
+	poll.Until(t, "the namespace at e1", func() error {
+		_, err := edge.Resource(nsGVR).Get(ctx, "reports", metav1.GetOptions{})
+		return err
+	})
+	pt.apply(t, edge, cmGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "report-1", "namespace": "reports"}})
+
+	list := func(view string, gvr schema.GroupVersionResource) ([]unstructured.Unstructured, error) {
+		l, err := viewClient(t, pt.root, "views/"+view, "").Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}
+	names := func(items []unstructured.Unstructured) []string {
+		var out []string
+		for _, u := range items {
+			out = append(out, u.GetName())
+		}
+		slices.Sort(out)
+		return out
+	}
+	poll.Until(t, "both destinations' running Deployments", func() error {
+		items, err := list("deployments", deployGVR)
+		if err != nil {
+			return err
+		}
+		if got := names(items); !slices.Equal(got, []string{"e1.web", "e2.web"}) {
+			return fmt.Errorf("serves %v", got)
+		}
+		for _, u := range items {
+			if n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas"); n != 2 {
+				return fmt.Errorf("%s: readyReplicas %d", u.GetName(), n)
+			}
+			if u.GetLabels()[edgev1alpha1.PlacedCopyLabel] != "true" || u.GetAnnotations()[edgev1alpha1.ViewedAnnotation] != "" {
+				return fmt.Errorf("%s: labels %v, annotations %v", u.GetName(), u.GetLabels(), u.GetAnnotations())
+			}
+		}
+		return nil
+	})
+	if _, err := edge.Resource(cmGVR).Namespace("reports").Patch(ctx, "policy", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"seen":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the placed ConfigMaps as the edges hold them", func() error {
+		items, err := list("policies", cmGVR)
+		if err != nil {
+			return err
+		}
+		if got := names(items); !slices.Equal(got, []string{"e1.policy", "e2.policy"}) {
+			return fmt.Errorf("serves %v", got)
+		}
+		for _, u := range items {
+			if seen := u.GetLabels()["seen"]; (u.GetName() == "e1.policy") != (seen == "yes") {
+				return fmt.Errorf("%s: labels %v", u.GetName(), u.GetLabels())
+			}
+		}
+		return nil
+	})
+	poll.Until(t, "the upsynced view without placed copies", func() error {
+		items, err := list("reports", cmGVR)
+		if err != nil {
+			return err
+		}
+		if got := names(items); !slices.Equal(got, []string{"e1.report-1"}) {
+			return fmt.Errorf("serves %v", got)
+		}
+		return nil
+	})
+	poll.Until(t, "the Views' status", func() error {
+		for name, want := range map[string]int64{"deployments": 2, "policies": 2, "reports": 1} {
+			v, err := pt.wds.Resource(edgev1alpha1.ViewsGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if n, _, _ := unstructured.NestedInt64(v.Object, "status", "objects"); n != want {
+				return fmt.Errorf("%s: status.objects %d, want %d", name, n, want)
+			}
+		}
+		return nil
+	})
+
+	// Without the View of placed ConfigMaps, their copies leave the views
+	// space; without the Deployment, its copies do.
+	if err := pt.wds.Resource(edgev1alpha1.ViewsGVR).Delete(ctx, "policies", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pt.wds.Resource(deployGVR).Namespace("reports").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "no placed copies in the views space", func() error {
+		l, err := pt.root.store.List(store.ListOptions{Space: layout.ViewsSpace("default")})
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, o := range l.Items {
+			got = append(got, o.Key.Name)
+		}
+		if !slices.Equal(got, []string{"e1.report-1"}) {
+			return fmt.Errorf("holds %v", got)
+		}
+		return nil
+	})
 }

@@ -41,6 +41,9 @@ type entry struct {
 	// and collectors of every space share the downsync space:
 	// reports.PlacedName).
 	rename string
+	// viewed: a View of its space gathers its live copies
+	// (v1alpha1.ViewedAnnotation).
+	viewed bool
 	// placedBy lists, for a workload object, the placements that place
 	// it (of every space, in the order desired visits them) and the
 	// Customizer each chooses: with the placements' destinations, they
@@ -466,7 +469,7 @@ func (c *Controller) place(out *outcome, k store.Key, space string, o *store.Obj
 	customized := p.expand || cust != ""
 	e := out.entries[k]
 	if e == nil {
-		e = &entry{space: space, source: o, dests: map[string]choice{}}
+		e = &entry{space: space, source: o, dests: map[string]choice{}, viewed: c.spaces[space].viewed(k.Resource, v1alpha1.ViewSourcePlaced)}
 		out.entries[k] = e
 	}
 	if e.space != space {

@@ -48,6 +48,10 @@ type reportedState struct {
 	// destination's version of an object its placements upsync, as the
 	// last report flush found them (writeUpsynced): what Views gather.
 	candidates map[store.Key][]*upsyncCandidate
+	// placedCopies are the live copies of placed objects that Views of
+	// their spaces gather, as the last report flush found them
+	// (writeUpsynced).
+	placedCopies []placedCopy
 	// views holds, per object of the views spaces, what it was last
 	// written or found equal from (writeViews); nil until listed.
 	views map[store.Key]viewMemo

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/reports"
@@ -31,8 +32,11 @@ import (
 // writes a CustomResourceDefinition (the root would serve it), strips the
 // labels that would make an RBAC object govern the space, and never
 // places an upsynced object (placeable). Objects of a resource that a
-// View of the space serves are not written into the space: the View
-// serves every destination's version (views.go).
+// View of source Upsynced of the space serves are not written into the
+// space: the View serves every destination's version (views.go). The
+// live copies of placed objects that Views gather travel as forwarded
+// reports too, marked v1alpha1.ViewedAnnotation: writeUpsynced sets them
+// aside for writeViews.
 
 // ConditionUpsynced is, on a placement with upsync clauses, True when
 // every object its clauses bring back is in its space; False with
@@ -100,12 +104,23 @@ func (r *reportedState) writeUpsynced(ctx context.Context, out *outcome, m repor
 		}
 	}
 	cands := map[store.Key][]*upsyncCandidate{} // by key in the space
+	r.placedCopies = r.placedCopies[:0]
 	for _, k := range reports.SortedKeys(m.Forwarded) {
 		o := m.Forwarded[k]
-		dest := reports.DestinationOf(o)
+		dest, viewed := reports.ForwardedOf(o)
 		name, ok := strings.CutPrefix(k.Name, reports.ForwardedName(dest, ""))
 		if !ok || name == "" || out.entries[k] != nil || k.Resource.Group == v1alpha1.GroupName {
 			continue // the live state of a placed object, or not one to write
+		}
+		if viewed {
+			// A placed object's live copy: kept while the object is
+			// placed there by a space one of whose Views gathers it.
+			if e := out.entries[store.Key{Resource: k.Resource, Namespace: k.Namespace, Name: name}]; e != nil && c.placedViewed(e, dest, k.Resource) {
+				vk := k
+				vk.Space = layout.ViewsSpace(e.space)
+				r.placedCopies = append(r.placedCopies, placedCopy{key: vk, space: e.space, dest: dest, obj: o})
+			}
+			continue
 		}
 		for _, u := range ups {
 			if !u.dests[dest] || !slices.ContainsFunc(u.spec, func(cl v1alpha1.UpsyncClause) bool {
@@ -132,7 +147,7 @@ func (r *reportedState) writeUpsynced(ctx context.Context, out *outcome, m repor
 			what = tk.Resource.String() + " " + tk.Namespace + "/" + tk.Name
 		}
 		s := c.spaces[tk.Space]
-		if s.viewed(tk.Resource) {
+		if s.viewed(tk.Resource, v1alpha1.ViewSourceUpsynced) {
 			// A View of the space serves every destination's version:
 			// none is written into the space, and none conflicts.
 			seen := map[scheduler.PlacementRef]bool{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/google/uuid"
@@ -17,16 +18,25 @@ import (
 	"github.com/canopy-dev/canopy/topology/reports"
 )
 
-// What Views gather: every destination's version of each object that a
-// placement of a workload description space upsyncs (the candidates of
-// writeUpsynced, all of them, not only the first by destination), of a
-// resource some View of the space names, written once into the space's
-// views space (layout.ViewsSpace) under the name
-// <destination>.<name>, labelled v1alpha1.DestinationLabel. The kube API
-// serves each View over it, selecting by resource, selector and
-// partition as it reads: the objects are held once whatever the Views,
-// their partitions and their watchers. Each View's status counts what
-// it serves.
+// What Views gather, written once into the space's views space
+// (layout.ViewsSpace) under the name <destination>.<name>, labelled
+// v1alpha1.DestinationLabel:
+//
+//   - for a View of source Upsynced, every destination's version of each
+//     object that a placement of a workload description space upsyncs (the
+//     candidates of writeUpsynced, all of them, not only the first by
+//     destination), of a resource the View names;
+//   - for a View of source Placed, the live copy at each destination of
+//     each object of the resource the View names that the space places
+//     there: the entries of such resources carry v1alpha1.ViewedAnnotation
+//     down the tree (render), each edge reports its copy of them under
+//     reports.ForwardedName with the annotation, and those copies are
+//     labelled v1alpha1.PlacedCopyLabel in the views space.
+//
+// The kube API serves each View over the views space, selecting by
+// resource, source, selector and partition as it reads: the objects are
+// held once whatever the Views, their partitions and their watchers.
+// Each View's status counts what it serves.
 
 var viewsRes = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceViews}
 
@@ -39,6 +49,19 @@ type viewState struct {
 	sel labels.Selector
 }
 
+// serves reports whether the View gathers res from source.
+func (v *viewState) serves(res store.Resource, source v1alpha1.ViewSource) bool {
+	return v.obj.Spec.APIGroup == res.Group && v.obj.Spec.Resource == res.Resource && viewSource(v.obj) == source
+}
+
+// viewSource is a View's source, Upsynced when left out.
+func viewSource(v *v1alpha1.View) v1alpha1.ViewSource {
+	if v.Spec.Source == "" {
+		return v1alpha1.ViewSourceUpsynced
+	}
+	return v.Spec.Source
+}
+
 // viewMemo is what an object of a views space was last written from (or
 // found equal to): the forwarded object and the revision stored.
 type viewMemo struct {
@@ -46,20 +69,58 @@ type viewMemo struct {
 	stored int64
 }
 
-// viewed reports whether a View of s serves res.
-func (s *wds) viewed(res store.Resource) bool {
+// viewed reports whether a View of s gathers res from source.
+func (s *wds) viewed(res store.Resource, source v1alpha1.ViewSource) bool {
 	for _, v := range s.views {
-		if v.obj.Spec.APIGroup == res.Group && v.obj.Spec.Resource == res.Resource {
+		if v.serves(res, source) {
 			return true
 		}
 	}
 	return false
 }
 
+// placedViews lists the resources whose placed objects s's Views gather.
+func (s *wds) placedViews() map[store.Resource]bool {
+	out := map[store.Resource]bool{}
+	for _, v := range s.views {
+		if viewSource(v.obj) == v1alpha1.ViewSourcePlaced {
+			out[store.Resource{Group: v.obj.Spec.APIGroup, Resource: v.obj.Spec.Resource}] = true
+		}
+	}
+	return out
+}
+
+// placedViewed reports whether a View of e's space gathers the live copy
+// of e's object (of resource res) at dest, where e places it.
+func (c *Controller) placedViewed(e *entry, dest string, res store.Resource) bool {
+	_, there := e.dests[dest]
+	s := c.spaces[e.space]
+	return there && s != nil && s.viewed(res, v1alpha1.ViewSourcePlaced)
+}
+
+// placedCopy is one destination's live copy of a placed object that a
+// View of its space gathers (writeUpsynced finds them among the
+// forwarded reports).
+type placedCopy struct {
+	key   store.Key // in the views space
+	space string    // the workload description space
+	dest  string
+	obj   *store.Object
+}
+
 // observeView takes a View's change into the space's views; the views
-// space is written again at the next report flush.
+// space is written again at the next report flush. A change of the
+// resources whose placed objects the space's Views gather changes what
+// is placed (v1alpha1.ViewedAnnotation): the downsync content is
+// computed again.
 func (c *Controller) observeView(s *wds, ev store.Event) bool {
 	name := ev.Object.Key.Name
+	before := s.placedViews()
+	defer func() {
+		if !maps.Equal(before, s.placedViews()) {
+			c.structural = true
+		}
+	}()
 	if ev.Type == store.Deleted {
 		delete(s.views, name)
 	} else {
@@ -85,10 +146,10 @@ func (c *Controller) observeView(s *wds, ev store.Event) bool {
 }
 
 // writeViews brings every views space in line with the candidates of the
-// last writeUpsynced, and each View's status with what it serves. It
-// costs a map lookup per object that did not change since it was
-// written (the same forwarded version), and store reads and writes only
-// for those that did or are gone.
+// last writeUpsynced and the placed copies it found, and each View's
+// status with what it serves. It costs a map lookup per object that did
+// not change since it was written (the same forwarded version), and
+// store reads and writes only for those that did or are gone.
 func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 	c := r.c
 	if r.views == nil {
@@ -105,37 +166,42 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 			}
 		}
 	}
-	want := map[store.Key]*upsyncCandidate{}
+	want := map[store.Key]placedCopy{}      // by key in a views space
 	counts := map[string]map[string]int64{} // space, view
+	count := func(sname string, res store.Resource, source v1alpha1.ViewSource, o *store.Object) {
+		for name, v := range c.spaces[sname].views {
+			if v.serves(res, source) && v.sel.Matches(labels.Set(o.Labels)) {
+				if counts[sname] == nil {
+					counts[sname] = map[string]int64{}
+				}
+				counts[sname][name]++
+			}
+		}
+	}
 	for tk, cs := range r.candidates {
 		s := c.spaces[tk.Space]
-		if s == nil || len(s.views) == 0 {
+		if s == nil || !s.viewed(tk.Resource, v1alpha1.ViewSourceUpsynced) {
 			continue
 		}
 		for _, cd := range cs {
 			vk := store.Key{Space: layout.ViewsSpace(tk.Space), Resource: tk.Resource, Namespace: tk.Namespace, Name: reports.ForwardedName(cd.dest, tk.Name)}
-			for name, v := range s.views {
-				if v.obj.Spec.APIGroup != tk.Resource.Group || v.obj.Spec.Resource != tk.Resource.Resource {
-					continue
-				}
-				want[vk] = cd
-				if v.sel.Matches(labels.Set(cd.obj.Labels)) {
-					if counts[tk.Space] == nil {
-						counts[tk.Space] = map[string]int64{}
-					}
-					counts[tk.Space][name]++
-				}
-			}
+			want[vk] = placedCopy{key: vk, space: tk.Space, dest: cd.dest, obj: cd.obj}
+			count(tk.Space, tk.Resource, v1alpha1.ViewSourceUpsynced, cd.obj)
 		}
+	}
+	placed := map[store.Key]bool{}
+	for _, pc := range r.placedCopies {
+		want[pc.key], placed[pc.key] = pc, true
+		count(pc.space, pc.key.Resource, v1alpha1.ViewSourcePlaced, pc.obj)
 	}
 	var gone, changed []store.Key
 	for k := range r.views {
-		if want[k] == nil {
+		if want[k].obj == nil {
 			gone = append(gone, k)
 		}
 	}
-	for k, cd := range want {
-		if memo, ok := r.views[k]; !ok || memo.from != cd.obj {
+	for k, pc := range want {
+		if memo, ok := r.views[k]; !ok || memo.from != pc.obj {
 			changed = append(changed, k)
 		}
 	}
@@ -147,12 +213,12 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 		}
 	}
 	for _, vk := range changed {
-		cd := want[vk]
+		pc := want[vk]
 		cur, err := c.st.Get(vk)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		next := viewCopy(cd.obj, vk.Name, cd.dest)
+		next := viewCopy(pc.obj, vk.Name, pc.dest, placed[vk])
 		md := next["metadata"].(map[string]any)
 		op := store.Op{Type: store.OpCreate, Key: vk}
 		if cur != nil {
@@ -161,7 +227,7 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 			md["uid"], md["creationTimestamp"] = hmd["uid"], hmd["creationTimestamp"]
 			delete(hmd, "resourceVersion")
 			if equality.Semantic.DeepEqual(have, next) {
-				r.views[vk] = viewMemo{from: cd.obj, stored: cur.Revision}
+				r.views[vk] = viewMemo{from: pc.obj, stored: cur.Revision}
 				continue
 			}
 			op = store.Op{Type: store.OpUpdate, Key: vk, ExpectRevision: cur.Revision}
@@ -169,7 +235,7 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 			md["uid"], md["creationTimestamp"] = uuid.NewString(), now()
 		}
 		op.Data = mustJSON(next)
-		if err := b.addThen(ctx, op, func(rev int64) { r.views[vk] = viewMemo{from: cd.obj, stored: rev} }); err != nil {
+		if err := b.addThen(ctx, op, func(rev int64) { r.views[vk] = viewMemo{from: pc.obj, stored: rev} }); err != nil {
 			return err
 		}
 	}
@@ -197,11 +263,18 @@ func (r *reportedState) writeViewStatuses(ctx context.Context, counts map[string
 	return nil
 }
 
-// viewCopy is a destination's upsynced object as a views space holds it:
-// named <destination>.<name>, without the metadata its cluster assigned,
-// labelled and annotated with its destination.
-func viewCopy(o *store.Object, name, dest string) map[string]any {
+// viewCopy is a destination's object as a views space holds it: named
+// <destination>.<name>, without the metadata its cluster assigned,
+// labelled and annotated with its destination, and labelled
+// v1alpha1.PlacedCopyLabel when it is a placed object's live copy (never
+// when it is not, whatever the destination labelled it).
+func viewCopy(o *store.Object, name, dest string, placed bool) map[string]any {
 	m, lbls := destinationCopy(o, name, dest)
 	lbls[v1alpha1.DestinationLabel] = dest
+	delete(lbls, v1alpha1.PlacedCopyLabel)
+	if placed {
+		lbls[v1alpha1.PlacedCopyLabel] = "true"
+		delete(m["metadata"].(map[string]any)["annotations"].(map[string]any), v1alpha1.ViewedAnnotation)
+	}
 	return m
 }

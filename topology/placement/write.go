@@ -98,8 +98,8 @@ var droppedMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "g
 	"ownerReferences", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"}
 
 // render returns the downsync version of an entry: the source object
-// without status and server-set metadata, annotated with its destinations
-// and the Customizers chosen for them.
+// without status and server-set metadata, annotated with its destinations,
+// the Customizers chosen for them and whether Views gather its copies.
 func render(k store.Key, e *entry) ([]byte, error) {
 	return json.Marshal(renderMap(k, e))
 }
@@ -132,6 +132,10 @@ func renderMap(k store.Key, e *entry) map[string]any {
 	}
 	if e.location != "" {
 		ann[v1alpha1.LocationAnnotation] = e.location
+	}
+	delete(ann, v1alpha1.ViewedAnnotation)
+	if e.viewed {
+		ann[v1alpha1.ViewedAnnotation] = "true"
 	}
 	// The Customizer most destinations use goes in the object's own
 	// annotation; the others are listed per destination.
@@ -209,7 +213,7 @@ func (e *entry) signature() string {
 		return e.sig
 	}
 	var b strings.Builder
-	b.WriteString(e.space + "|" + e.rename + "|" + e.location + "|" + e.locOver)
+	b.WriteString(e.space + "|" + e.rename + "|" + e.location + "|" + e.locOver + "|" + strconv.FormatBool(e.viewed))
 	for _, d := range e.destinationList() {
 		b.WriteString("|" + d + "=" + e.dests[d].customizer)
 	}

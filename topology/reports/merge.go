@@ -12,7 +12,8 @@ import (
 
 // Merged is what a relay's children reported, merged: one partial and
 // one placement sync per key, and the forwarded objects (upsynced, live
-// state of objects with one destination) unchanged.
+// copies Views gather, live state of objects with one destination)
+// unchanged.
 type Merged struct {
 	Partials  map[store.Key]Partial
 	Syncs     map[store.Key]PlacementSync
@@ -123,17 +124,27 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 func isForwarded(o *store.Object) bool { return DestinationOf(o) != "" }
 
 // DestinationOf returns the destination a forwarded report comes from.
-func DestinationOf(o *store.Object) string { return annotation(o.Data, v1alpha1.DestinationAnnotation) }
+func DestinationOf(o *store.Object) string {
+	return annotations(o.Data)[v1alpha1.DestinationAnnotation]
+}
 
-// annotation reads one annotation from an object's JSON ("" if absent).
-func annotation(data []byte, key string) string {
+// ForwardedOf returns the destination a forwarded report comes from, and
+// whether it is the live copy of a placed object that a View gathers
+// (v1alpha1.ViewedAnnotation) rather than an upsynced object.
+func ForwardedOf(o *store.Object) (dest string, viewed bool) {
+	a := annotations(o.Data)
+	return a[v1alpha1.DestinationAnnotation], a[v1alpha1.ViewedAnnotation] == "true"
+}
+
+// annotations reads the annotations of an object's JSON.
+func annotations(data []byte) map[string]string {
 	var md struct {
 		Metadata struct {
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
 	_ = json.Unmarshal(data, &md)
-	return md.Metadata.Annotations[key]
+	return md.Metadata.Annotations
 }
 
 // Encoded returns the stored form of every merged report, by key, for a
@@ -198,9 +209,10 @@ func SortedKeys[V any](m map[store.Key]V) []store.Key {
 }
 
 // ForwardFilter is the wantForward of Merge for a relay whose placed
-// objects are in placedSpace of r: upsynced objects (not placed from
-// above) travel on, and so does the live state of a placed object with a
-// single destination (a candidate for singleton status). The live state of
+// objects are in placedSpace of r: upsynced objects and the live copies
+// Views gather (neither is placed from above under its key) travel on,
+// and so does the live state of a placed object with a single
+// destination (a candidate for singleton status). The live state of
 // objects placed on several destinations is summarized by collectors
 // instead: forwarding it would bring every destination's copy to the root.
 //
@@ -217,7 +229,7 @@ func ForwardFilter(r store.Reader, placedSpace string) func(*store.Object) bool 
 		}
 		s := true // not placed here: upsynced
 		if placed, err := r.Get(k); err == nil {
-			d := annotation(placed.Data, v1alpha1.DestinationsAnnotation)
+			d := annotations(placed.Data)[v1alpha1.DestinationsAnnotation]
 			s = d != "" && !strings.Contains(d, ",")
 		}
 		single[k] = s

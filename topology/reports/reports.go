@@ -14,10 +14,12 @@
 //     merged per key at every tier.
 //   - Upsynced objects keep their own resource and namespace; their name
 //     is prefixed with the destination (ForwardedName), so that the same
-//     object at two destinations are two reports. The live state of a
-//     placed object keeps its own key (only objects with a single
-//     destination travel past the edge's parent, so it is unique). Both
-//     carry v1alpha1.DestinationAnnotation; tiers forward them unchanged.
+//     object at two destinations are two reports. So is the live copy of
+//     a placed object that a View gathers, which carries
+//     v1alpha1.ViewedAnnotation as well. The live state of a placed
+//     object keeps its own key (only objects with a single destination
+//     travel past the edge's parent, so it is unique). All carry
+//     v1alpha1.DestinationAnnotation; tiers forward them unchanged.
 //
 // The package owns the keys, the data types and their merge; it does no
 // I/O.

@@ -1,8 +1,9 @@
 // Package summary merges what a relay's children reported, at every tier
 // (DESIGN.md section 5, step 7): a Summarizer lists the tier's children,
 // merges their partial reports (reports.Decoded.Merge: collector
-// partials and placement syncs per key, upsynced objects and the live
-// state of objects with one destination forwarded) and hands the result
+// partials and placement syncs per key; upsynced objects, the live copies
+// Views gather and the live state of objects with one destination
+// forwarded) and hands the result
 // to the tier's Sink.
 //
 // # What it owns

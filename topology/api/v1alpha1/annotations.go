@@ -42,15 +42,26 @@ const (
 	// "destination=location" pairs (comma-separated): the Location that
 	// customizes it there.
 	LocationOverridesAnnotation = GroupName + "/location-overrides"
+	// ViewedAnnotation, set to "true" on a placed object, says that a View
+	// of its space gathers its live copies (ViewSourcePlaced):
+	// each destination reports its copy under reports.ForwardedName, and
+	// that report carries the annotation too.
+	ViewedAnnotation = GroupName + "/viewed"
 )
 
 // DestinationAnnotation, on a forwarded report (upsynced object, singleton
 // live state), names the destination it comes from.
 const DestinationAnnotation = GroupName + "/destination"
 
-// DestinationLabel, on an object a View serves, names the destination it
-// came from.
-const DestinationLabel = GroupName + "/destination"
+// Labels of the objects Views serve.
+const (
+	// DestinationLabel names the destination the object came from.
+	DestinationLabel = GroupName + "/destination"
+	// PlacedCopyLabel, set to "true", marks the live copy of a placed
+	// object (a View of source Placed serves it); an upsynced object
+	// never carries it.
+	PlacedCopyLabel = GroupName + "/placed-copy"
+)
 
 // Labels of objects in workload description spaces.
 const (

@@ -22,13 +22,20 @@ func init() {
 }
 
 // ViewSource says what a view gathers.
-// +kubebuilder:validation:Enum=Upsynced
+// +kubebuilder:validation:Enum=Upsynced;Placed
 type ViewSource string
 
-// ViewSourceUpsynced gathers the objects of the view's resource that
-// destinations upsync, through an upsync clause of a placement of the
-// view's space, one per destination.
-const ViewSourceUpsynced ViewSource = "Upsynced"
+const (
+	// ViewSourceUpsynced gathers the objects of the view's resource that
+	// destinations upsync, through an upsync clause of a placement of the
+	// view's space, one per destination.
+	ViewSourceUpsynced ViewSource = "Upsynced"
+	// ViewSourcePlaced gathers the live copies, at each destination, of
+	// the objects of the view's resource that placements of the view's
+	// space place there: the object as the destination's cluster holds it,
+	// status included.
+	ViewSourcePlaced ViewSource = "Placed"
+)
 
 // View serves the objects of one resource gathered from every destination
 // as a read-only kube API of its own, at
@@ -78,7 +85,8 @@ type ViewSpec struct {
 	Resource string `json:"resource"`
 
 	// Source is what the view gathers: Upsynced (the default), the
-	// objects destinations upsync.
+	// objects destinations upsync; or Placed, the live copies at the
+	// destinations of the objects placed there.
 	// +optional
 	// +kubebuilder:default=Upsynced
 	Source ViewSource `json:"source,omitempty"`
