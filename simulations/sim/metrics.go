@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/canopy-dev/canopy/relay/apiserver/vcluster"
 )
 
 func errorf(format string, args ...any) error { return fmt.Errorf("sim: "+format, args...) }
@@ -218,7 +220,7 @@ func (p *cpuProfile) stop() (map[string]time.Duration, []byte) {
 		return nil, nil
 	}
 	pprof.StopCPUProfile()
-	by, err := cpuByLabel(p.buf.Bytes(), tierLabel)
+	by, err := cpuByLabel(p.buf.Bytes(), tierLabel, vcluster.ProfileLabel)
 	if err != nil {
 		return nil, nil
 	}
@@ -226,9 +228,11 @@ func (p *cpuProfile) stop() (map[string]time.Duration, []byte) {
 }
 
 // cpuByLabel sums the CPU time of a gzipped pprof profile by the value of
-// one label. It decodes only what it needs of profile.proto: the sample
-// types, the samples' values and labels, and the string table.
-func cpuByLabel(gz []byte, label string) (map[string]time.Duration, error) {
+// label ("other" without it), and within one value by the value of part
+// when a sample has it too ("edge: virtual-cluster"). It decodes only
+// what it needs of profile.proto: the sample types, the samples' values
+// and labels, and the string table.
+func cpuByLabel(gz []byte, label, part string) (map[string]time.Duration, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
 		return nil, err
@@ -309,11 +313,17 @@ func cpuByLabel(gz []byte, label string) (map[string]time.Duration, error) {
 		if col >= len(s.values) {
 			continue
 		}
-		tier := "other"
+		tier, in := "other", ""
 		for _, l := range s.labels {
-			if str(l[0]) == label {
+			switch str(l[0]) {
+			case label:
 				tier = str(l[1])
+			case part:
+				in = str(l[1])
 			}
+		}
+		if in != "" {
+			tier += ": " + in
 		}
 		out[tier] += time.Duration(s.values[col])
 	}

@@ -158,9 +158,12 @@ func markdown(o Options, s *Summary) []byte {
 	w("## CPU and memory\n\n")
 	w("Process CPU in the measured phase: %.2f s over %.1f s (%.0f%% of %d cores).", s.CPUSeconds, s.MeasuredS, 100*s.CPUSeconds/max(s.MeasuredS, 0.001)/float64(runtime.NumCPU()), runtime.NumCPU())
 	if len(s.CPUByTier) > 0 {
-		w(" Split by tier from a CPU profile (pprof labels on every relay's goroutines; *other* is the Go runtime's GC, timers and the simulator):\n\n| tier | CPU s |\n|---|---|\n")
+		w(" Split by tier from a CPU profile (pprof labels on every relay's goroutines; *edge: virtual-cluster* is the edges' simulated clusters, their API servers included; *other* is the Go runtime's GC, timers and the simulator), and per destination and change:\n\n| tier | CPU s | ms per destination and change |\n|---|---|---|\n")
 		for _, t := range sortedTiers(s.CPUByTier) {
-			w("| %s | %.2f |\n", t, s.CPUByTier[t])
+			w("| %s | %.2f | %.3f |\n", t, s.CPUByTier[t], s.CPUPerDestChangeMs[t])
+		}
+		if all, ok := s.CPUPerDestChangeMs["all"]; ok {
+			w("| all | %.2f | **%.3f** |\n", s.CPUSeconds, all)
 		}
 		w("\nRoot CPU per change: **%.2f ms**.", s.RootCPUPerChangeMs)
 		if r := s.RootIdleCPUMsPerS; r != nil {

@@ -79,7 +79,12 @@ type Summary struct {
 	CPUSeconds         float64     `json:"cpu_s"` // process, measured phase
 	// CPUByTier splits CPUSeconds by tier (pprof labels); "other" is the
 	// runtime (GC), timers and the simulator.
-	CPUByTier          map[string]float64 `json:"cpu_by_tier_s,omitempty"`
+	CPUByTier map[string]float64 `json:"cpu_by_tier_s,omitempty"`
+	// CPUPerDestChangeMs is CPUByTier (and, under "all", CPUSeconds) in
+	// ms per destination and change: what each part of the fleet spends
+	// to bring one change to one destination. A region's figure is also
+	// its CPU per child and change when its children are edges.
+	CPUPerDestChangeMs map[string]float64 `json:"cpu_per_destination_change_ms,omitempty"`
 	RootCPUPerChangeMs float64            `json:"root_cpu_per_change_ms,omitempty"`
 	// IdleS is the idle window before the measured phase (--idle):
 	// nothing written, the root's CPU profiled. RootIdleCPUMsPerS is the
@@ -576,6 +581,15 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 		s.CPUByTier = map[string]float64{}
 		for k, v := range cpuBy {
 			s.CPUByTier[k] = round3(v.Seconds())
+		}
+		if e.changes > 0 && len(f.edges) > 0 {
+			per := func(d time.Duration) float64 {
+				return round3(float64(d.Microseconds()) / 1000 / float64(e.changes) / float64(len(f.edges)))
+			}
+			s.CPUPerDestChangeMs = map[string]float64{"all": per(s1.cpu - s0.cpu)}
+			for k, v := range cpuBy {
+				s.CPUPerDestChangeMs[k] = per(v)
+			}
 		}
 		if e.changes > 0 {
 			s.RootCPUPerChangeMs = round3(float64(cpuBy["root"].Microseconds()) / 1000 / float64(e.changes))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -221,10 +222,28 @@ func (c *Cluster) Handler() http.Handler { return c.handler }
 // garbage collection) and the simulated control plane and kubelet until
 // ctx is done, then closes the store: a Cluster is not reusable. It
 // returns nil when ctx ends.
-func (c *Cluster) Start(ctx context.Context) error {
+func (c *Cluster) Start(ctx context.Context) (err error) {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
+	pprof.Do(ctx, profileLabels, func(ctx context.Context) { err = c.run(ctx) })
+	return err
+}
+
+// ProfileLabel is the pprof label every goroutine of a cluster carries
+// (its control plane, its controllers, its API server's handlers when
+// reached through InprocTransport), with the value ProfileValue, so that
+// a CPU profile of a process that runs relays and clusters together (a
+// simulation) tells the clusters' share apart.
+const (
+	ProfileLabel = "canopy-part"
+	ProfileValue = "virtual-cluster"
+)
+
+var profileLabels = pprof.Labels(ProfileLabel, ProfileValue)
+
+// run is Start once started.
+func (c *Cluster) run(ctx context.Context) error {
 	defer c.store.Close()
 	ctrl, err := newController(c)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 )
@@ -60,7 +61,7 @@ func (t *InprocTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			rw.finish(nil)
 		}()
-		t.handler.ServeHTTP(rw, sreq)
+		pprof.Do(ctx, profileLabels, func(context.Context) { t.handler.ServeHTTP(rw, sreq) })
 	}()
 	select {
 	case <-rw.ready:
