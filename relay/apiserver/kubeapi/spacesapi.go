@@ -321,7 +321,8 @@ func (s *Server) serveSpaceDelete(rq *request, sv *served) {
 }
 
 // deleteSpace marks the record cur (u) terminating, deletes the space's
-// objects and then the record.
+// objects and what its Views gathered (layout.ViewsSpace), then the
+// record.
 func (s *Server) deleteSpace(ctx context.Context, cur *store.Object, u *unstructured.Unstructured) error {
 	name := cur.Key.Name
 	if u.GetDeletionTimestamp() == nil {
@@ -337,13 +338,24 @@ func (s *Server) deleteSpace(ctx context.Context, cur *store.Object, u *unstruct
 		}
 		cur = res.Objects[0]
 	}
+	for _, space := range []string{name, layout.ViewsSpace(name)} {
+		if err := s.emptySpace(ctx, space); err != nil {
+			return err
+		}
+	}
+	_, err := s.store.Txn(ctx, store.Op{Type: store.OpDelete, Key: cur.Key, ExpectUID: cur.UID})
+	return err
+}
+
+// emptySpace deletes every object of a space of the store.
+func (s *Server) emptySpace(ctx context.Context, space string) error {
 	for {
-		list, err := s.store.List(store.ListOptions{Space: name, Limit: maxDeleteOps})
+		list, err := s.store.List(store.ListOptions{Space: space, Limit: maxDeleteOps})
 		if err != nil {
 			return err
 		}
 		if len(list.Items) == 0 {
-			break
+			return nil
 		}
 		ops := make([]store.Op, len(list.Items))
 		for i, o := range list.Items {
@@ -355,8 +367,6 @@ func (s *Server) deleteSpace(ctx context.Context, cur *store.Object, u *unstruct
 			return err
 		}
 	}
-	_, err := s.store.Txn(ctx, store.Op{Type: store.OpDelete, Key: cur.Key, ExpectUID: cur.UID})
-	return err
 }
 
 // terminatingSpace is the answer to a write into a space being deleted.

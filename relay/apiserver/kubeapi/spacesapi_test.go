@@ -246,12 +246,19 @@ func TestSpacesLifecycle(t *testing.T) {
 		}
 	}
 
-	// Delete: the objects go, then the record; the space no longer serves.
+	// Delete: the objects go, and what its Views gathered, then the
+	// record; the space no longer serves.
+	gathered := store.Key{Space: layout.ViewsSpace("team-a"), Resource: store.Resource{Resource: "configmaps"}, Namespace: "default", Name: "e1.report"}
+	if _, err := st.Create(ctx, gathered, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"e1.report","namespace":"default"}}`)); err != nil {
+		t.Fatal(err)
+	}
 	if err := spaces.Delete(ctx, "team-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := spaceObjects(t, st, "team-a"); n != 0 {
-		t.Errorf("%d objects left in the deleted space", n)
+	for _, sp := range []string{"team-a", layout.ViewsSpace("team-a")} {
+		if n := spaceObjects(t, st, sp); n != 0 {
+			t.Errorf("%d objects left in %s", n, sp)
+		}
 	}
 	if _, err := spaces.Get(ctx, "team-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get of the deleted space: %v, want NotFound", err)
