@@ -101,19 +101,21 @@ func (s *Syncer) setModel(items []*store.Object) {
 	s.rep.model, s.rep.changed = m, true
 	s.wakeReporterLocked()
 	// Copies that Views start or stop gathering are written or deleted.
-	for k := range m.viewed {
-		if prev == nil || !prev.viewed[k] {
-			s.dirty[s.viewedCopyKey(k)] = struct{}{}
-		}
-	}
+	var was map[store.Key]bool
 	if prev != nil {
-		for k := range prev.viewed {
-			if !m.viewed[k] {
-				s.dirty[s.viewedCopyKey(k)] = struct{}{}
+		was = prev.viewed
+	}
+	changed := false
+	for _, pair := range [2][2]map[store.Key]bool{{m.viewed, was}, {was, m.viewed}} {
+		for k := range pair[0] {
+			if !pair[1][k] {
+				s.dirty[s.viewedCopyKey(k)], changed = struct{}{}, true
 			}
 		}
 	}
-	s.wakeLocked()
+	if changed {
+		s.wakeLocked()
+	}
 	s.mu.Unlock()
 }
 

@@ -43,9 +43,9 @@ const (
 	// customizes it there.
 	LocationOverridesAnnotation = GroupName + "/location-overrides"
 	// ViewedAnnotation, set to "true" on a placed object, says that a View
-	// of its space gathers its live copies (ViewSourcePlaced):
-	// each destination reports its copy under reports.ForwardedName, and
-	// that report carries the annotation too.
+	// of its space gathers its live copies (ViewSourcePlaced): each
+	// destination reports its copy under reports.ForwardedName, and that
+	// report carries the annotation too.
 	ViewedAnnotation = GroupName + "/viewed"
 )
 
