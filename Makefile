@@ -13,7 +13,7 @@ DATA      ?= $(CURDIR)/.data
 # Use the kubectl on PATH when there is one; otherwise build it into bin/.
 KUBECTL   ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/kubectl)
 
-.PHONY: all build run test test-deploy test-unit test-race test-e2e bench bench-10k vet fmt clean kubectl kube-bins dist image FORCE
+.PHONY: all build run test test-deploy test-unit test-race test-e2e bench bench-10k vet fmt clean kubectl kube-bins ocm-bins dist image FORCE
 
 all: build
 
@@ -117,6 +117,19 @@ $(BIN)/kwok: $(KUBE_MOD)
 ifneq ($(BIN),bin)
 $(addprefix bin/,$(notdir $(KUBE_BINS))): bin/%: $(BIN)/%
 endif
+
+# Open Cluster Management, the peer of make bench-ocm: its klusterlet agent
+# (registration-operator) and hub registration controller (registration),
+# pinned in hack/ocm/go.mod, rebuilt only when a binary is missing or that
+# module changes.
+OCM_MOD  := hack/ocm/go.mod hack/ocm/go.sum
+OCM_BINS := $(addprefix $(BIN)/,registration-operator registration)
+
+ocm-bins: $(OCM_BINS)
+
+$(OCM_BINS): $(OCM_MOD)
+	@mkdir -p $(BIN)
+	cd hack/ocm && $(GO) build -ldflags '-s -w' -o $(abspath $@) open-cluster-management.io/ocm/cmd/$(notdir $@)
 
 run: build kubectl
 	@BIN=$(BIN) DATA=$(DATA) KUBECTL=$(KUBECTL) hack/run.sh
