@@ -34,6 +34,10 @@ type OCMRun struct {
 	Took time.Duration
 
 	OCM, Canopy SystemFigures
+	// CanopyPlaced: from the write at the root until the root's placement
+	// controller had written the change into its downsync space, the
+	// first of the tree's hops, per change.
+	CanopyPlaced Quantiles
 }
 
 // SystemFigures is one system's share of an OCMRun.
@@ -208,11 +212,13 @@ func RenderOCM(runs []OCMRun, command string, took time.Duration, date time.Time
 	}
 	p("\nEach cell: Canopy's figure over OCM's, and whether it meets issue 32's goal (at most %.1f× for\n", GoalLatency)
 	p("the times, %.1f× for memory). OCM's ManifestWorks were also Applied at their new generation after\n", GoalRSS)
-	var applied []string
+	var applied, placed []string
 	for _, r := range runs {
 		applied = append(applied, fmt.Sprintf("%s p50, %s max (%d clusters)", msStr(r.OCM.Applied.P50), msStr(r.OCM.Applied.Max), r.Clusters))
+		placed = append(placed, fmt.Sprintf("%s p50, %s max (%d clusters)", msStr(r.CanopyPlaced.P50), msStr(r.CanopyPlaced.Max), r.Clusters))
 	}
-	p("%s.\n\n", strings.Join(applied, "; "))
+	p("%s. Canopy's change was in the root's downsync space, the first hop of its way down, after\n", strings.Join(applied, "; "))
+	p("%s.\n\n", strings.Join(placed, "; "))
 	return sb.String()
 }
 

@@ -38,6 +38,7 @@ func TestQuantilesAndMaxMean(t *testing.T) {
 // RenderOCM marks each ratio met or missed against issue 32's goals.
 func TestRenderOCM(t *testing.T) {
 	run := OCMRun{Clusters: 3, Updates: 20, OCMVersion: "v1.0.0", CanopyVersion: "relay v9", Settings: []string{"Canopy: x"},
+		CanopyPlaced: Quantiles{P50: 20 * time.Millisecond, Max: 30 * time.Millisecond},
 		OCM: SystemFigures{
 			Visible: Quantiles{P50: 100 * time.Millisecond, P90: 150 * time.Millisecond, Max: 200 * time.Millisecond},
 			Status:  Quantiles{P50: 100 * time.Millisecond, Max: 100 * time.Millisecond},
@@ -55,6 +56,7 @@ func TestRenderOCM(t *testing.T) {
 		"| Open Cluster Management | v1.0.0",
 		"| 3 | OCM | 100 ms | 150 ms | 200 ms | 100 ms |",
 		"| 100.0 MiB | 90.0 MiB | 70.0 MiB + 20.0 MiB |",
+		"the first hop of its way down, after\n20 ms p50, 30 ms max (3 clusters).",
 		"| 3 | 0.50× met | 0.90× **missed** | 3.00× **missed** | 3.00× **missed** | 0.40× met | 0.39× met |",
 	} {
 		if !strings.Contains(got, want) {

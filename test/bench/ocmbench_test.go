@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/test/kubecluster"
 	"github.com/canopy-dev/canopy/test/poll"
@@ -153,16 +154,16 @@ func BenchmarkOCM(b *testing.B) {
 		return d
 	}
 	ocmCPU, canopyCPU := cpu(o.agentPIDs()), cpu(c.edgePIDs())
-	var ocmVisible, ocmStatus, ocmApplied, canopyVisible, canopyStatus []time.Duration
+	var ocmVisible, ocmStatus, ocmApplied, canopyPlaced, canopyVisible, canopyStatus []time.Duration
 	for i := 1; i <= updates; i++ {
 		v, st, ap := o.change(ctx, b, int64(i), seen[ocmObject])
 		ocmVisible, ocmStatus, ocmApplied = append(ocmVisible, v...), append(ocmStatus, st), append(ocmApplied, ap)
-		v, st = c.change(ctx, b, int64(i), seen[canopyObject])
-		canopyVisible, canopyStatus = append(canopyVisible, v...), append(canopyStatus, st)
+		pl, v, st := c.change(ctx, b, int64(i), seen[canopyObject])
+		canopyPlaced, canopyVisible, canopyStatus = append(canopyPlaced, pl), append(canopyVisible, v...), append(canopyStatus, st)
 	}
 	run.OCM.CPU, run.Canopy.CPU = cpu(o.agentPIDs())-ocmCPU, cpu(c.edgePIDs())-canopyCPU
 	run.OCM.Visible, run.OCM.Status, run.OCM.Applied = QuantilesOf(ocmVisible), QuantilesOf(ocmStatus), QuantilesOf(ocmApplied)
-	run.Canopy.Visible, run.Canopy.Status = QuantilesOf(canopyVisible), QuantilesOf(canopyStatus)
+	run.Canopy.Visible, run.Canopy.Status, run.CanopyPlaced = QuantilesOf(canopyVisible), QuantilesOf(canopyStatus), QuantilesOf(canopyPlaced)
 	memory := func(pids []int) []Memory {
 		out := make([]Memory, len(pids))
 		for i, pid := range pids {
@@ -196,6 +197,7 @@ func BenchmarkOCM(b *testing.B) {
 			float64(big)/(1<<20), mean/(1<<20), anon/(1<<20), float64(peak)/(1<<20), s.f.CPU)
 	}
 	b.Logf("ocm: Applied p50 %v p90 %v max %v", run.OCM.Applied.P50, run.OCM.Applied.P90, run.OCM.Applied.Max)
+	b.Logf("canopy: in the root's downsync space p50 %v p90 %v max %v", run.CanopyPlaced.P50, run.CanopyPlaced.P90, run.CanopyPlaced.Max)
 	if path := os.Getenv("OCM_BENCH_JSON"); path != "" {
 		data, err := json.MarshalIndent(run, "", "  ")
 		if err == nil {
@@ -667,6 +669,7 @@ type canopyTree struct {
 	names   []string
 	n       int
 	status  *arrivals // "placement": the revision every destination synced at
+	placed  *arrivals // "root": the values of the root's downsync copy
 	heapDir string    // OCM_BENCH_HEAPS
 	pprof   []string  // each edge's --pprof address, with heapDir
 }
@@ -711,13 +714,16 @@ func startCanopyTree(ctx context.Context, b testing.TB, bin, window string, mana
 	root := startProc(b, "root", bin, "--role=root", "--name=root", "--data-dir="+rootDir,
 		"--api-addr=127.0.0.1:0", "--link-addr="+rootLink, "--status-window="+window)
 	kubeconfig := filepath.Join(rootDir, pki.AdminKubeconfigFile)
-	var wds, inv *rest.Config
+	var wds, inv, down *rest.Config
 	root.Until(b, "the root serving", func() error {
 		var err error
-		if wds, err = spaceConfig(kubeconfig, "default"); err != nil {
+		if wds, err = spaceConfig(kubeconfig, layout.DefaultSpace); err != nil {
 			return err
 		}
-		if inv, err = spaceConfig(kubeconfig, "inventory"); err != nil {
+		if inv, err = spaceConfig(kubeconfig, layout.InventorySpace); err != nil {
+			return err
+		}
+		if down, err = spaceConfig(kubeconfig, layout.DownsyncSpace); err != nil {
 			return err
 		}
 		cs, err := kubernetes.NewForConfig(wds)
@@ -732,7 +738,7 @@ func startCanopyTree(ctx context.Context, b testing.TB, bin, window string, mana
 	regionLink := testprocs.FreeAddr(b)
 	region := startProc(b, "region", bin, "--role=region", "--name=r1", "--data-dir="+b.TempDir(),
 		"--parent="+rootLink, "--join-token="+token, "--link-addr="+regionLink, "--status-window="+window)
-	c := &canopyTree{n: len(managed), names: names, status: newArrivals(), heapDir: os.Getenv("OCM_BENCH_HEAPS")}
+	c := &canopyTree{n: len(managed), names: names, status: newArrivals(), placed: newArrivals(), heapDir: os.Getenv("OCM_BENCH_HEAPS")}
 	for i, cl := range managed {
 		args := []string{"--role=edge", "--name=" + names[i], "--data-dir=" + b.TempDir(), "--parent=" + regionLink,
 			"--join-token=" + token, "--kubeconfig=" + cl.Kubeconfig, "--labels=fleet=yes"}
@@ -768,6 +774,16 @@ func startCanopyTree(ctx context.Context, b testing.TB, bin, window string, mana
 		return nil
 	}, poll.For(3*time.Minute))
 
+	downDyn, err := dynamic.NewForConfig(down)
+	if err != nil {
+		b.Fatal(err)
+	}
+	watchAll(ctx, b, downDyn.Resource(configMapsGVR).Namespace(metav1.NamespaceDefault), func(u *unstructured.Unstructured, at time.Time) {
+		v, _, _ := unstructured.NestedString(u.Object, "data", "v")
+		if x, err := strconv.ParseInt(v, 10, 64); err == nil && u.GetName() == canopyObject {
+			c.placed.add("root", x, at)
+		}
+	})
 	watchAll(ctx, b, c.wds.Resource(edgev1alpha1.EdgePlacementsGVR), func(u *unstructured.Unstructured, at time.Time) {
 		synced, _, _ := unstructured.NestedInt64(u.Object, "status", "syncedDestinations")
 		rev, _, _ := unstructured.NestedString(u.Object, "status", "syncedRevision")
@@ -788,9 +804,10 @@ func startCanopyTree(ctx context.Context, b testing.TB, bin, window string, mana
 }
 
 // change writes change v into the placed ConfigMap at the root and
-// returns the delay until each cluster had it and until the placement's
-// status counted every destination synced at its revision.
-func (c *canopyTree) change(ctx context.Context, b testing.TB, v int64, seen *arrivals) (visible []time.Duration, status time.Duration) {
+// returns the delay until the root's placement controller had written it
+// into the downsync space, until each cluster had it and until the
+// placement's status counted every destination synced at its revision.
+func (c *canopyTree) change(ctx context.Context, b testing.TB, v int64, seen *arrivals) (placed time.Duration, visible []time.Duration, status time.Duration) {
 	b.Helper()
 	t0 := time.Now()
 	rv := applyTB(b, c.wds, configMapsGVR, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -806,7 +823,8 @@ func (c *canopyTree) change(ctx context.Context, b testing.TB, v int64, seen *ar
 	}
 	at := seen.wait(b, fmt.Sprintf("Canopy change %d in every cluster", v), in)
 	st := c.status.wait(b, fmt.Sprintf("Canopy change %d synced", v), map[string]int64{"placement": rev})
-	return since(t0, at), latest(t0, st)
+	pl := c.placed.wait(b, fmt.Sprintf("Canopy change %d in the downsync space", v), map[string]int64{"root": v})
+	return latest(t0, pl), since(t0, at), latest(t0, st)
 }
 
 // applyTB creates obj through c, or updates it when it exists, and
