@@ -65,7 +65,7 @@ func main() {
 		}
 		runs = append(runs, r)
 	}
-	gen := bench.RenderOCM(runs, "make bench-ocm", time.Since(began), began)
+	gen := bench.RenderOCM(runs, command(), time.Since(began), began)
 	for _, f := range failed {
 		gen += fmt.Sprintf("Failed: %s (output in %s).\n\n", f, *rawDir)
 	}
@@ -121,6 +121,21 @@ func runOnce(goBin, relay, rawDir, window string, n int) (bench.OCMRun, error) {
 		return r, fmt.Errorf("%s: %w", jsonPath, err)
 	}
 	return r, nil
+}
+
+// command is what a reader runs for the same figures: make bench-ocm, or
+// this command with the flags it was given (-go aside).
+func command() string {
+	var set []string
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "go" {
+			set = append(set, "-"+f.Name+"="+f.Value.String())
+		}
+	})
+	if len(set) == 0 {
+		return "make bench-ocm"
+	}
+	return "go run ./test/bench/cmd/ocmreport " + strings.Join(set, " ")
 }
 
 func fatal(err error) {
