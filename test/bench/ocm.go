@@ -103,13 +103,37 @@ var memoryFields = map[string]func(*Memory) *int64{
 	"RssFile": func(m *Memory) *int64 { return &m.File },
 }
 
-// Of returns f of every m of ms.
-func Of(ms []Memory, f func(Memory) int64) []int64 {
-	out := make([]int64, len(ms))
-	for i, m := range ms {
-		out[i] = f(m)
+// Memory sums up the agents' memory of f, in bytes.
+func (f SystemFigures) Memory() (s MemorySummary) {
+	of := func(field func(Memory) int64) (largest int64, mean float64) {
+		xs := make([]int64, len(f.Agents))
+		for i, m := range f.Agents {
+			xs[i] = field(m)
+		}
+		return MaxMean(xs)
 	}
-	return out
+	s.MaxRSS, s.MeanRSS = of(func(m Memory) int64 { return m.RSS })
+	s.MaxPeak, _ = of(func(m Memory) int64 { return m.Peak })
+	_, s.MeanAnon = of(func(m Memory) int64 { return m.Anon })
+	_, s.MeanFile = of(func(m Memory) int64 { return m.File })
+	return s
+}
+
+// MemorySummary is what SystemFigures.Memory sums up.
+type MemorySummary struct {
+	MaxRSS, MaxPeak             int64
+	MeanRSS, MeanAnon, MeanFile float64
+}
+
+// NamedFigures are one system's figures and its name.
+type NamedFigures struct {
+	Name string
+	SystemFigures
+}
+
+// Systems returns r's figures of OCM, then of Canopy.
+func (r OCMRun) Systems() []NamedFigures {
+	return []NamedFigures{{"OCM", r.OCM}, {"Canopy", r.Canopy}}
 }
 
 // parseMemory reads Memory out of a /proc/<pid>/status (sizes in kB).
@@ -182,17 +206,12 @@ func RenderOCM(runs []OCMRun, command string, took time.Duration, date time.Time
 	p("| clusters | system | visible p50 | p90 | max | status p50 | p90 | max | agent RSS max | mean | mean anon + file | agents' CPU |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
-		for _, s := range []struct {
-			name string
-			f    SystemFigures
-		}{{"OCM", r.OCM}, {"Canopy", r.Canopy}} {
-			big, mean := MaxMean(Of(s.f.Agents, func(m Memory) int64 { return m.RSS }))
-			_, anon := MaxMean(Of(s.f.Agents, func(m Memory) int64 { return m.Anon }))
-			_, file := MaxMean(Of(s.f.Agents, func(m Memory) int64 { return m.File }))
-			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s + %s | %s |\n", r.Clusters, s.name,
-				msStr(s.f.Visible.P50), msStr(s.f.Visible.P90), msStr(s.f.Visible.Max),
-				msStr(s.f.Status.P50), msStr(s.f.Status.P90), msStr(s.f.Status.Max),
-				mib(float64(big)), mib(mean), mib(anon), mib(file), s.f.CPU.Round(10*time.Millisecond))
+		for _, s := range r.Systems() {
+			m := s.Memory()
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s + %s | %s |\n", r.Clusters, s.Name,
+				msStr(s.Visible.P50), msStr(s.Visible.P90), msStr(s.Visible.Max),
+				msStr(s.Status.P50), msStr(s.Status.P90), msStr(s.Status.Max),
+				mib(float64(m.MaxRSS)), mib(m.MeanRSS), mib(m.MeanAnon), mib(m.MeanFile), s.CPU.Round(10*time.Millisecond))
 		}
 	}
 	p("\n")
@@ -200,15 +219,14 @@ func RenderOCM(runs []OCMRun, command string, took time.Duration, date time.Time
 	p("|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		o, c := r.OCM, r.Canopy
-		om, oa := MaxMean(Of(o.Agents, func(m Memory) int64 { return m.RSS }))
-		cm, ca := MaxMean(Of(c.Agents, func(m Memory) int64 { return m.RSS }))
+		om, cm := o.Memory(), c.Memory()
 		p("| %d | %s | %s | %s | %s | %s | %s |\n", r.Clusters,
 			goal(float64(c.Visible.P50), float64(o.Visible.P50), GoalLatency),
 			goal(float64(c.Visible.Max), float64(o.Visible.Max), GoalLatency),
 			goal(float64(c.Status.P50), float64(o.Status.P50), GoalLatency),
 			goal(float64(c.Status.Max), float64(o.Status.Max), GoalLatency),
-			goal(float64(cm), float64(om), GoalRSS),
-			goal(ca, oa, GoalRSS))
+			goal(float64(cm.MaxRSS), float64(om.MaxRSS), GoalRSS),
+			goal(cm.MeanRSS, om.MeanRSS, GoalRSS))
 	}
 	p("\nEach cell: Canopy's figure over OCM's, and whether it meets issue 32's goal (at most %.1f× for\n", GoalLatency)
 	p("the times, %.1f× for memory). OCM's ManifestWorks were also Applied at their new generation after\n", GoalRSS)

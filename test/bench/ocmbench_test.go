@@ -178,23 +178,18 @@ func BenchmarkOCM(b *testing.B) {
 	c.saveHeaps(b)
 	run.LoadEnd, run.Took = loadAverage(), time.Since(began)
 
-	for _, s := range []struct {
-		name string
-		f    SystemFigures
-	}{{"ocm", run.OCM}, {"canopy", run.Canopy}} {
-		big, mean := MaxMean(Of(s.f.Agents, func(m Memory) int64 { return m.RSS }))
-		peak, _ := MaxMean(Of(s.f.Agents, func(m Memory) int64 { return m.Peak }))
-		_, anon := MaxMean(Of(s.f.Agents, func(m Memory) int64 { return m.Anon }))
-		b.ReportMetric(ms(s.f.Visible.P50), s.name+"-visible-p50-ms")
-		b.ReportMetric(ms(s.f.Visible.P90), s.name+"-visible-p90-ms")
-		b.ReportMetric(ms(s.f.Visible.Max), s.name+"-visible-max-ms")
-		b.ReportMetric(ms(s.f.Status.P50), s.name+"-status-p50-ms")
-		b.ReportMetric(ms(s.f.Status.Max), s.name+"-status-max-ms")
-		b.ReportMetric(float64(big)/(1<<20), s.name+"-rss-max-MiB")
-		b.ReportMetric(mean/(1<<20), s.name+"-rss-mean-MiB")
+	for _, s := range run.Systems() {
+		m, name := s.Memory(), strings.ToLower(s.Name)
+		b.ReportMetric(ms(s.Visible.P50), name+"-visible-p50-ms")
+		b.ReportMetric(ms(s.Visible.P90), name+"-visible-p90-ms")
+		b.ReportMetric(ms(s.Visible.Max), name+"-visible-max-ms")
+		b.ReportMetric(ms(s.Status.P50), name+"-status-p50-ms")
+		b.ReportMetric(ms(s.Status.Max), name+"-status-max-ms")
+		b.ReportMetric(float64(m.MaxRSS)/(1<<20), name+"-rss-max-MiB")
+		b.ReportMetric(m.MeanRSS/(1<<20), name+"-rss-mean-MiB")
 		b.Logf("%s: visible p50 %v p90 %v max %v; status p50 %v p90 %v max %v; agent RSS max %.1f MiB mean %.1f MiB (anon %.1f MiB, peak %.1f MiB); agents' CPU %v",
-			s.name, s.f.Visible.P50, s.f.Visible.P90, s.f.Visible.Max, s.f.Status.P50, s.f.Status.P90, s.f.Status.Max,
-			float64(big)/(1<<20), mean/(1<<20), anon/(1<<20), float64(peak)/(1<<20), s.f.CPU)
+			name, s.Visible.P50, s.Visible.P90, s.Visible.Max, s.Status.P50, s.Status.P90, s.Status.Max,
+			float64(m.MaxRSS)/(1<<20), m.MeanRSS/(1<<20), m.MeanAnon/(1<<20), float64(m.MaxPeak)/(1<<20), s.CPU)
 	}
 	b.Logf("ocm: Applied p50 %v p90 %v max %v", run.OCM.Applied.P50, run.OCM.Applied.P90, run.OCM.Applied.Max)
 	b.Logf("canopy: in the root's downsync space p50 %v p90 %v max %v", run.CanopyPlaced.P50, run.CanopyPlaced.P90, run.CanopyPlaced.Max)
