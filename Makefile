@@ -182,7 +182,7 @@ bench-10k:
 # changes through both (test/bench BenchmarkOCM, test/bench/cmd/ocmreport),
 # with 3 and then 10 clusters: docs/benchmarks.md's section "Canopy beside
 # Open Cluster Management on the same real clusters", raw outputs in
-# docs/bench/ocm-*. About 5 minutes on 2 cores.
+# docs/bench/ocm-*. About 3 minutes on 2 cores, the binaries built.
 bench-ocm: build kube-bins ocm-bins
 	nice $(GO) run ./test/bench/cmd/ocmreport -go=$(GO)
 

@@ -26,9 +26,11 @@ type OCMRun struct {
 	// averages when the run began and when it ended.
 	LoadStart, LoadEnd string
 	// ClustersUp is how long the hub and the managed clusters took to
-	// start (in parallel); OCMJoin and CanopyJoin how long from starting
-	// each system's agents until the first change was in every cluster
-	// and its status back.
+	// start (in parallel); OCMJoin and CanopyJoin how long each system
+	// took from the start of its installation (OCM: the hub's CRDs and
+	// controller, each cluster's CRDs and agent, approvals; Canopy: root,
+	// region and edges) until its first change was in every cluster and
+	// its status back.
 	ClustersUp, OCMJoin, CanopyJoin time.Duration
 	// Took is the whole run, clusters included.
 	Took time.Duration

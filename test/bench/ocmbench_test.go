@@ -21,6 +21,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -584,6 +585,9 @@ func startOCM(ctx context.Context, b testing.TB, bins ocmBinaries, hub *kubeclus
 		// The cluster's namespace at the hub comes with its acceptance.
 		poll.Until(b, "ManifestWork "+name+"/"+ocmWork, func() error {
 			_, err := o.dyn.Resource(manifestWorksGVR).Namespace(name).Create(ctx, w, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) { // an earlier try timed out after creating it
+				return nil
+			}
 			return err
 		})
 	}
@@ -591,7 +595,7 @@ func startOCM(ctx context.Context, b testing.TB, bins ocmBinaries, hub *kubeclus
 	for _, name := range names {
 		in[name], status[name+"/Available"] = 0, 1
 	}
-	seen.wait(b, "every first ManifestWork applied", in)
+	seen.wait(b, "the first ManifestWorks' ConfigMap in every cluster", in)
 	o.status.wait(b, "every first ManifestWork Available", status)
 	return o
 }
