@@ -4,6 +4,7 @@
 #   make test   all tests (unit, race, end-to-end with real kubectl, deploy/)
 #   make bench  benchmarks side by side with kube-apiserver; docs/benchmarks.md
 #   make bench-10k  flat vs tree at 10 000 virtual clusters (about 15 minutes)
+#   make bench-ocm  Canopy beside Open Cluster Management on 3 and 10 real clusters
 #   make dist   relay for linux/amd64, linux/arm64, darwin/arm64 and SHA256SUMS in bin/dist
 #   make image  a multi-platform OCI image of relay, as an OCI layout in bin/image
 
@@ -13,7 +14,7 @@ DATA      ?= $(CURDIR)/.data
 # Use the kubectl on PATH when there is one; otherwise build it into bin/.
 KUBECTL   ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/kubectl)
 
-.PHONY: all build run test test-deploy test-unit test-race test-e2e bench bench-10k vet fmt clean kubectl kube-bins dist image FORCE
+.PHONY: all build run test test-deploy test-unit test-race test-e2e bench bench-10k bench-ocm vet fmt clean kubectl kube-bins ocm-bins dist image FORCE
 
 all: build
 
@@ -118,6 +119,19 @@ ifneq ($(BIN),bin)
 $(addprefix bin/,$(notdir $(KUBE_BINS))): bin/%: $(BIN)/%
 endif
 
+# Open Cluster Management, the peer of make bench-ocm: its klusterlet agent
+# (registration-operator) and hub registration controller (registration),
+# pinned in hack/ocm/go.mod, rebuilt only when a binary is missing or that
+# module changes.
+OCM_MOD  := hack/ocm/go.mod hack/ocm/go.sum
+OCM_BINS := $(addprefix $(BIN)/,registration-operator registration)
+
+ocm-bins: $(OCM_BINS)
+
+$(OCM_BINS): $(OCM_MOD)
+	@mkdir -p $(BIN)
+	cd hack/ocm && $(GO) build -ldflags '-s -w' -o $(abspath $@) open-cluster-management.io/ocm/cmd/$(notdir $@)
+
 run: build kubectl
 	@BIN=$(BIN) DATA=$(DATA) KUBECTL=$(KUBECTL) hack/run.sh
 
@@ -162,6 +176,15 @@ bench: $(BIN)/kube-apiserver $(BIN)/etcd
 # not part of `make bench`, whose report shows this run's last output.
 bench-10k:
 	$(GO) run ./test/bench/cmd/benchreport -go=$(GO) -only=sim10k
+
+# Issue 32's comparison: the same real clusters (etcd + kube-apiserver)
+# joined to an Open Cluster Management hub and to a Canopy tree, the same
+# changes through both (test/bench BenchmarkOCM, test/bench/cmd/ocmreport),
+# with 3 and then 10 clusters: docs/benchmarks.md's section "Canopy beside
+# Open Cluster Management on the same real clusters", raw outputs in
+# docs/bench/ocm-*. About 3 minutes on 2 cores, the binaries built.
+bench-ocm: build kube-bins ocm-bins
+	nice $(GO) run ./test/bench/cmd/ocmreport -go=$(GO)
 
 vet:
 	$(GO) vet ./...

@@ -17,7 +17,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/canopy-dev/canopy/relay/pki"
 	"github.com/canopy-dev/canopy/relay/server"
@@ -341,7 +340,7 @@ func startCanopy(b testing.TB, n int) (*rest.Config, []int) {
 			if rcs[i] != nil {
 				continue
 			}
-			rc, err := adminConfig(filepath.Join(p.dir, pki.AdminKubeconfigFile))
+			rc, err := spaceConfig(filepath.Join(p.dir, pki.AdminKubeconfigFile), "default")
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
@@ -390,18 +389,6 @@ func startCanopy(b testing.TB, n int) (*rest.Config, []int) {
 		pids[i] = p.cmd.Process.Pid
 	}
 	return rcs[leader], pids
-}
-
-// adminConfig reads the admin kubeconfig a root writes into its data
-// directory, for the "default" space.
-func adminConfig(path string) (*rest.Config, error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, err
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
-		&clientcmd.ConfigOverrides{CurrentContext: "default"})
-	return cc.ClientConfig()
 }
 
 // whileRunning makes check a poll condition: each call is bounded by a

@@ -41,3 +41,12 @@ func ProcessCPU(pids ...int) (time.Duration, error) {
 	}
 	return total, nil
 }
+
+// ProcessMemory returns a process's resident memory.
+func ProcessMemory(pid int) (Memory, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	return parseMemory(string(data))
+}
