@@ -29,8 +29,10 @@ type Config struct {
 	// space written for the relay tree.
 	Inventory, Downsync string
 	// Settle is how long a burst of changes is collected before the
-	// controller recomputes (0: 20ms). An isolated change waits at most
-	// this long.
+	// controller recomputes (0: 20ms): a change that comes within Settle
+	// of the last recomputation waits this long. An isolated change (the
+	// controller idle for Settle) waits only for the rest of its
+	// transaction's events (quickSettle).
 	Settle time.Duration
 	// ReportWindow is how long reports from below must stay quiet before
 	// reported state (CombinedStatus, placement status, singleton status)
@@ -295,6 +297,7 @@ func (c *Controller) run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	pending := false
+	var flushed time.Time // the end of the last flush of changes
 	// Reports wait until the window passes without another, or
 	// reports.MaxWaits windows after the burst's first.
 	win := reports.NewWindow(c.cfg.ReportWindow)
@@ -322,6 +325,7 @@ func (c *Controller) run(ctx context.Context) error {
 			if err := c.flush(ctx); err != nil {
 				return err
 			}
+			flushed = time.Now()
 		case <-win.C():
 			win.Fired()
 			if err := c.flush(ctx); err != nil {
@@ -332,13 +336,22 @@ func (c *Controller) run(ctx context.Context) error {
 		// and left itself dirty: flush again once the window has passed.
 		if c.dirty() && !pending {
 			pending = true
-			timer.Reset(c.cfg.Settle)
+			wait := c.cfg.Settle
+			if time.Since(flushed) >= c.cfg.Settle {
+				wait = min(wait, quickSettle)
+			}
+			timer.Reset(wait)
 		}
 		if report || c.reportsDirty && !win.Pending() {
 			win.Note()
 		}
 	}
 }
+
+// quickSettle is how long an isolated change waits: the events of one
+// transaction reach the controller one by one, microseconds apart, and
+// are best computed together.
+const quickSettle = 2 * time.Millisecond
 
 // load rebuilds the in-memory state from the store.
 func (c *Controller) load() error {
