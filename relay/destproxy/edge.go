@@ -85,10 +85,7 @@ func (e *Edge) ServeStream(ctx context.Context, st link.Stream) {
 
 // Start serves HTTP on the accepted streams until ctx ends.
 func (e *Edge) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		_ = e.srv.Close()
-	}()
+	context.AfterFunc(ctx, func() { _ = e.srv.Close() }) // no goroutine waits for ctx
 	if err := e.srv.Serve(e.l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}

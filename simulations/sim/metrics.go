@@ -214,11 +214,13 @@ func startProfile() *cpuProfile {
 }
 
 // stop ends the profile and returns CPU time by tier ("other": GC,
-// runtime, timers and the simulator itself); nil when it did not run.
+// runtime, timers and the simulator itself); nil when it did not run or
+// was stopped already.
 func (p *cpuProfile) stop() (map[string]time.Duration, []byte) {
 	if !p.on {
 		return nil, nil
 	}
+	p.on = false
 	pprof.StopCPUProfile()
 	by, err := cpuByLabel(p.buf.Bytes(), tierLabel, vcluster.ProfileLabel)
 	if err != nil {

@@ -16,6 +16,8 @@ const (
 	ReportFile  = "report.md"
 	SummaryFile = "summary.json"
 	ProfileFile = "cpu.pprof"
+	// StartProfileFile is the CPU profile of starting every relay.
+	StartProfileFile = "start.pprof"
 	// GoroutinesFile is the goroutine profile at the end (debug=1: counts
 	// by stack), to see what each relay runs.
 	GoroutinesFile = "goroutines.txt"
@@ -110,6 +112,7 @@ func markdown(o Options, s *Summary) []byte {
 
 	w("## Timeline\n\n| phase | seconds |\n|---|---|\n")
 	w("| start every relay (join, certificates, links, inventory) | %.1f |\n", s.StartS)
+	w("| of which: until every relay's link is up | %.1f |\n", s.LinkedS)
 	w("| initial placement: EdgePlacement created → workload at every destination | %.1f |\n", s.PlacementS)
 	if s.IdleS > 0 {
 		w("| idle window: nothing written, the root's CPU profiled | %.1f |\n", s.IdleS)
@@ -283,8 +286,8 @@ func markdown(o Options, s *Summary) []byte {
 	if r := s.View; r != nil {
 		viewSection(&b, s, r)
 	}
-	w("## Files\n\n`%s` (this page), `%s` (the JSON line), `%s` (CPU profile of the measured phase: `go tool pprof -tagfocus=%s=root %s`), `%s` (heap profile after the initial placement), `%s` (goroutines by stack at the end), `relays.log` (the relays' warnings).\n",
-		ReportFile, SummaryFile, ProfileFile, tierLabel, ProfileFile, HeapFile, GoroutinesFile)
+	w("## Files\n\n`%s` (this page), `%s` (the JSON line), `%s` (CPU profile of the measured phase: `go tool pprof -tagfocus=%s=root %s`), `%s` (CPU profile of starting every relay), `%s` (heap profile after the initial placement), `%s` (goroutines by stack at the end), `relays.log` (the relays' warnings).\n",
+		ReportFile, SummaryFile, ProfileFile, tierLabel, ProfileFile, StartProfileFile, HeapFile, GoroutinesFile)
 	return b.Bytes()
 }
 

@@ -46,7 +46,11 @@ type Summary struct {
 	LatencyMs float64 `json:"latency_ms,omitempty"`
 	LossPct   float64 `json:"loss_pct,omitempty"`
 
-	StartS     float64 `json:"start_s"`     // starting every relay, until each is connected
+	StartS float64 `json:"start_s"` // starting every relay, until each is connected
+	// LinkedS is the part of StartS until every relay's link to its
+	// parent is up; the rest waits for the inventory to show each
+	// destination connected.
+	LinkedS    float64 `json:"linked_s"`
 	PlacementS float64 `json:"placement_s"` // EdgePlacement created → every destination holds the workload
 	MeasuredS  float64 `json:"measured_s"`  // the scenario's measured phase
 	Changes    int     `json:"changes"`     // writes at the root during the measured phase
@@ -150,7 +154,9 @@ type Summary struct {
 	flat       *Summary
 	measured   *histogram // every write of the measured phase
 	goroutines []byte     // goroutine profile (debug=1) at the end
-	heap       []byte     // heap profile after placement
+	// startProfile is the CPU profile of starting the relays (gzipped pprof).
+	startProfile []byte
+	heap         []byte // heap profile after placement
 	// CombinedStatus latency by phase of the write
 	statusOrder []string
 	statusHists map[string]*histogram
@@ -433,9 +439,12 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 	}
 	p.phase(name, len(f.regions)+len(f.edges))
 	t0 := time.Now()
+	startProf := startProfile()
+	defer startProf.stop() // on an early return; a no-op after the stop below
 	if err := f.grow(ctx, 48, p.set); err != nil {
 		return s, err
 	}
+	s.LinkedS = time.Since(t0).Seconds()
 	u, err := newUser(f.root.KubeconfigPath(), f.apiAddrs(), append(trackers, regions))
 	if err != nil {
 		return s, err
@@ -444,6 +453,14 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 		return s, err
 	}
 	s.StartS = time.Since(t0).Seconds()
+	_, s.startProfile = startProf.stop()
+	if o.ReportDir != "" && len(s.startProfile) > 0 {
+		// Written at once: a run too big to finish still shows where its
+		// start went.
+		if err := os.WriteFile(filepath.Join(o.ReportDir, StartProfileFile), s.startProfile, 0o644); err != nil {
+			return s, err
+		}
+	}
 
 	// Initial placement.
 	for _, t := range append(trackers, regions) {

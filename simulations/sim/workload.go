@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -142,25 +143,93 @@ func (u *user) waitReady(ctx context.Context, edges int, timeout time.Duration) 
 	}); err != nil {
 		return err
 	}
-	var last int
-	every := 50*time.Millisecond + time.Duration(edges)*50*time.Microsecond // listing 10 000 SyncTargets is not free
-	err := waitEvery(ctx, timeout, every, fmt.Sprintf("%d connected SyncTargets in the inventory", edges), func() bool {
-		l, err := u.inv.Resource(edgev1alpha1.SyncTargetsGVR).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false
+	// The SyncTargets are listed once and then watched: polling a list
+	// of 10 000 of them costs the root and the simulator a core.
+	deadline := time.Now().Add(timeout)
+	var seen connectedTargets
+	for {
+		done, err := u.watchConnected(ctx, deadline, &seen, edges)
+		if done || ctx.Err() != nil {
+			return err
 		}
-		last = 0
-		for _, st := range l.Items {
-			if c, _, _ := unstructured.NestedBool(st.Object, "status", "connected"); c {
-				last++
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sim: timed out after %s waiting for %d connected SyncTargets in the inventory (%d seen)", timeout, edges, seen.n)
+		}
+		if err != nil {
+			select { // the root is still starting: list again shortly
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		return last >= edges
-	})
-	if err != nil {
-		return fmt.Errorf("%w (%d seen)", err, last)
 	}
-	return nil
+}
+
+// connectedTargets is which SyncTargets show connected, by name, and how
+// many do.
+type connectedTargets struct {
+	by map[string]bool
+	n  int
+}
+
+func (c *connectedTargets) set(name string, connected bool) {
+	if c.by[name] {
+		c.n--
+	}
+	c.by[name] = connected
+	if connected {
+		c.n++
+	}
+}
+
+func (c *connectedTargets) remove(name string) {
+	c.set(name, false)
+	delete(c.by, name)
+}
+
+// watchConnected lists the SyncTargets into seen, then follows them with
+// a watch until edges of them are connected (done), the watch ends or the
+// deadline passes.
+func (u *user) watchConnected(ctx context.Context, deadline time.Time, seen *connectedTargets, edges int) (done bool, err error) {
+	isConnected := func(st *unstructured.Unstructured) bool {
+		c, _, _ := unstructured.NestedBool(st.Object, "status", "connected")
+		return c
+	}
+	res := u.inv.Resource(edgev1alpha1.SyncTargetsGVR)
+	l, err := res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	*seen = connectedTargets{by: make(map[string]bool, len(l.Items))}
+	for i := range l.Items {
+		seen.set(l.Items[i].GetName(), isConnected(&l.Items[i]))
+	}
+	if seen.n >= edges {
+		return true, nil
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	w, err := res.Watch(wctx, metav1.ListOptions{ResourceVersion: l.GetResourceVersion()})
+	if err != nil {
+		return false, err
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		st, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			continue // an error: the watch ends, the caller lists again
+		}
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			seen.set(st.GetName(), isConnected(st))
+		case watch.Deleted:
+			seen.remove(st.GetName())
+		}
+		if seen.n >= edges {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // paths returns the status.path of every SyncTarget, by name.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,4 +233,84 @@ func installCRDs(ctx context.Context, dc dynamic.Interface) error {
 		}
 	}
 	return nil
+}
+
+// TestWritesInParallel: the SyncTargets of destinations that join together
+// are written several at a time, not one after another (each write waits
+// for the root's log). Every create is held until writers of them are in
+// flight at once, which only parallel writes reach.
+func TestWritesInParallel(t *testing.T) {
+	st := store.New(store.Options{Fields: kubeapi.FieldsFor})
+	t.Cleanup(st.Close)
+	api := kubeapi.New(kubeapi.Config{Store: st, Authenticator: admin{}, Authorizer: admin{}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*poll.Timeout)
+	defer cancel()
+	if err := api.EnsureSpace(ctx, layout.InventorySpace, layout.SpaceKindInventory); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		inFlight, most atomic.Int32
+		all            = make(chan struct{})
+		allOnce        sync.Once
+	)
+	release := func() { allOnce.Do(func() { close(all) }) }
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/synctargets") {
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			if n >= writers {
+				release()
+			}
+			<-all
+			defer inFlight.Add(-1)
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	dc, err := dynamic.NewForConfig(&rest.Config{Host: hs.URL + "/spaces/" + layout.InventorySpace, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{st: st}
+	var dests []Destination
+	for i := range 2 * writers {
+		name := fmt.Sprintf("edge-%03d", i)
+		dests = append(dests, Destination{Name: name, Path: []string{"region", name}, Connected: true})
+	}
+	f.announce(t, dests...)
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	c := New(Config{Store: st, Client: dc, Root: "root", Fleet: f.get, FleetRecords: []store.Resource{fleetRecords},
+		InstallCRDs: func(ctx context.Context) error { return installCRDs(ctx, dc) },
+		CRDChanged:  func(ev store.Event) bool { return ev.Type == store.Deleted },
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil))})
+	go func() { done <- c.Start(cctx) }()
+	defer func() {
+		release() // creates held by a failing test
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	targets := dc.Resource(edgev1alpha1.SyncTargetsGVR)
+	poll.Until(t, "every destination's SyncTarget connected", func() error {
+		l, err := targets.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, o := range l.Items {
+			if _, connected, _, _ := shows(&o); connected {
+				n++
+			}
+		}
+		if n != len(dests) {
+			return fmt.Errorf("%d of %d connected", n, len(dests))
+		}
+		return nil
+	})
+	if got := most.Load(); got < writers {
+		t.Fatalf("at most %d creates in flight at once, want %d", got, writers)
+	}
 }

@@ -82,11 +82,11 @@ func closedErr(cause error) error {
 
 // ---- QUIC ----
 
-// onDone arranges for f to run, in a goroutine of its own, once c is
+// AfterClose arranges for f to run, in a goroutine of its own, once c is
 // gone; stop cancels that if f has not started. For a QUIC connection it
 // adds no goroutine while the connection lives (context.AfterFunc on its
 // context): a relay with thousands of links waits on none for this.
-func onDone(c Conn, f func()) (stop func() bool) {
+func AfterClose(c Conn, f func()) (stop func() bool) {
 	if qc, ok := c.(*quicConn); ok {
 		return context.AfterFunc(qc.qc.Context(), f)
 	}
@@ -177,15 +177,33 @@ func (c *quicConn) probe(cfg Config) {
 }
 
 // drainDatagrams discards the probes of the peer (an accepted link), which
-// quic-go would otherwise queue, up to 128 per link.
-func (c *quicConn) drainDatagrams() {
+// quic-go would otherwise queue, up to 128 per link. It runs no goroutine
+// between drains: a timer empties the queue every drainProbes probe
+// periods (of this side's configuration, which a fleet shares).
+func (c *quicConn) drainDatagrams(cfg Config) {
+	period := min(cfg.KeepAlivePeriod, cfg.MaxIdleTimeout/2) * 9 / 10 * drainProbes
 	ctx := c.qc.Context()
-	for {
-		if _, err := c.qc.ReceiveDatagram(ctx); err != nil {
-			return
+	var t *time.Timer
+	t = time.AfterFunc(period, func() {
+		// Receive waits for a datagram once the queue is empty: a short
+		// deadline ends that wait.
+		rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+		defer cancel()
+		for {
+			if _, err := c.qc.ReceiveDatagram(rctx); err != nil {
+				break
+			}
 		}
-	}
+		if ctx.Err() == nil {
+			t.Reset(period)
+		}
+	})
+	context.AfterFunc(ctx, func() { t.Stop() })
 }
+
+// drainProbes is how many probe periods an accepted link lets its peer's
+// probes queue before it discards them.
+const drainProbes = 16
 
 func (c *quicConn) acceptLoop() {
 	ctx := c.qc.Context()

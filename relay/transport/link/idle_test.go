@@ -42,9 +42,9 @@ func TestAcceptAfterPeerOpened(t *testing.T) {
 	}
 }
 
-// onDone runs its function when the link goes, unless stopped first, over
+// AfterClose runs its function when the link goes, unless stopped first, over
 // both transports.
-func TestOnDone(t *testing.T) {
+func TestAfterClose(t *testing.T) {
 	pki := newTestPKI(t)
 	for _, tc := range []struct {
 		name string
@@ -64,17 +64,17 @@ func TestOnDone(t *testing.T) {
 			}
 			acceptOne(t, ctx, l)
 			var stopped, ran atomic.Int32
-			stop := onDone(child, func() { stopped.Add(1) })
+			stop := AfterClose(child, func() { stopped.Add(1) })
 			if !stop() {
 				t.Fatal("stop before the close did not stop")
 			}
 			done := make(chan struct{})
-			onDone(child, func() { ran.Add(1); close(done) })
+			AfterClose(child, func() { ran.Add(1); close(done) })
 			_ = child.Close("bye")
 			select {
 			case <-done:
 			case <-ctx.Done():
-				t.Fatal("onDone did not run after the close")
+				t.Fatal("AfterClose did not run after the close")
 			}
 			poll.Holds(t, "only the function not stopped runs, once", 20*time.Millisecond, func() error {
 				if stopped.Load() != 0 || ran.Load() != 1 {

@@ -192,7 +192,7 @@ func (l *Listener) deliver(c Conn) {
 	l.mu.Lock()
 	l.links[c] = struct{}{}
 	l.mu.Unlock()
-	onDone(c, func() {
+	AfterClose(c, func() {
 		l.mu.Lock()
 		delete(l.links, c)
 		l.mu.Unlock()
@@ -216,7 +216,7 @@ func (l *Listener) serveQUIC() {
 			continue
 		}
 		c := newQUICConn(qc, l.cfg, nil)
-		go c.drainDatagrams()
+		c.drainDatagrams(l.cfg)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()

@@ -144,7 +144,7 @@ func (r *Redialer) serve(ctx context.Context, c Conn, errp *error) time.Duration
 		r.OnConnect(c, n-1)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	stop := onDone(c, cancel)
+	stop := AfterClose(c, cancel)
 	err := r.Serve(sctx, c)
 	stop()
 	cancel()

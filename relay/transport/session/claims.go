@@ -175,16 +175,23 @@ func (d *Downlink) Summarized(gen uint64) {
 	d.notifyLocked()
 }
 
-// tellMoved sends the child its superseded claims (wire.Moved) after
-// Welcome when there are any, and whenever they change, until ctx ends.
-// It shares the control stream's writer with tellSiblings (send).
-func (d *Downlink) tellMoved(ctx context.Context, c *childState, send func(wire.Message) error) error {
-	var sent map[string]int64
+// tell sends the child, on the control stream (send), its superseded
+// claims (wire.Moved) after Welcome when there are any and whenever they
+// change, and, with siblings (links of protocol version 2 or later), this
+// relay's siblings (wire.Siblings) after Welcome, even none, so that a
+// child forgets those of a previous parent, and whenever they change;
+// until ctx ends. One loop serves both: a region waits on one goroutine
+// per child for them.
+func (d *Downlink) tell(ctx context.Context, c *childState, siblings bool, send func(wire.Message) error) error {
+	var (
+		movedSent map[string]int64
+		addrsSent []string
+	)
 	for first := true; ; first = false {
 		d.mu.Lock()
 		cur := d.superseded[c.id.Name]
 		d.mu.Unlock()
-		if !maps.Equal(cur, sent) || first && len(cur) > 0 {
+		if !maps.Equal(cur, movedSent) || first && len(cur) > 0 {
 			m := &wire.Moved{}
 			for _, name := range slices.Sorted(maps.Keys(cur)) {
 				m.Destinations = append(m.Destinations, wire.MovedDestination{Name: name, Since: cur[name]})
@@ -192,12 +199,28 @@ func (d *Downlink) tellMoved(ctx context.Context, c *childState, send func(wire.
 			if err := send(m); err != nil {
 				return err
 			}
-			sent = cur
+			movedSent = cur
+		}
+		var changed <-chan struct{} // nil: never
+		if siblings {
+			var addrs []string
+			if d.cfg.Siblings != nil {
+				addrs, changed = d.cfg.Siblings()
+				addrs = slices.Clone(addrs)
+				slices.Sort(addrs)
+			}
+			if first || !slices.Equal(addrs, addrsSent) {
+				if err := send(&wire.Siblings{Addrs: addrs}); err != nil {
+					return err
+				}
+				addrsSent = addrs
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.moved:
+		case <-changed:
 		}
 	}
 }

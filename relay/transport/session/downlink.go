@@ -608,13 +608,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 	serverCtx := ctx // the link's ends with the link
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-conn.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	defer link.AfterClose(conn, cancel)()
 	control, err := acceptKind(ctx, conn, link.StreamControl)
 	if err != nil {
 		return err
@@ -814,10 +808,7 @@ func (d *Downlink) serveChild(ctx context.Context, conn link.Conn, id pki.Identi
 			return nil
 		}, nil, nil))
 	})
-	wg.Go(func() { ended("telling moves", d.tellMoved(ctx, c, send)) })
-	if version >= 2 {
-		wg.Go(func() { ended("telling siblings", d.tellSiblings(ctx, send)) })
-	}
+	wg.Go(func() { ended("telling moves and siblings", d.tell(ctx, c, version >= 2, send)) })
 	err = <-errc
 	cancel()
 	return err

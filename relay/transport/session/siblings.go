@@ -147,34 +147,6 @@ func (u *Uplink) learnSiblings(ctx context.Context, m *wire.Siblings) error {
 	return nil
 }
 
-// tellSiblings sends the child this relay's siblings after Welcome
-// (even none, so that a child forgets those of a previous parent) and
-// whenever they change, until ctx ends. Only on links of protocol
-// version 2 or later.
-func (d *Downlink) tellSiblings(ctx context.Context, send func(wire.Message) error) error {
-	var sent []string
-	for first := true; ; first = false {
-		var addrs []string
-		var changed <-chan struct{}
-		if d.cfg.Siblings != nil {
-			addrs, changed = d.cfg.Siblings()
-			addrs = slices.Clone(addrs)
-			slices.Sort(addrs)
-		}
-		if first || !slices.Equal(addrs, sent) {
-			if err := send(&wire.Siblings{Addrs: addrs}); err != nil {
-				return err
-			}
-			sent = addrs
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed: // nil: never
-		}
-	}
-}
-
 // lockedSend returns a function that sends on w, safe for concurrent use
 // (a wire.Writer is not): several loops of a link write its control
 // stream.

@@ -309,10 +309,7 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 		}()
 		errc <- u.announce(ctx, send, since)
 	}()
-	go func() {
-		<-conn.Done()
-		errc <- fmt.Errorf("session: link closed")
-	}()
+	defer link.AfterClose(conn, func() { errc <- fmt.Errorf("session: link closed") })()
 	if welcome.Version >= proxyVersion {
 		go u.serveProxies(ctx, conn)
 	}
