@@ -65,7 +65,7 @@ export function buildTree(synctargets: any[]): TreeNode[] {
       n.connected = n.st.status?.connected ? 1 : 0;
       n.lastSeen = Date.parse(n.st.status?.lastSeen ?? '') || 0;
     }
-    n.children.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    n.children.sort((a, b) => a.name.localeCompare(b.name, 'en', { numeric: true }));
     for (const c of n.children) {
       sum(c);
       n.total += c.total;
