@@ -186,6 +186,17 @@ bench-10k:
 bench-ocm: build kube-bins ocm-bins
 	nice $(GO) run ./test/bench/cmd/ocmreport -go=$(GO)
 
+# The console's assets (relay/console/dist, embedded in relay) rebuilt
+# from relay/console/web with exactly the packages of its lock file.
+.PHONY: console console-screenshot
+console:
+	cd relay/console/web && npm ci --no-audit --no-fund && npm run build
+
+# The README's picture of the console: the browser test's tree of 500
+# destinations with a region stopped, written to docs/console.png.
+console-screenshot:
+	CANOPY_CONSOLE_SCREENSHOT=$(CURDIR)/docs/console.png $(GO) test -count=1 -run TestConsoleInBrowser ./relay/server
+
 vet:
 	$(GO) vet ./...
 

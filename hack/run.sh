@@ -163,6 +163,10 @@ with edge-2-1..3; every edge has a virtual cluster. Data in $DATA.
   kubectl --kubeconfig=$DATA/edge-1-2.kubeconfig exec -n demo deploy/hello -- hostname
   tail -f $DATA/*.log    # what each relay does
 
+The console: https://127.0.0.1:6443/console/ (the root's certificate is signed by
+$root_dir/pki/ca.crt), signed in with the admin token:
+  $(cat "$root_dir/pki/admin.token")
+
 Stop the tree with Ctrl-C; 'make run' again resumes with everything kept.
 MSG
 wait -n "${pids[@]}" || true

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/canopy-dev/canopy/consensus"
+	"github.com/canopy-dev/canopy/relay/console"
 )
 
 // MembersPath is where a root serves its replicas as it sees them
@@ -120,10 +121,14 @@ func (r *Root) replicaReady() error {
 
 // handler is the root's HTTP handler: the kube API (the spaces of the
 // root's store; backed spaces are passed to their backends), the
-// destinations, MembersPath and BackupPath.
+// destinations, the console's assets (its data comes from the kube API),
+// MembersPath and BackupPath.
 func (r *Root) handler() http.Handler {
+	assets := console.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch p := req.URL.Path; {
+		case strings.HasPrefix(p+"/", console.Prefix):
+			assets.ServeHTTP(w, req)
 		case p == MembersPath:
 			r.serveMembers(w, req)
 		case p == BackupPath:
