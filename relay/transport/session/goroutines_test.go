@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/canopy-dev/canopy/test/poll"
 )
@@ -52,7 +53,16 @@ func TestIdleLinkGoroutines(t *testing.T) {
 	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels(testLabel, "idle-link")))
 	defer pprof.SetGoroutineLabels(context.Background())
 	root := startRoot(t)
-	before := labelled(t, "idle-link")
+	// What the root runs by itself, once what its start began has ended.
+	var before int
+	poll.Until(t, "the root's goroutines steady", func() error {
+		n := labelled(t, "idle-link")
+		time.Sleep(200 * time.Millisecond)
+		if before = labelled(t, "idle-link"); before != n {
+			return fmt.Errorf("%d goroutines, then %d", n, before)
+		}
+		return nil
+	})
 	up, _ := startEdge(t, root.addr, t.TempDir(), root.token, newStore(t))
 	poll.True(t, "the edge connected", up.Connected)
 	poll.Until(t, "the idle link's goroutines within the bound", func() error {
