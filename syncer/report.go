@@ -110,6 +110,11 @@ func (s *Syncer) flushReports(ctx context.Context) {
 			return
 		case <-s.wake:
 		}
+		// One Txn for what a change moves, once the reporter is done
+		// with it (settle.go).
+		if !s.settle(ctx, s.wake, func() bool { return s.quietLocked() && !s.reporterPendingLocked() }, 2*s.cfg.StatusWindow) {
+			return
+		}
 	}
 }
 

@@ -185,6 +185,9 @@ type Syncer struct {
 	dirty       map[store.Key]struct{}
 	statusDirty bool
 	wake        chan struct{}
+	// awaits holds the applies whose answer the informers have not shown
+	// yet, by inbox key (settle.go).
+	awaits map[store.Key]awaited
 
 	// Observed inbox revision bookkeeping (inbox follower and worker,
 	// under mu).
@@ -253,6 +256,7 @@ func New(cfg Config) (*Syncer, error) {
 		informers:  map[schema.GroupResource]*informer{},
 		dirty:      map[store.Key]struct{}{},
 		wake:       make(chan struct{}, 1),
+		awaits:     map[store.Key]awaited{},
 		rep:        newReportState(),
 	}
 	s.metrics = newMetrics(cfg.Name)

@@ -142,6 +142,7 @@ func (s *Syncer) observe(gr schema.GroupResource, m *unstructured.Unstructured) 
 	s.mu.Lock()
 	r := s.byRef[ref{Group: gr.Group, Resource: gr.Resource, Namespace: m.GetNamespace(), Name: m.GetName()}]
 	if r != nil {
+		s.seenLocked(r.Key, m)
 		s.dirty[r.Key] = struct{}{}
 		s.wakeLocked()
 		s.markEvalLocked(r.Key)

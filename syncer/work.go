@@ -81,6 +81,7 @@ func (s *Syncer) work(ctx context.Context) {
 			s.queue.Forget(it)
 			s.queue.AddAfter(it, s.cfg.ProbeInterval)
 			s.queue.Done(it)
+			s.workerIdle()
 			continue
 		}
 		switch {
@@ -97,6 +98,7 @@ func (s *Syncer) work(ctx context.Context) {
 			s.queue.AddRateLimited(it)
 		}
 		s.queue.Done(it)
+		s.workerIdle()
 	}
 }
 
@@ -337,6 +339,7 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 		pl.rec.Version = pl.gvr.Version
 		pl.rec.Hash, pl.rec.Object, pl.rec.Applied = pl.hash, pl.obj.Object, projectMap(pl.obj.Object, res.Object)
 		pl.rec.dirty = true
+		s.awaitLocked(pl.rec, res)
 		s.dirty[pl.rec.Key] = struct{}{}
 		// The informer may have seen the object before its record had a
 		// hash, and the reporter then set it aside: evaluate it now.
@@ -489,6 +492,7 @@ func (s *Syncer) prune(ctx context.Context, p *pass) error {
 	for _, r := range removed {
 		delete(s.records, r.Key)
 		delete(s.byRef, r.ref())
+		delete(s.awaits, r.Key)
 		s.dirty[r.Key] = struct{}{}
 	}
 	s.mu.Unlock()
@@ -569,6 +573,7 @@ func (s *Syncer) check(ctx context.Context, k store.Key) error {
 	s.drift.Add(1)
 	s.mu.Lock()
 	r.Applied, r.dirty = projectMap(r.Object, res.Object), true
+	s.awaitLocked(r, res)
 	s.dirty[k] = struct{}{}
 	s.statusDirty = true
 	s.mu.Unlock()
