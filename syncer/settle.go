@@ -48,12 +48,16 @@ func (s *Syncer) awaitLocked(rec *record, res *unstructured.Unstructured) {
 }
 
 // seenLocked notes that the informer shows managed object k at version
-// m; mu held.
-func (s *Syncer) seenLocked(k store.Key, m *unstructured.Unstructured) {
-	if a, ok := s.awaits[k]; ok && atLeast(m.GetResourceVersion(), a.rv) {
-		delete(s.awaits, k)
-		s.settledLocked()
+// m; own is true when m is the cluster's answer to the syncer's last
+// apply of it, which cannot have drifted. mu held.
+func (s *Syncer) seenLocked(k store.Key, m *unstructured.Unstructured) (own bool) {
+	a, ok := s.awaits[k]
+	if !ok || !atLeast(m.GetResourceVersion(), a.rv) {
+		return false
 	}
+	delete(s.awaits, k)
+	s.settledLocked()
+	return m.GetResourceVersion() == a.rv
 }
 
 // atLeast tells whether resourceVersion rv is want or, both being
