@@ -185,6 +185,9 @@ type Syncer struct {
 	dirty       map[store.Key]struct{}
 	statusDirty bool
 	wake        chan struct{}
+	// written is what the flusher last wrote under each outbox key (its
+	// own: no lock).
+	written map[store.Key]writtenReport
 	// awaits holds the applies whose answer the informers have not shown
 	// yet, by inbox key (settle.go).
 	awaits map[store.Key]awaited
@@ -257,6 +260,7 @@ func New(cfg Config) (*Syncer, error) {
 		dirty:      map[store.Key]struct{}{},
 		wake:       make(chan struct{}, 1),
 		awaits:     map[store.Key]awaited{},
+		written:    map[store.Key]writtenReport{},
 		rep:        newReportState(),
 	}
 	s.metrics = newMetrics(cfg.Name)
