@@ -166,6 +166,12 @@ type Syncer struct {
 	mapper     *mapper
 	queue      *workQueue
 	memo       desiredMemo // the worker's alone
+	// cursorAt is the inbox cursor last decoded: its store revision and
+	// its value (the worker's alone).
+	cursorAt struct {
+		rev int64
+		val uint64
+	}
 
 	started atomic.Bool
 	runCtx  context.Context // Start's: informers run until it ends

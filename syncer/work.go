@@ -604,7 +604,8 @@ func drifted(r *record, live *unstructured.Unstructured) bool {
 }
 
 // readCursor reads the inbox cursor, where relay/transport/tree's Receiver
-// keeps the last parent revision applied (layout.DownsyncCursor).
+// keeps the last parent revision applied (layout.DownsyncCursor), decoded
+// once per version. Worker only.
 func (s *Syncer) readCursor() (uint64, error) {
 	o, err := s.cfg.Store.Get(layout.DownsyncCursor(s.cfg.Inbox))
 	if errors.Is(err, store.ErrNotFound) {
@@ -613,10 +614,14 @@ func (s *Syncer) readCursor() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if s.cursorAt.rev == o.Revision {
+		return s.cursorAt.val, nil
+	}
 	var c layout.Cursor
 	if err := json.Unmarshal(o.Data, &c); err != nil {
 		return 0, fmt.Errorf("syncer: inbox cursor: %w", err)
 	}
+	s.cursorAt.rev, s.cursorAt.val = o.Revision, c.Revision
 	return c.Revision, nil
 }
 
