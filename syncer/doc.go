@@ -56,8 +56,11 @@
 //     the first failure otherwise, Ready when all are ready (workload
 //     controllers caught up, Jobs complete, anything else present).
 //     Changes are coalesced in Config.StatusWindow (an isolated change is
-//     evaluated at once); a report is written only when its encoding
-//     changes, and deleted when it no longer applies. Until the first
+//     evaluated as soon as the pass that applied it is over and the
+//     informers show the cluster's answers: settle.go); what one change
+//     moves (live state, partials, placement syncs, DestinationStatus) is
+//     written in one outbox Txn; a report is written only when its
+//     encoding changes, and deleted when it no longer applies. Until the first
 //     complete pass after Start the reports of the outbox (those of the
 //     previous run) are left as they are, then taken over, so a restart
 //     with an unreachable cluster keeps them.
@@ -111,7 +114,8 @@
 // also probes the cluster every Config.ProbeInterval; at the start of each
 // pass it hands the reporter the inbox's model, and at the end what it
 // applied or failed. Around it run the inbox follower (a store watch), the
-// report flusher (one store Txn per batch of dirty keys), the reporter
+// report flusher (one store Txn per batch of dirty keys, written once the
+// worker and the reporter are done with a change), the reporter
 // (evaluates collectors and placement syncs, starts and stops the
 // informers of associated and upsynced objects; it runs in Start's
 // goroutine) and the informers (informer.go: list and watch in one

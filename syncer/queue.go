@@ -106,6 +106,14 @@ func (q *workQueue) Done(it item) {
 	}
 }
 
+// busy reports whether an item is queued or processing (items waiting on
+// a timer do not count).
+func (q *workQueue) busy() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue) > 0 || len(q.processing) > 0
+}
+
 // AddAfter adds it after d.
 func (q *workQueue) AddAfter(it item, d time.Duration) {
 	q.mu.Lock()

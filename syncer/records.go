@@ -31,29 +31,31 @@ type ref struct {
 	Group, Resource, Namespace, Name string
 }
 
-// record is one managed object, as stored.
+// record is one managed object, as stored. Its members are in the order
+// of their JSON names: the store then sets its resourceVersion without
+// decoding and encoding the record again.
 type record struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Metadata   recordMetadata `json:"metadata"`
-
-	// Key is the object's inbox key (Space empty).
-	Key store.Key `json:"key"`
-	// GVR, Namespace and Name are the object in the cluster.
-	Group     string `json:"group,omitempty"`
-	Version   string `json:"version"`
-	Resource  string `json:"resource"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
+	APIVersion string `json:"apiVersion"`
+	// Object is the object last applied, Applied the cluster's answer
+	// projected on Object's fields: what the cluster holds while nobody
+	// else changes a field the syncer set (drift).
+	Applied map[string]any `json:"applied,omitempty"`
+	// Group, Version, Resource, Namespace and Name are the object in the
+	// cluster.
+	Group string `json:"group,omitempty"`
 	// Hash is that of the last object applied with success ("" until
 	// then: the record is written before the first apply, so that a crash
 	// never leaves a labelled object the syncer does not know of).
 	Hash string `json:"hash,omitempty"`
-	// Object is the object last applied, Applied the cluster's answer
-	// projected on Object's fields: what the cluster holds while nobody
-	// else changes a field the syncer set (drift).
-	Object  map[string]any `json:"object,omitempty"`
-	Applied map[string]any `json:"applied,omitempty"`
+	// Key is the object's inbox key (Space empty).
+	Key       store.Key      `json:"key"`
+	Kind      string         `json:"kind"`
+	Metadata  recordMetadata `json:"metadata"`
+	Name      string         `json:"name"`
+	Namespace string         `json:"namespace,omitempty"`
+	Object    map[string]any `json:"object,omitempty"`
+	Resource  string         `json:"resource"`
+	Version   string         `json:"version"`
 
 	revision int64 // of the stored version; 0: not stored yet
 	dirty    bool  // changed since stored

@@ -3,6 +3,7 @@ package syncer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +111,11 @@ func (s *Syncer) flushReports(ctx context.Context) {
 			return
 		case <-s.wake:
 		}
+		// One Txn for what a change moves, once the reporter is done
+		// with it (settle.go).
+		if !s.settle(ctx, s.wake, func() bool { return s.quietLocked() && !s.reporterPendingLocked() }, 2*s.cfg.StatusWindow) {
+			return
+		}
 	}
 }
 
@@ -155,13 +161,22 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
-	var ops []store.Op
+	var (
+		ops  []store.Op
+		sums [][sha256.Size]byte // of each op's data
+	)
 	flush := func() error {
 		if len(ops) == 0 {
 			return nil
 		}
-		_, err := s.cfg.Store.Txn(ctx, ops...)
-		ops = ops[:0]
+		res, err := s.cfg.Store.Txn(ctx, ops...)
+		for i, op := range ops {
+			delete(s.written, op.Key)
+			if err == nil && op.Type != store.OpDelete && i < len(res.Objects) && res.Objects[i] != nil {
+				s.written[op.Key] = writtenReport{rev: res.Objects[i].Revision, sum: sums[i]}
+			}
+		}
+		ops, sums = ops[:0], sums[:0]
 		return err
 	}
 	fail := func(err error) error {
@@ -179,6 +194,10 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+		var sum [sha256.Size]byte
+		if !del {
+			sum = sha256.Sum256(data)
+		}
 		switch {
 		case del && cur == nil:
 			return nil
@@ -186,11 +205,12 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 			ops = append(ops, store.Op{Type: store.OpDelete, Key: k})
 		case cur == nil:
 			ops = append(ops, store.Op{Type: store.OpCreate, Key: k, Data: data})
-		case bytes.Equal(store.WithoutResourceVersion(cur.Data), store.WithoutResourceVersion(data)):
+		case s.unchanged(cur, data, sum):
 			return nil
 		default:
 			ops = append(ops, store.Op{Type: store.OpUpdate, Key: k, Data: data})
 		}
+		sums = append(sums, sum)
 		if len(ops) >= maxOps {
 			return flush()
 		}
@@ -222,6 +242,23 @@ func (s *Syncer) flushOnce(ctx context.Context) error {
 		return fail(fmt.Errorf("syncer: writing the outbox: %w", err))
 	}
 	return nil
+}
+
+// writtenReport is what the flusher last wrote under an outbox key: the
+// revision of that version and the SHA-256 of the data it wrote.
+type writtenReport struct {
+	rev int64
+	sum [sha256.Size]byte
+}
+
+// unchanged reports whether cur, the outbox's version of a key, holds
+// data (whose SHA-256 is sum): by what the flusher wrote when cur is that
+// version, else by comparing them without their resourceVersion.
+func (s *Syncer) unchanged(cur *store.Object, data []byte, sum [sha256.Size]byte) bool {
+	if w, ok := s.written[cur.Key]; ok && w.rev == cur.Revision {
+		return w.sum == sum
+	}
+	return bytes.Equal(store.WithoutResourceVersion(cur.Data), store.WithoutResourceVersion(data))
 }
 
 // statusLocked builds the DestinationStatus; mu held.

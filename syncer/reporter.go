@@ -39,6 +39,9 @@ type reportState struct {
 	// ready: the reporter has taken over the outbox's report keys (its
 	// first round after passDone). Until then the flusher leaves them.
 	ready bool
+	// evaluating: a round has taken changed and evalDirty and not yet
+	// marked what it computed dirty.
+	evaluating bool
 
 	sigs      map[store.Key]string // model.signature per object, as last evaluated
 	evalDirty map[store.Key]struct{}
@@ -180,6 +183,11 @@ func (s *Syncer) report(ctx context.Context) {
 			s.rep.changed = true
 			s.mu.Unlock()
 		}
+		// Wait for the pass, and the informers' view of what it applied,
+		// to be evaluated once (settle.go).
+		if !s.settle(ctx, s.rep.wake, s.quietLocked, s.cfg.StatusWindow) {
+			return
+		}
 		if unresolved := s.reportRound(); unresolved && retry == nil {
 			retry = time.After(s.cfg.ProbeInterval)
 		}
@@ -206,6 +214,7 @@ func (s *Syncer) reportRound() (retryUpsync bool) {
 	first := !s.rep.ready
 	changed := s.rep.changed
 	s.rep.changed = false
+	s.rep.evaluating = true
 	s.mu.Unlock()
 	if first {
 		s.adoptOutbox()
@@ -249,6 +258,7 @@ func (s *Syncer) reportRound() (retryUpsync bool) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.rep.evaluating = false
 	for k, o := range outcomes {
 		if o.pending {
 			continue // its live state (or that of what it owns) is not known yet: keep what is reported

@@ -166,6 +166,12 @@ type Syncer struct {
 	mapper     *mapper
 	queue      *workQueue
 	memo       desiredMemo // the worker's alone
+	// cursorAt is the inbox cursor last decoded: its store revision and
+	// its value (the worker's alone).
+	cursorAt struct {
+		rev int64
+		val uint64
+	}
 
 	started atomic.Bool
 	runCtx  context.Context // Start's: informers run until it ends
@@ -185,6 +191,12 @@ type Syncer struct {
 	dirty       map[store.Key]struct{}
 	statusDirty bool
 	wake        chan struct{}
+	// written is what the flusher last wrote under each outbox key (its
+	// own: no lock).
+	written map[store.Key]writtenReport
+	// awaits holds the applies whose answer the informers have not shown
+	// yet, by inbox key (settle.go).
+	awaits map[store.Key]awaited
 
 	// Observed inbox revision bookkeeping (inbox follower and worker,
 	// under mu).
@@ -253,6 +265,8 @@ func New(cfg Config) (*Syncer, error) {
 		informers:  map[schema.GroupResource]*informer{},
 		dirty:      map[store.Key]struct{}{},
 		wake:       make(chan struct{}, 1),
+		awaits:     map[store.Key]awaited{},
+		written:    map[store.Key]writtenReport{},
 		rep:        newReportState(),
 	}
 	s.metrics = newMetrics(cfg.Name)

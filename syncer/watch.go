@@ -137,17 +137,20 @@ func (s *Syncer) informerSynced(gr schema.GroupResource) {
 
 // observe handles an informer event: the object's report is refreshed,
 // its partials and placement syncs are evaluated again and, if the syncer
-// manages it, it is checked for drift.
+// manages it, it is checked for drift (unless it is the cluster's answer
+// to the syncer's own apply).
 func (s *Syncer) observe(gr schema.GroupResource, m *unstructured.Unstructured) {
 	s.mu.Lock()
 	r := s.byRef[ref{Group: gr.Group, Resource: gr.Resource, Namespace: m.GetNamespace(), Name: m.GetName()}]
+	own := false
 	if r != nil {
+		own = s.seenLocked(r.Key, m)
 		s.dirty[r.Key] = struct{}{}
 		s.wakeLocked()
 		s.markEvalLocked(r.Key)
 	}
 	s.mu.Unlock()
-	if r != nil {
+	if r != nil && !own {
 		s.queue.Add(item{op: opCheck, key: r.Key})
 	}
 }

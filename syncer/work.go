@@ -81,6 +81,7 @@ func (s *Syncer) work(ctx context.Context) {
 			s.queue.Forget(it)
 			s.queue.AddAfter(it, s.cfg.ProbeInterval)
 			s.queue.Done(it)
+			s.workerIdle()
 			continue
 		}
 		switch {
@@ -97,6 +98,7 @@ func (s *Syncer) work(ctx context.Context) {
 			s.queue.AddRateLimited(it)
 		}
 		s.queue.Done(it)
+		s.workerIdle()
 	}
 }
 
@@ -337,6 +339,7 @@ func (s *Syncer) applyPhase(ctx context.Context, p *pass, objs []DesiredObject) 
 		pl.rec.Version = pl.gvr.Version
 		pl.rec.Hash, pl.rec.Object, pl.rec.Applied = pl.hash, pl.obj.Object, projectMap(pl.obj.Object, res.Object)
 		pl.rec.dirty = true
+		s.awaitLocked(pl.rec, res)
 		s.dirty[pl.rec.Key] = struct{}{}
 		// The informer may have seen the object before its record had a
 		// hash, and the reporter then set it aside: evaluate it now.
@@ -489,6 +492,7 @@ func (s *Syncer) prune(ctx context.Context, p *pass) error {
 	for _, r := range removed {
 		delete(s.records, r.Key)
 		delete(s.byRef, r.ref())
+		delete(s.awaits, r.Key)
 		s.dirty[r.Key] = struct{}{}
 	}
 	s.mu.Unlock()
@@ -569,6 +573,7 @@ func (s *Syncer) check(ctx context.Context, k store.Key) error {
 	s.drift.Add(1)
 	s.mu.Lock()
 	r.Applied, r.dirty = projectMap(r.Object, res.Object), true
+	s.awaitLocked(r, res)
 	s.dirty[k] = struct{}{}
 	s.statusDirty = true
 	s.mu.Unlock()
@@ -599,7 +604,8 @@ func drifted(r *record, live *unstructured.Unstructured) bool {
 }
 
 // readCursor reads the inbox cursor, where relay/transport/tree's Receiver
-// keeps the last parent revision applied (layout.DownsyncCursor).
+// keeps the last parent revision applied (layout.DownsyncCursor), decoded
+// once per version. Worker only.
 func (s *Syncer) readCursor() (uint64, error) {
 	o, err := s.cfg.Store.Get(layout.DownsyncCursor(s.cfg.Inbox))
 	if errors.Is(err, store.ErrNotFound) {
@@ -608,10 +614,14 @@ func (s *Syncer) readCursor() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if s.cursorAt.rev == o.Revision {
+		return s.cursorAt.val, nil
+	}
 	var c layout.Cursor
 	if err := json.Unmarshal(o.Data, &c); err != nil {
 		return 0, fmt.Errorf("syncer: inbox cursor: %w", err)
 	}
+	s.cursorAt.rev, s.cursorAt.val = o.Revision, c.Revision
 	return c.Revision, nil
 }
 

@@ -199,10 +199,12 @@ func UpsyncCursor(space string) store.Key {
 
 // Cursor is the stored form of a cursor.
 type Cursor struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Metadata   map[string]any `json:"metadata"`
-	Revision   uint64         `json:"revision"`
+	// Members in the order of their JSON names: the store then sets its
+	// resourceVersion without decoding and encoding the cursor again.
+	APIVersion string `json:"apiVersion"`
 	// Epoch is the parent epoch Revision belongs to (downsync only).
-	Epoch string `json:"epoch,omitempty"`
+	Epoch    string         `json:"epoch,omitempty"`
+	Kind     string         `json:"kind"`
+	Metadata map[string]any `json:"metadata"`
+	Revision uint64         `json:"revision"`
 }

@@ -1,6 +1,8 @@
 package layout
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/canopy-dev/canopy/relay/store"
@@ -58,5 +60,24 @@ func TestBuiltinSpace(t *testing.T) {
 		if BuiltinSpace(name) {
 			t.Errorf("BuiltinSpace(%q) = true", name)
 		}
+	}
+}
+
+// TestCursorSortedMembers: a cursor encodes its members in the order of
+// their names, as an object decoded into a map and encoded again would
+// (the form the store sets a resourceVersion in without re-encoding).
+func TestCursorSortedMembers(t *testing.T) {
+	data, err := json.Marshal(Cursor{APIVersion: "tree.canopy.dev/v1alpha1", Kind: "Cursor",
+		Metadata: map[string]any{"name": "downsync.inbox"}, Revision: 7, Epoch: "e1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	sorted, _ := json.Marshal(m)
+	if !bytes.Equal(data, sorted) {
+		t.Errorf("cursor encodes as %s, want %s", data, sorted)
 	}
 }

@@ -329,3 +329,26 @@ func TestCursorChanged(t *testing.T) {
 	}
 	converged(t, parent, child, rcv, rev)
 }
+
+// TestChangeAndCursorInOneTxn: each change of the mailbox reaches the
+// inbox in one Txn with the cursor that covers it (the sender writes a
+// revision's objects and its Progress at once), not the objects first and
+// the cursor in a Txn of its own.
+func TestChangeAndCursorInOneTxn(t *testing.T) {
+	parent, child := newStore(t, store.Options{}), newStore(t, store.Options{})
+	rev := put(t, parent, key(mailbox, "ns", "o"), body("o", "0", 100))
+	snd := NewSender(parent, mailbox, SenderOptions{})
+	rcv := NewReceiver(child, inbox, ReceiverOptions{})
+	down(t, snd, rcv, nil)
+	converged(t, parent, child, rcv, rev)
+
+	const changes = 20
+	before := child.Revision()
+	for i := range changes {
+		rev = put(t, parent, key(mailbox, "ns", "o"), body("o", fmt.Sprint(i+1), 100))
+		converged(t, parent, child, rcv, rev)
+	}
+	if n := child.Revision() - before; n != changes {
+		t.Errorf("%d changes took %d Txns in the inbox, want %d", changes, n, changes)
+	}
+}

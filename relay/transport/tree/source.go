@@ -550,8 +550,14 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 			}
 			*progressed = seen
 		}
-		if err := l.flush(); err != nil {
-			return err
+		// A revision half pumped is not flushed: the rest of it, its
+		// Bookmark at least, is already queued on the watch, and its
+		// Progress then goes in the same write as its objects, which the
+		// peer applies in one Txn with its cursor rather than two.
+		if !idle || whole {
+			if err := l.flush(); err != nil {
+				return err
+			}
 		}
 		if !idle {
 			continue
