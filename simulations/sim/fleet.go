@@ -201,7 +201,9 @@ func labelled(ctx context.Context, tier string, fn func()) {
 func serve(ctx context.Context, tier string, fn func(context.Context) error) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
-	go labelled(ctx, tier, func() { done <- fn(ctx) })
+	// fn's context carries the label too: parts that label their own
+	// goroutines from it (vcluster.ProfileLabel) keep the tier's.
+	go pprof.Do(ctx, pprof.Labels(tierLabel, tier), func(ctx context.Context) { done <- fn(ctx) })
 	var once sync.Once
 	var err error
 	return func() error {
