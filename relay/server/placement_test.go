@@ -102,23 +102,7 @@ func (pt *placementTree) restartEdge(t *testing.T, name string, labels map[strin
 
 func (pt *placementTree) apply(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) {
 	t.Helper()
-	u := &unstructured.Unstructured{Object: obj}
-	ri := dynamic.ResourceInterface(c.Resource(gvr))
-	if ns := u.GetNamespace(); ns != "" {
-		ri = c.Resource(gvr).Namespace(ns)
-	}
-	ctx := context.Background()
-	cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
-	if err == nil {
-		u.SetResourceVersion(cur.GetResourceVersion())
-		if _, err := ri.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("update %s %s: %v", gvr.Resource, u.GetName(), err)
-		}
-		return
-	}
-	if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s: %v", gvr.Resource, u.GetName(), err)
-	}
+	applyTB(t, c, gvr, obj)
 }
 
 // inbox lists an edge's workload objects (not Canopy's own) as

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/pki"
@@ -953,15 +954,26 @@ func applyTB(t testing.TB, c dynamic.Interface, gvr schema.GroupVersionResource,
 		ri = c.Resource(gvr).Namespace(ns)
 	}
 	ctx := context.Background()
-	if cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{}); err == nil {
-		u.SetResourceVersion(cur.GetResourceVersion())
-		if _, err := ri.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("update %s %s: %v", gvr.Resource, u.GetName(), err)
+	// Canopy writes the status of what it reads (an EdgePlacement's, a
+	// View's) at any time: an update on a version just read may conflict,
+	// and is made again on the next, as a controller would.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-		return
-	}
-	if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s: %v", gvr.Resource, u.GetName(), err)
+		u.SetResourceVersion(cur.GetResourceVersion())
+		_, err = ri.Update(ctx, u, metav1.UpdateOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		u.SetResourceVersion("")
+		if _, err := ri.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s %s: %v", gvr.Resource, u.GetName(), err)
+		}
+	case err != nil:
+		t.Fatalf("update %s %s: %v", gvr.Resource, u.GetName(), err)
 	}
 }
 
