@@ -51,7 +51,7 @@ type reportedState struct {
 	// placedCopies are the live copies of placed objects that Views of
 	// their spaces gather, as the last report flush found them
 	// (writeUpsynced).
-	placedCopies []placedCopy
+	placedCopies []gathered
 	// views holds, per object of the views spaces, what it was last
 	// written or found equal from (writeViews); nil until listed.
 	views map[store.Key]viewMemo

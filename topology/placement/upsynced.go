@@ -118,7 +118,7 @@ func (r *reportedState) writeUpsynced(ctx context.Context, out *outcome, m repor
 			if e := out.entries[store.Key{Resource: k.Resource, Namespace: k.Namespace, Name: name}]; e != nil && c.placedViewed(e, dest, k.Resource) {
 				vk := k
 				vk.Space = layout.ViewsSpace(e.space)
-				r.placedCopies = append(r.placedCopies, placedCopy{key: vk, space: e.space, dest: dest, obj: o})
+				r.placedCopies = append(r.placedCopies, gathered{key: vk, space: e.space, dest: dest, obj: o, placed: true})
 			}
 			continue
 		}

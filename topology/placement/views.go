@@ -98,14 +98,15 @@ func (c *Controller) placedViewed(e *entry, dest string, res store.Resource) boo
 	return there && s != nil && s.viewed(res, v1alpha1.ViewSourcePlaced)
 }
 
-// placedCopy is one destination's live copy of a placed object that a
-// View of its space gathers (writeUpsynced finds them among the
-// forwarded reports).
-type placedCopy struct {
-	key   store.Key // in the views space
-	space string    // the workload description space
-	dest  string
-	obj   *store.Object
+// gathered is one destination's object that a View of its space
+// gathers: an upsynced one, or the live copy of a placed one (placed;
+// writeUpsynced finds those among the forwarded reports).
+type gathered struct {
+	key    store.Key // in the views space
+	space  string    // the workload description space
+	dest   string
+	obj    *store.Object
+	placed bool
 }
 
 // observeView takes a View's change into the space's views; the views
@@ -166,7 +167,7 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 			}
 		}
 	}
-	want := map[store.Key]placedCopy{}      // by key in a views space
+	want := map[store.Key]gathered{}        // by key in a views space
 	counts := map[string]map[string]int64{} // space, view
 	count := func(sname string, res store.Resource, source v1alpha1.ViewSource, o *store.Object) {
 		for name, v := range c.spaces[sname].views {
@@ -185,13 +186,12 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 		}
 		for _, cd := range cs {
 			vk := store.Key{Space: layout.ViewsSpace(tk.Space), Resource: tk.Resource, Namespace: tk.Namespace, Name: reports.ForwardedName(cd.dest, tk.Name)}
-			want[vk] = placedCopy{key: vk, space: tk.Space, dest: cd.dest, obj: cd.obj}
+			want[vk] = gathered{key: vk, space: tk.Space, dest: cd.dest, obj: cd.obj}
 			count(tk.Space, tk.Resource, v1alpha1.ViewSourceUpsynced, cd.obj)
 		}
 	}
-	placed := map[store.Key]bool{}
 	for _, pc := range r.placedCopies {
-		want[pc.key], placed[pc.key] = pc, true
+		want[pc.key] = pc
 		count(pc.space, pc.key.Resource, v1alpha1.ViewSourcePlaced, pc.obj)
 	}
 	var gone, changed []store.Key
@@ -218,7 +218,7 @@ func (r *reportedState) writeViews(ctx context.Context, b *batch) error {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		next := viewCopy(pc.obj, vk.Name, pc.dest, placed[vk])
+		next := viewCopy(pc.obj, vk.Name, pc.dest, pc.placed)
 		md := next["metadata"].(map[string]any)
 		op := store.Op{Type: store.OpCreate, Key: vk}
 		if cur != nil {
