@@ -860,5 +860,12 @@ func spaceConfig(path, space string) (*rest.Config, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
 		&clientcmd.ConfigOverrides{CurrentContext: space})
-	return cc.ClientConfig()
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	// As test/kubecluster's clients for OCM's hub: client-go's default
+	// limit (5 requests a second) would delay the changes themselves.
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg, nil
 }
