@@ -67,10 +67,11 @@ type ChildConfig struct {
 	// (link.Config.MaxIdleTimeout; keep-alives every third of it). Zero:
 	// the link's default (45 s).
 	ParentTimeout time.Duration
-	// StatusWindow (--status-window), for a region, is how long its
+	// StatusWindow (--status-window), for a region, bounds how long its
 	// children's reports must stay quiet before it merges them into its
-	// own; a stream of reports waits at most reports.MaxWaits windows.
-	// Zero: DefaultStatusWindow.
+	// own (reports.Window: a fortieth of it after a quiet spell, up to
+	// all of it under a stream, which waits at most reports.MaxWaits
+	// windows). Zero: DefaultStatusWindow.
 	StatusWindow time.Duration
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.
 	Proxy *url.URL

@@ -38,11 +38,12 @@ type Config struct {
 	// HA, when its RaftAddr is set, makes this root one replica of a
 	// cluster (docs/ha.md); the zero value is a single root.
 	HA Replication
-	// StatusWindow (--status-window) is how long reports from below must
-	// stay quiet before the reported state they change (CombinedStatus,
-	// placement status, singleton status) is written again, at most
-	// reports.MaxWaits windows under a stream of them: the rate limit of
-	// those writes. Zero: DefaultStatusWindow.
+	// StatusWindow (--status-window) bounds how long reports from below
+	// must stay quiet before the reported state they change
+	// (CombinedStatus, placement status, singleton status) is written
+	// again (reports.Window: a fortieth of it after a quiet spell, up to
+	// all of it under a stream, which waits at most reports.MaxWaits
+	// windows): the rate limit of those writes. Zero: DefaultStatusWindow.
 	StatusWindow time.Duration
 	// ChildCertValidity is how long the certificates the root issues to
 	// its children, when they join and when they renew, are valid. Zero:

@@ -10,14 +10,13 @@ import (
 	"github.com/canopy-dev/canopy/topology/summary"
 )
 
-// DefaultStatusWindow is how long a region waits for its children's
+// DefaultStatusWindow bounds how long a region waits for its children's
 // reports to fall quiet before merging them into its own (DESIGN.md
-// section 5: a short window; an isolated report waits this long), and how
-// long the root waits for them to fall quiet before rewriting reported
-// state. reports.MaxWaits windows bound either wait under a stream of
-// reports: a wave of status from many children spreads over seconds on a
-// busy machine, and each tier merges it about once per reports.MaxWaits
-// windows instead of once per window.
+// section 5: a short window), and how long the root waits for them to
+// fall quiet before rewriting reported state. An isolated report waits a
+// fortieth of it; a wave of status from many children, spread over
+// seconds on a busy machine, waits longer and longer gaps up to the
+// window, and at most reports.MaxWaits windows (reports.Window).
 const DefaultStatusWindow = 200 * time.Millisecond
 
 // Bounds of --status-window.

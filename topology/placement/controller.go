@@ -34,10 +34,11 @@ type Config struct {
 	// controller idle for Settle) waits only for the rest of its
 	// transaction's events (quickSettle).
 	Settle time.Duration
-	// ReportWindow is how long reports from below must stay quiet before
-	// reported state (CombinedStatus, placement status, singleton status)
-	// is rewritten, and a stream of them waits at most reports.MaxWaits
-	// windows (0: 200ms): the rate limit of those writes.
+	// ReportWindow bounds how long reports from below must stay quiet
+	// before reported state (CombinedStatus, placement status, singleton
+	// status) is rewritten (reports.Window), and a stream of them waits at
+	// most reports.MaxWaits windows (0: 200ms): the rate limit of those
+	// writes.
 	ReportWindow time.Duration
 	// Reports, when set, returns the store that holds a reports-<child>
 	// space instead of Store (whose Space objects still name them), or nil
@@ -298,8 +299,8 @@ func (c *Controller) run(ctx context.Context) error {
 	timer.Stop()
 	pending := false
 	var flushed time.Time // the end of the last flush of changes
-	// Reports wait until the window passes without another, or
-	// reports.MaxWaits windows after the burst's first.
+	// Reports wait until they are quiet for the burst's gap, at most
+	// reports.MaxWaits gaps (reports.Window).
 	win := reports.NewWindow(c.cfg.ReportWindow)
 	defer win.Stop()
 	if c.reportsDirty { // held back by Config.Hold, or reports kept apart

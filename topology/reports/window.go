@@ -2,21 +2,23 @@ package reports
 
 import "time"
 
-// MaxWaits bounds how long a stream of reports is held back: a burst is
-// merged once a window passes without another report, or MaxWaits windows
-// after its first, whichever comes first. A wave of status spread over
-// seconds (a change converging below a busy child) is merged about once
-// per MaxWaits windows instead of once per window, and the value it
-// settles on still waits one window after its last report.
+// A Window merges reports in bursts: a burst is merged once the reports
+// have been quiet for its gap, or MaxWaits gaps after its first report,
+// whichever comes first.
 //
-// A burst that begins when nothing was merged for a whole window (an
-// isolated change's reports) is merged LeadDivisor times sooner: one
-// window/LeadDivisor after its first report, whatever comes meanwhile.
-// What a change reports first thus goes up at once, and the rest of its
-// wave, a new burst, coalesces as above: at most one merge more per wave.
+// The gap follows the reports. A burst that begins after a quiet of at
+// least twice the last gap since the last merge (or of a window) has the
+// shortest, window/LeadDivisor: what an isolated change reports goes up
+// at once, and changes made one after another, each reported before the
+// next, are each merged at once too. A burst that begins sooner doubles
+// the gap, up to the window: a wave of status spread over seconds (a
+// change converging below a busy child) is merged a few times early,
+// then once per window of quiet and at most once per MaxWaits windows,
+// and the value it settles on waits at most a window after its last
+// report.
 const (
 	MaxWaits    = 5
-	LeadDivisor = 10
+	LeadDivisor = 40
 )
 
 // Window times the merges of one reader of reports (a region's summary,
@@ -27,9 +29,9 @@ type Window struct {
 	window  time.Duration
 	timer   *time.Timer
 	pending bool
-	first   time.Time // of the pending burst
-	lead    bool      // the pending burst began after a quiet window
-	fired   time.Time // when the last burst was merged
+	first   time.Time     // of the pending burst
+	gap     time.Duration // the quiet that merges the pending burst
+	fired   time.Time     // when the last burst was merged
 	now     func() time.Time
 }
 
@@ -40,24 +42,30 @@ func NewWindow(window time.Duration) *Window {
 	return &Window{window: window, timer: t, now: time.Now}
 }
 
-// Note records a report: C fires one window from now, or MaxWaits windows
-// after the burst's first report if that is sooner; or, for a burst that
-// began after a quiet window, window/LeadDivisor after its first report.
+// Note records a report: C fires once reports have been quiet for the
+// burst's gap, or MaxWaits gaps after its first report if that is sooner.
 func (w *Window) Note() {
 	now := w.now()
 	if !w.pending {
 		w.pending, w.first = true, now
-		w.lead = now.Sub(w.fired) >= w.window
+		w.gap = nextGap(w.window, w.gap, now.Sub(w.fired))
 	}
 	w.timer.Reset(w.wait(now))
 }
 
-// wait is how long after now the pending burst is merged.
+// wait is how long after now, a report having come at now, the pending
+// burst is merged.
 func (w *Window) wait(now time.Time) time.Duration {
-	if w.lead {
-		return max(0, w.first.Add(w.window/LeadDivisor).Sub(now))
+	return max(0, min(w.gap, w.first.Add(MaxWaits*w.gap).Sub(now)))
+}
+
+// nextGap is the gap of a burst that begins quiet after the last merge,
+// the last burst's gap being gap (above).
+func nextGap(window, gap, quiet time.Duration) time.Duration {
+	if quiet >= min(2*gap, window) {
+		return window / LeadDivisor
 	}
-	return max(0, min(w.window, w.first.Add(MaxWaits*w.window).Sub(now)))
+	return min(2*gap, window)
 }
 
 // C fires when the pending burst is due.
@@ -71,3 +79,32 @@ func (w *Window) Pending() bool { return w.pending }
 
 // Stop releases the timer.
 func (w *Window) Stop() { w.timer.Stop() }
+
+// Pacer spaces the rounds of one worker that evaluates whatever changed
+// since its last round (an edge syncer's reporter): a round starts at
+// least the gap after the last one ended, the gap following the rounds as
+// a Window's follows its merges. An isolated change is evaluated at once;
+// under a stream of changes, rounds are at most a window apart. The zero
+// value is not ready: use NewPacer. A Pacer serves one goroutine.
+type Pacer struct {
+	window time.Duration
+	gap    time.Duration
+	last   time.Time // when the last round ended
+	now    func() time.Time
+}
+
+// NewPacer returns a Pacer whose first round waits for nothing.
+func NewPacer(window time.Duration) *Pacer {
+	return &Pacer{window: window, now: time.Now}
+}
+
+// Wait is called when a round is wanted: it returns how long the round
+// must wait.
+func (p *Pacer) Wait() time.Duration {
+	quiet := p.now().Sub(p.last)
+	p.gap = nextGap(p.window, p.gap, quiet)
+	return max(0, p.gap-quiet)
+}
+
+// Done records the end of a round.
+func (p *Pacer) Done() { p.last = p.now() }

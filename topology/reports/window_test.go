@@ -7,6 +7,7 @@ import (
 
 func TestWindowWait(t *testing.T) {
 	const window = 200 * time.Millisecond
+	const lead = window / LeadDivisor
 	w := NewWindow(window)
 	defer w.Stop()
 	t0 := time.Unix(1000, 0)
@@ -15,22 +16,35 @@ func TestWindowWait(t *testing.T) {
 	if w.Pending() {
 		t.Fatal("a new Window is pending")
 	}
-	// The first burst begins after a quiet window: it is merged
-	// window/LeadDivisor after its first report, whatever comes meanwhile.
+	// The first burst begins after a quiet window: it is merged once
+	// quiet for window/LeadDivisor, or MaxWaits of those after its first.
 	w.Note()
 	if !w.Pending() {
 		t.Fatal("not pending after Note")
 	}
-	now = t0.Add(5 * time.Millisecond)
-	w.Note()
-	if got, want := w.wait(now), window/LeadDivisor-5*time.Millisecond; got != want {
-		t.Errorf("a report 5 ms into a burst after a quiet window: wait %v, want %v", got, want)
+	if got := w.wait(now); got != lead {
+		t.Errorf("the first report after a quiet window: wait %v, want %v", got, lead)
 	}
-	now = t0.Add(window / LeadDivisor)
+	now = t0.Add(MaxWaits*lead - lead/2)
+	if got := w.wait(now); got != lead/2 {
+		t.Errorf("a report %v into a burst after a quiet window: wait %v, want %v", now.Sub(t0), got, lead/2)
+	}
 	w.Fired()
-	// The next, right after: a report every 100 ms keeps the burst open:
-	// each waits one window, until MaxWaits windows after the first.
-	t0 = now
+	// Each burst that begins right after a merge doubles the gap, up to
+	// the window.
+	for _, want := range []time.Duration{2 * lead, 4 * lead, 8 * lead, 16 * lead, 32 * lead, window, window} {
+		now = now.Add(time.Millisecond)
+		w.Note()
+		if got := w.wait(now); got != want {
+			t.Errorf("the first report of a burst right after a merge: wait %v, want %v", got, want)
+		}
+		now = now.Add(time.Millisecond)
+		w.Fired()
+	}
+	// A report every 100 ms keeps a burst of gap window open: each waits
+	// one window, until MaxWaits windows after the first.
+	t0 = now.Add(time.Millisecond)
+	now = t0
 	w.Note()
 	for i, want := range []time.Duration{window, window, window, window, window, window, window, window, window, 100 * time.Millisecond, 0, 0} {
 		now = t0.Add(time.Duration(i) * 100 * time.Millisecond)
@@ -42,11 +56,25 @@ func TestWindowWait(t *testing.T) {
 	if w.Pending() {
 		t.Fatal("pending after Fired")
 	}
-	// A burst a window or more after the last merge is merged soon.
-	now = t0.Add(5 * time.Second)
+	// A burst a window or more after the last merge has the shortest gap
+	// again.
+	now = now.Add(window)
 	w.Note()
-	if got := w.wait(now); got != window/LeadDivisor {
-		t.Errorf("first report of a burst after a quiet window: wait %v, want %v", got, window/LeadDivisor)
+	if got := w.wait(now); got != lead {
+		t.Errorf("first report of a burst after a quiet window: wait %v, want %v", got, lead)
+	}
+	w.Fired()
+	now = now.Add(time.Millisecond)
+	w.Note()
+	if got := w.wait(now); got != 2*lead {
+		t.Errorf("a burst right after a merge: wait %v, want %v", got, 2*lead)
+	}
+	// Quiet for twice the gap, less than a window: the shortest gap.
+	w.Fired()
+	now = now.Add(4 * lead)
+	w.Note()
+	if got := w.wait(now); got != lead {
+		t.Errorf("a burst after a quiet of twice the gap: wait %v, want %v", got, lead)
 	}
 }
 
@@ -67,11 +95,43 @@ func TestWindowFires(t *testing.T) {
 		}
 		w.Fired()
 	}
-	fires("a burst after a quiet window", time.Millisecond) // 10 ms / LeadDivisor
-	fires("a burst right after a merge", 10*time.Millisecond)
+	fires("a burst after a quiet window", 10*time.Millisecond/LeadDivisor)
+	fires("a burst right after a merge", 2*10*time.Millisecond/LeadDivisor)
 	select {
 	case <-w.C():
 		t.Error("fired again without a Note")
 	case <-time.After(30 * time.Millisecond):
+	}
+}
+
+func TestPacer(t *testing.T) {
+	const window = 200 * time.Millisecond
+	const lead = window / LeadDivisor
+	p := NewPacer(window)
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	if d := p.Wait(); d != 0 {
+		t.Errorf("the first round waits %v", d)
+	}
+	p.Done()
+	// Rounds wanted right after the last: each waits a gap twice the
+	// last, up to the window.
+	for _, want := range []time.Duration{2 * lead, 4 * lead, 8 * lead, 16 * lead, 32 * lead, window, window} {
+		now = now.Add(time.Millisecond)
+		if d := p.Wait(); d != want-time.Millisecond {
+			t.Errorf("a round wanted 1ms after the last: wait %v, want %v", d, want-time.Millisecond)
+		}
+		now = now.Add(want)
+		p.Done()
+	}
+	// After a quiet of a window: at once, and the next one soon.
+	now = now.Add(window)
+	if d := p.Wait(); d != 0 {
+		t.Errorf("a round after a quiet window waits %v", d)
+	}
+	p.Done()
+	now = now.Add(time.Millisecond)
+	if d := p.Wait(); d != 2*lead-time.Millisecond {
+		t.Errorf("a round right after an isolated one: wait %v, want %v", d, 2*lead-time.Millisecond)
 	}
 }

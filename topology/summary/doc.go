@@ -21,7 +21,8 @@
 //   - The region's Sink, Outbox: its outbox, what it reports up, kept
 //     equal to the merge, writing only what differs.
 //   - Timing (Run): a tier merges once its children's reports have been
-//     quiet for a window, or reports.MaxWaits windows into a stream of them
+//     quiet for a gap that grows under a stream of them, from a fortieth
+//     of a window to a window, or reports.MaxWaits gaps into a burst
 //     (reports.Window).
 //
 // The tiers use it in two ways. A region runs Summarizer.Run, which

@@ -155,8 +155,8 @@ func (s *Summarizer) follow(ctx context.Context) error {
 	if err := flush(); err != nil {
 		return err
 	}
-	// Reports wait until window passes without another, or
-	// reports.MaxWaits windows after the burst's first.
+	// Reports wait until they are quiet for the burst's gap, at most
+	// reports.MaxWaits gaps (reports.Window).
 	win := reports.NewWindow(s.cfg.Window)
 	defer win.Stop()
 	if s.cfg.Hold.Holding() {
