@@ -55,9 +55,9 @@
 //     once all are applied at their current inbox version, Failed with
 //     the first failure otherwise, Ready when all are ready (workload
 //     controllers caught up, Jobs complete, anything else present).
-//     Changes are coalesced in Config.StatusWindow (an isolated change is
-//     evaluated as soon as the pass that applied it is over and the
-//     informers show the cluster's answers: settle.go); what one change
+//     Changes are coalesced in Config.StatusWindow (reports.Pacer: an
+//     isolated change is evaluated as soon as the pass that applied it is
+//     over and the informers show the cluster's answers, settle.go); what one change
 //     moves (live state, partials, placement syncs, DestinationStatus) is
 //     written in one outbox Txn; a report is written only when its
 //     encoding changes, and deleted when it no longer applies. Until the first

@@ -20,9 +20,9 @@ import (
 // The reporter turns what the syncer knows into the reports of
 // topology/reports: one Partial per (placed object, placement holding it,
 // collector the placement names), and one PlacementSync per placement. It
-// is one goroutine (Syncer.report) that wakes on changes and then waits
-// Config.StatusWindow before it looks again, so an isolated change is
-// evaluated at once and a burst of changes once per window. What it
+// is one goroutine (Syncer.report) that wakes on changes, paced by a
+// reports.Pacer of Config.StatusWindow: an isolated change is evaluated at
+// once, and a stream of them at most once per window. What it
 // computes goes into reportState; the report flusher writes it into the
 // outbox.
 
@@ -170,6 +170,7 @@ func (s *Syncer) failureLocked(m *model, k store.Key) string {
 // report is the reporter goroutine.
 func (s *Syncer) report(ctx context.Context) {
 	var retry <-chan time.Time
+	pace := reports.NewPacer(s.cfg.StatusWindow)
 	for {
 		select {
 		case <-ctx.Done():
@@ -183,6 +184,15 @@ func (s *Syncer) report(ctx context.Context) {
 			s.rep.changed = true
 			s.mu.Unlock()
 		}
+		if d := pace.Wait(); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
 		// Wait for the pass, and the informers' view of what it applied,
 		// to be evaluated once (settle.go).
 		if !s.settle(ctx, s.rep.wake, s.quietLocked, s.cfg.StatusWindow) {
@@ -191,13 +201,7 @@ func (s *Syncer) report(ctx context.Context) {
 		if unresolved := s.reportRound(); unresolved && retry == nil {
 			retry = time.After(s.cfg.ProbeInterval)
 		}
-		t := time.NewTimer(s.cfg.StatusWindow)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+		pace.Done()
 	}
 }
 

@@ -98,8 +98,9 @@ type Config struct {
 	// Established.
 	EstablishTimeout time.Duration
 	// StatusWindow is the coalescing window of reported state
-	// (collectors' partials, placement syncs): a change is evaluated at
-	// once when nothing was evaluated within the window, else at its end.
+	// (collectors' partials, placement syncs): an isolated change is
+	// evaluated at once, a stream of them at most once per window
+	// (reports.Pacer).
 	StatusWindow time.Duration
 	// MaxAssociated bounds the associated objects a collector sees per
 	// object; beyond it the list ends with a TruncatedKind marker.
