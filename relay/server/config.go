@@ -41,7 +41,7 @@ type Config struct {
 	// StatusWindow (--status-window) bounds how long reports from below
 	// must stay quiet before the reported state they change
 	// (CombinedStatus, placement status, singleton status) is written
-	// again (reports.Window: a fortieth of it after a quiet spell, up to
+	// again (reports.Window: a hundredth of it after a quiet spell, up to
 	// all of it under a stream, which waits at most reports.MaxWaits
 	// windows): the rate limit of those writes. Zero: DefaultStatusWindow.
 	StatusWindow time.Duration

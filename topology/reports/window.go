@@ -18,7 +18,7 @@ import "time"
 // report.
 const (
 	MaxWaits    = 5
-	LeadDivisor = 40
+	LeadDivisor = 100
 )
 
 // Window times the merges of one reader of reports (a region's summary,

@@ -32,7 +32,7 @@ func TestWindowWait(t *testing.T) {
 	w.Fired()
 	// Each burst that begins right after a merge doubles the gap, up to
 	// the window.
-	for _, want := range []time.Duration{2 * lead, 4 * lead, 8 * lead, 16 * lead, 32 * lead, window, window} {
+	for _, want := range doublings(lead, window) {
 		now = now.Add(time.Millisecond)
 		w.Note()
 		if got := w.wait(now); got != want {
@@ -116,7 +116,7 @@ func TestPacer(t *testing.T) {
 	p.Done()
 	// Rounds wanted right after the last: each waits a gap twice the
 	// last, up to the window.
-	for _, want := range []time.Duration{2 * lead, 4 * lead, 8 * lead, 16 * lead, 32 * lead, window, window} {
+	for _, want := range doublings(lead, window) {
 		now = now.Add(time.Millisecond)
 		if d := p.Wait(); d != want-time.Millisecond {
 			t.Errorf("a round wanted 1ms after the last: wait %v, want %v", d, want-time.Millisecond)
@@ -134,4 +134,14 @@ func TestPacer(t *testing.T) {
 	if d := p.Wait(); d != 2*lead-time.Millisecond {
 		t.Errorf("a round right after an isolated one: wait %v, want %v", d, 2*lead-time.Millisecond)
 	}
+}
+
+// doublings lists the gaps of bursts that each closely follow the last
+// merge: twice lead, doubling up to window, then window once more.
+func doublings(lead, window time.Duration) []time.Duration {
+	var gaps []time.Duration
+	for g := 2 * lead; g < window; g *= 2 {
+		gaps = append(gaps, g)
+	}
+	return append(gaps, window, window)
 }

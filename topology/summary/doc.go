@@ -21,7 +21,7 @@
 //   - The region's Sink, Outbox: its outbox, what it reports up, kept
 //     equal to the merge, writing only what differs.
 //   - Timing (Run): a tier merges once its children's reports have been
-//     quiet for a gap that grows under a stream of them, from a fortieth
+//     quiet for a gap that grows under a stream of them, from a hundredth
 //     of a window to a window, or reports.MaxWaits gaps into a burst
 //     (reports.Window).
 //
