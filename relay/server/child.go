@@ -69,9 +69,9 @@ type ChildConfig struct {
 	ParentTimeout time.Duration
 	// StatusWindow (--status-window), for a region, bounds how long its
 	// children's reports must stay quiet before it merges them into its
-	// own (reports.Window: a hundredth of it after a quiet spell, up to
-	// all of it under a stream, which waits at most reports.MaxWaits
-	// windows). Zero: DefaultStatusWindow.
+	// own (reports.Window: a two-hundredth of it after half of it without
+	// reports, up to all of it under a stream, which waits at most
+	// reports.MaxWaits windows). Zero: DefaultStatusWindow.
 	StatusWindow time.Duration
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.
 	Proxy *url.URL

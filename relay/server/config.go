@@ -41,9 +41,10 @@ type Config struct {
 	// StatusWindow (--status-window) bounds how long reports from below
 	// must stay quiet before the reported state they change
 	// (CombinedStatus, placement status, singleton status) is written
-	// again (reports.Window: a hundredth of it after a quiet spell, up to
-	// all of it under a stream, which waits at most reports.MaxWaits
-	// windows): the rate limit of those writes. Zero: DefaultStatusWindow.
+	// again (reports.Window: a two-hundredth of it after half of it
+	// without reports, up to all of it under a stream, which waits at most
+	// reports.MaxWaits windows): the rate limit of those writes. Zero:
+	// DefaultStatusWindow.
 	StatusWindow time.Duration
 	// ChildCertValidity is how long the certificates the root issues to
 	// its children, when they join and when they renew, are valid. Zero:

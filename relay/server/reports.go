@@ -14,7 +14,7 @@ import (
 // reports to fall quiet before merging them into its own (DESIGN.md
 // section 5: a short window), and how long the root waits for them to
 // fall quiet before rewriting reported state. An isolated report waits a
-// hundredth of it; a wave of status from many children, spread over
+// two-hundredth of it; a wave of status from many children, spread over
 // seconds on a busy machine, waits longer and longer gaps up to the
 // window, and at most reports.MaxWaits windows (reports.Window).
 const DefaultStatusWindow = 200 * time.Millisecond

@@ -6,19 +6,19 @@ import "time"
 // have been quiet for its gap, or MaxWaits gaps after its first report,
 // whichever comes first.
 //
-// The gap follows the reports. A burst that begins after a quiet of at
-// least twice the last gap since the last merge (or of a window) has the
-// shortest, window/LeadDivisor: what an isolated change reports goes up
-// at once, and changes made one after another, each reported before the
-// next, are each merged at once too. A burst that begins sooner doubles
-// the gap, up to the window: a wave of status spread over seconds (a
-// change converging below a busy child) is merged a few times early,
-// then once per window of quiet and at most once per MaxWaits windows,
-// and the value it settles on waits at most a window after its last
-// report.
+// The gap follows the reports. A burst that begins half a window or more
+// after the last merge has the shortest, window/LeadDivisor: what an
+// isolated change reports goes up at once, and so do changes made one
+// after another, each reported before the next. A burst that begins
+// sooner has four times the last gap, up to the window: the tail of a
+// change's reports arriving milliseconds apart goes up a few milliseconds
+// later, and a wave of status spread over seconds (a change converging
+// below a busy child) is merged a few times early, then once per window
+// of quiet and at most once per MaxWaits windows; the value it settles on
+// waits at most a window after its last report.
 const (
 	MaxWaits    = 5
-	LeadDivisor = 100
+	LeadDivisor = 200
 )
 
 // Window times the merges of one reader of reports (a region's summary,
@@ -62,10 +62,10 @@ func (w *Window) wait(now time.Time) time.Duration {
 // nextGap is the gap of a burst that begins quiet after the last merge,
 // the last burst's gap being gap (above).
 func nextGap(window, gap, quiet time.Duration) time.Duration {
-	if quiet >= min(2*gap, window) {
+	if quiet >= window/2 {
 		return window / LeadDivisor
 	}
-	return min(2*gap, window)
+	return min(4*gap, window)
 }
 
 // C fires when the pending burst is due.

@@ -30,9 +30,9 @@ func TestWindowWait(t *testing.T) {
 		t.Errorf("a report %v into a burst after a quiet window: wait %v, want %v", now.Sub(t0), got, lead/2)
 	}
 	w.Fired()
-	// Each burst that begins right after a merge doubles the gap, up to
-	// the window.
-	for _, want := range doublings(lead, window) {
+	// Each burst that begins right after a merge has four times the last
+	// gap, up to the window.
+	for _, want := range growth(lead, window) {
 		now = now.Add(time.Millisecond)
 		w.Note()
 		if got := w.wait(now); got != want {
@@ -56,9 +56,9 @@ func TestWindowWait(t *testing.T) {
 	if w.Pending() {
 		t.Fatal("pending after Fired")
 	}
-	// A burst a window or more after the last merge has the shortest gap
-	// again.
-	now = now.Add(window)
+	// A burst half a window or more after the last merge has the shortest
+	// gap again.
+	now = now.Add(window / 2)
 	w.Note()
 	if got := w.wait(now); got != lead {
 		t.Errorf("first report of a burst after a quiet window: wait %v, want %v", got, lead)
@@ -66,15 +66,15 @@ func TestWindowWait(t *testing.T) {
 	w.Fired()
 	now = now.Add(time.Millisecond)
 	w.Note()
-	if got := w.wait(now); got != 2*lead {
-		t.Errorf("a burst right after a merge: wait %v, want %v", got, 2*lead)
+	if got := w.wait(now); got != 4*lead {
+		t.Errorf("a burst right after a merge: wait %v, want %v", got, 4*lead)
 	}
-	// Quiet for twice the gap, less than a window: the shortest gap.
+	// Less than half a window without reports: the gap grows again.
 	w.Fired()
-	now = now.Add(4 * lead)
+	now = now.Add(window/2 - time.Millisecond)
 	w.Note()
-	if got := w.wait(now); got != lead {
-		t.Errorf("a burst after a quiet of twice the gap: wait %v, want %v", got, lead)
+	if got := w.wait(now); got != 16*lead {
+		t.Errorf("a burst less than half a window after a merge: wait %v, want %v", got, 16*lead)
 	}
 }
 
@@ -96,7 +96,7 @@ func TestWindowFires(t *testing.T) {
 		w.Fired()
 	}
 	fires("a burst after a quiet window", 10*time.Millisecond/LeadDivisor)
-	fires("a burst right after a merge", 2*10*time.Millisecond/LeadDivisor)
+	fires("a burst right after a merge", 4*10*time.Millisecond/LeadDivisor)
 	select {
 	case <-w.C():
 		t.Error("fired again without a Note")
@@ -114,9 +114,9 @@ func TestPacer(t *testing.T) {
 		t.Errorf("the first round waits %v", d)
 	}
 	p.Done()
-	// Rounds wanted right after the last: each waits a gap twice the
+	// Rounds wanted right after the last: each waits a gap four times the
 	// last, up to the window.
-	for _, want := range doublings(lead, window) {
+	for _, want := range growth(lead, window) {
 		now = now.Add(time.Millisecond)
 		if d := p.Wait(); d != want-time.Millisecond {
 			t.Errorf("a round wanted 1ms after the last: wait %v, want %v", d, want-time.Millisecond)
@@ -124,23 +124,24 @@ func TestPacer(t *testing.T) {
 		now = now.Add(want)
 		p.Done()
 	}
-	// After a quiet of a window: at once, and the next one soon.
-	now = now.Add(window)
+	// After half a window without rounds: at once, and the next one soon.
+	now = now.Add(window / 2)
 	if d := p.Wait(); d != 0 {
 		t.Errorf("a round after a quiet window waits %v", d)
 	}
 	p.Done()
 	now = now.Add(time.Millisecond)
-	if d := p.Wait(); d != 2*lead-time.Millisecond {
-		t.Errorf("a round right after an isolated one: wait %v, want %v", d, 2*lead-time.Millisecond)
+	if d := p.Wait(); d != 4*lead-time.Millisecond {
+		t.Errorf("a round right after an isolated one: wait %v, want %v", d, 4*lead-time.Millisecond)
 	}
 }
 
-// doublings lists the gaps of bursts that each closely follow the last
-// merge: twice lead, doubling up to window, then window once more.
-func doublings(lead, window time.Duration) []time.Duration {
+// growth lists the gaps of bursts that each closely follow the last
+// merge: four times lead, growing fourfold up to window, then window once
+// more.
+func growth(lead, window time.Duration) []time.Duration {
 	var gaps []time.Duration
-	for g := 2 * lead; g < window; g *= 2 {
+	for g := 4 * lead; g < window; g *= 4 {
 		gaps = append(gaps, g)
 	}
 	return append(gaps, window, window)

@@ -21,9 +21,9 @@
 //   - The region's Sink, Outbox: its outbox, what it reports up, kept
 //     equal to the merge, writing only what differs.
 //   - Timing (Run): a tier merges once its children's reports have been
-//     quiet for a gap that grows under a stream of them, from a hundredth
-//     of a window to a window, or reports.MaxWaits gaps into a burst
-//     (reports.Window).
+//     quiet for a gap that grows under a stream of them, from a
+//     two-hundredth of a window to a window, or reports.MaxWaits gaps into
+//     a burst (reports.Window).
 //
 // The tiers use it in two ways. A region runs Summarizer.Run, which
 // follows its store of reports and writes its outbox. The root merges
