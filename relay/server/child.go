@@ -69,8 +69,8 @@ type ChildConfig struct {
 	ParentTimeout time.Duration
 	// StatusWindow (--status-window), for a region, bounds how long its
 	// children's reports must stay quiet before it merges them into its
-	// own (reports.Window: a two-hundredth of it after half of it without
-	// reports, up to all of it under a stream, which waits at most
+	// own (reports.Window: a two-hundredth of it after a quarter of it
+	// without reports, up to all of it under a stream, which waits at most
 	// reports.MaxWaits windows). Zero: DefaultStatusWindow.
 	StatusWindow time.Duration
 	// Proxy forces the TLS/TCP transport through an HTTP CONNECT proxy.

@@ -41,7 +41,7 @@ type Config struct {
 	// StatusWindow (--status-window) bounds how long reports from below
 	// must stay quiet before the reported state they change
 	// (CombinedStatus, placement status, singleton status) is written
-	// again (reports.Window: a two-hundredth of it after half of it
+	// again (reports.Window: a two-hundredth of it after a quarter of it
 	// without reports, up to all of it under a stream, which waits at most
 	// reports.MaxWaits windows): the rate limit of those writes. Zero:
 	// DefaultStatusWindow.

@@ -56,9 +56,9 @@ func TestWindowWait(t *testing.T) {
 	if w.Pending() {
 		t.Fatal("pending after Fired")
 	}
-	// A burst half a window or more after the last merge has the shortest
-	// gap again.
-	now = now.Add(window / 2)
+	// A burst a quarter of a window or more after the last report has the
+	// shortest gap again.
+	now = now.Add(window / 4)
 	w.Note()
 	if got := w.wait(now); got != lead {
 		t.Errorf("first report of a burst after a quiet window: wait %v, want %v", got, lead)
@@ -69,12 +69,13 @@ func TestWindowWait(t *testing.T) {
 	if got := w.wait(now); got != 4*lead {
 		t.Errorf("a burst right after a merge: wait %v, want %v", got, 4*lead)
 	}
-	// Less than half a window without reports: the gap grows again.
+	// Less than a quarter of a window without reports: the gap grows
+	// again.
 	w.Fired()
-	now = now.Add(window/2 - time.Millisecond)
+	now = now.Add(window/4 - 2*time.Millisecond)
 	w.Note()
 	if got := w.wait(now); got != 16*lead {
-		t.Errorf("a burst less than half a window after a merge: wait %v, want %v", got, 16*lead)
+		t.Errorf("a burst less than a quarter of a window after a report: wait %v, want %v", got, 16*lead)
 	}
 }
 
@@ -124,8 +125,9 @@ func TestPacer(t *testing.T) {
 		now = now.Add(want)
 		p.Done()
 	}
-	// After half a window without rounds: at once, and the next one soon.
-	now = now.Add(window / 2)
+	// After a quarter of a window without rounds: at once, and the next
+	// one soon.
+	now = now.Add(window / 4)
 	if d := p.Wait(); d != 0 {
 		t.Errorf("a round after a quiet window waits %v", d)
 	}
