@@ -158,7 +158,8 @@ type childState struct {
 	id        pki.Identity
 	sender    *tree.Sender
 	collector *tree.Collector
-	conn      link.Conn // the live link, nil when disconnected
+	conn      link.Conn         // the live link, nil when disconnected
+	cert      *x509.Certificate // the certificate conn's peer presented
 	connected time.Time
 	lastSeen  time.Time
 	links     uint64
@@ -269,10 +270,7 @@ func (d *Downlink) Children() []ChildStatus {
 			Down: c.sender.Stats(), Up: c.collector.Stats(), Superseded: len(d.superseded[c.id.Name]) > 0, ClaimsRefused: c.claimsRefused,
 			ProxyStreams: int(c.proxyStreams.Load()), ProxyRefused: c.proxyRefused.Load()}
 		if c.conn != nil {
-			st.Transport = c.conn.Transport()
-			if certs := c.conn.ConnectionState().PeerCertificates; len(certs) > 0 {
-				st.Certificate = certs[0]
-			}
+			st.Transport, st.Certificate = c.conn.Transport(), c.cert
 		}
 		out = append(out, st)
 	}
@@ -562,6 +560,10 @@ func (d *Downlink) serveJoin(ctx context.Context, conn link.Conn) {
 // closing a previous one (a child that reconnected before the parent saw
 // its old link die).
 func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (*childState, error) {
+	var cert *x509.Certificate
+	if certs := conn.ConnectionState().PeerCertificates; len(certs) > 0 {
+		cert = certs[0]
+	}
 	d.mu.Lock()
 	c := d.children[id.Name]
 	d.mu.Unlock()
@@ -583,7 +585,7 @@ func (d *Downlink) state(ctx context.Context, id pki.Identity, conn link.Conn) (
 	if c.conn != nil {
 		_ = c.conn.Close("replaced by a newer link")
 	}
-	c.conn, c.connected, c.lastSeen = conn, time.Now(), time.Now()
+	c.conn, c.cert, c.connected, c.lastSeen = conn, cert, time.Now(), time.Now()
 	c.links++
 	c.announcedGen, c.raw = 0, nil // a new link starts its generations again
 	d.notifyLocked()
@@ -599,7 +601,7 @@ func (d *Downlink) release(c *childState, conn link.Conn) bool {
 	if c.conn != conn {
 		return false
 	}
-	c.conn = nil
+	c.conn, c.cert = nil, nil
 	d.notifyLocked()
 	return true
 }
