@@ -57,13 +57,13 @@
 //     controllers caught up, Jobs complete, anything else present).
 //     Changes are coalesced in Config.StatusWindow (reports.Pacer: an
 //     isolated change is evaluated as soon as the pass that applied it is
-//     over and the informers show the cluster's answers, settle.go); what one change
-//     moves (live state, partials, placement syncs, DestinationStatus) is
-//     written in one outbox Txn; a report is written only when its
-//     encoding changes, and deleted when it no longer applies. Until the first
-//     complete pass after Start the reports of the outbox (those of the
-//     previous run) are left as they are, then taken over, so a restart
-//     with an unreachable cluster keeps them.
+//     over and the informers show the cluster's answers, settle.go); what
+//     one change moves (live state, partials, placement syncs,
+//     DestinationStatus) is written in one outbox Txn; a report is written
+//     only when its encoding changes, and deleted when it no longer
+//     applies. Until the first complete pass after Start the reports of
+//     the outbox (those of the previous run) are left as they are, then
+//     taken over, so a restart with an unreachable cluster keeps them.
 //   - Associated objects (associated.go): ReplicaSets, Jobs and Pods
 //     reached by ownerReference chains from an evaluated Deployment,
 //     StatefulSet, DaemonSet, Job or CronJob, watched by one informer per
