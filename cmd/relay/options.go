@@ -146,7 +146,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.raftMultiplier, "raft-multiplier", 1, "scale of Raft's timers (1 s heartbeat and election timeouts at 1), 1 to 10: higher rides out replicas short of CPU, with a slower failover")
 	forRoles(fs, "raft-multiplier", roleRoot)
 
-	fs.DurationVar(&o.statusWindow, "status-window", server.DefaultStatusWindow, "how long reports from below must stay quiet before a region merges its children's and the root rewrites CombinedStatus and placement status (at most 5 windows under a stream of them)")
+	fs.DurationVar(&o.statusWindow, "status-window", server.DefaultStatusWindow, "the longest that reports from below must stay quiet before a region merges its children's and the root rewrites CombinedStatus and placement status (an isolated change's wait 1/200 of it; at most 5 windows under a stream of them)")
 	forRoles(fs, "status-window", roleRoot, roleRegion)
 
 	fs.StringSliceVar(&o.parents, "parent", nil, "link addresses of the parent relay, host:port,... (any of them; required); the siblings the parent announces are dialed after them")

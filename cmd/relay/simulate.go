@@ -148,7 +148,7 @@ func newSimulateCommand() *cobra.Command {
 	fs.StringVar(&o.Topology, "topology", sim.DefaultTopology, "fan-out per tier, from the root: 1x10x50, 1x100, 1x100x100")
 	fs.StringVar(&o.Scenario, "scenario", sim.DefaultScenario, "one of "+strings.Join(sim.Scenarios, ", "))
 	fs.DurationVar(&o.Duration, "duration", sim.DefaultDuration, "length of the measured phase")
-	fs.DurationVar(&o.StatusWindow, "status-window", server.DefaultStatusWindow, "every region's and the root's --status-window: how long reports from below must stay quiet before they are merged and sent on (at most 5 windows)")
+	fs.DurationVar(&o.StatusWindow, "status-window", server.DefaultStatusWindow, "every region's and the root's --status-window: the longest that reports from below must stay quiet before they are merged and sent on (at most 5 windows under a stream)")
 	fs.DurationVar(&idle, "idle", 0, "idle window before the measured phase: nothing written while the root's CPU per second is measured, to report the root's marginal CPU per change (0: none; flat-vs-tree defaults to "+sim.DefaultFlatVsTreeIdle.String()+" in each of its phases)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the network's loss and of the scenario's choices")
 	fs.StringVar(&o.ReportDir, "report", "", "write report.md, PNG plots, summary.json and a CPU profile into this directory")

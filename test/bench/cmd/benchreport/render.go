@@ -302,8 +302,9 @@ func treeReports(sb *strings.Builder, sims []*step) {
 		return
 	}
 	p("\nThe tree root's work per change follows the reports its children send up per change. A child\n")
-	p("reports while the status below it moves, at most about once per status window (`--status-window`,\n")
-	p("200 ms; at most 5 windows under a stream) and key, so per child and second the reports are\n")
+	p("reports while the status below it moves, a few times early in a change's wave and then at most\n")
+	p("about once per status window (`--status-window`, 200 ms; at most 5 windows under a stream) and\n")
+	p("key, so per child and second the reports are\n")
 	p("bounded whatever the destinations below it. Per change they follow how long a change keeps the\n")
 	p("status moving: each round of these runs waits for every destination, and on one 2-core machine\n")
 	p("that takes longer the more clusters are simulated.\n\n")
