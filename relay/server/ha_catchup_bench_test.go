@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,9 +105,33 @@ func benchCatchUp(b *testing.B, objects int, snapshot bool) {
 // startReplicasHA starts n roots on loopback that form one cluster, with
 // ha's settings (RaftAddr, PeerAddr, Join and BootstrapExpect are set
 // here), and waits until all serve. It also returns the data directories
-// and gossip addresses.
+// and gossip addresses. The gossip addresses must be known before any
+// replica starts, so they are free ports that another process may take
+// meanwhile: a start that finds one taken is tried again on fresh ones.
 func startReplicasHA(t testing.TB, n int, ha Replication) ([]*replica, []string, []string) {
 	t.Helper()
+	for try := 1; ; try++ {
+		out, dirs, gossip, err := openReplicas(t, n, ha)
+		// memberlist words its errors with %v: the cause is only in the
+		// text.
+		if err != nil && strings.Contains(err.Error(), syscall.EADDRINUSE.Error()) && try < 3 {
+			t.Logf("starting the replicas again on other ports: %v", err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range out {
+			r.stop = serveInBackground(t, fmt.Sprintf("root-%d", i), r.Serve)
+			<-r.Ready()
+		}
+		return out, dirs, gossip
+	}
+}
+
+// openReplicas opens startReplicasHA's replicas; on an error it closes
+// those it opened.
+func openReplicas(t testing.TB, n int, ha Replication) ([]*replica, []string, []string, error) {
 	dirs, gossip := make([]string, n), make([]string, n)
 	for i := range n {
 		dirs[i], gossip[i] = t.TempDir(), freeTCPPort(t)
@@ -127,28 +154,22 @@ func startReplicasHA(t testing.TB, n int, ha Replication) ([]*replica, []string,
 		wg.Go(func() {
 			r, err := OpenContext(ctx, cfg, quiet)
 			if err != nil {
-				errs[i] = err
+				errs[i] = fmt.Errorf("replica %d: %w", i, err)
 				return
 			}
 			out[i] = &replica{Root: r}
 		})
 	}
 	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			for _, r := range out {
-				if r != nil {
-					r.close()
-				}
+	if err := errors.Join(errs...); err != nil {
+		for _, r := range out {
+			if r != nil {
+				r.close()
 			}
-			t.Fatalf("replica %d: %v", i, err)
 		}
+		return nil, nil, nil, err
 	}
-	for i, r := range out {
-		r.stop = serveInBackground(t, fmt.Sprintf("root-%d", i), r.Serve)
-		<-r.Ready()
-	}
-	return out, dirs, gossip
+	return out, dirs, gossip, nil
 }
 
 // writeConfigMaps creates n ConfigMaps through r's kube API from 16
