@@ -78,6 +78,11 @@ type Summarizer struct {
 	dec reports.Decoded // the children's reports, decoded once per version
 }
 
+// listed is what Run keeps of each child's reports in Config.Reports, by
+// space, as last listed: its watch drops a space at each event of it, so
+// a merge lists again only the children that reported since the last.
+type listed map[string][]*store.Object
+
 // New returns a Summarizer for cfg.
 func New(cfg Config) *Summarizer {
 	log := cfg.Logger
@@ -94,6 +99,13 @@ var ErrReportsMoved = errors.New("summary: a store of reports was replaced")
 // Flush merges the children's reports and writes the result to the Sink,
 // unless the Hold holds it back; it reports whether it wrote.
 func (s *Summarizer) Flush(ctx context.Context) (bool, error) {
+	return s.flush(ctx, nil)
+}
+
+// flush is Flush, reading the children's reports in Config.Reports from
+// l where it has them (and keeping there what it lists); l nil: from the
+// stores.
+func (s *Summarizer) flush(ctx context.Context, l listed) (bool, error) {
 	children, written, err := s.cfg.Children()
 	if err != nil {
 		return false, err
@@ -106,14 +118,22 @@ func (s *Summarizer) Flush(ctx context.Context) (bool, error) {
 		if c.Out || c.Reports == nil {
 			continue
 		}
-		lr, err := c.Reports.List(store.ListOptions{Space: c.Space})
-		if errors.Is(err, store.ErrClosed) {
-			return false, ErrReportsMoved
+		cached := l != nil && c.Reports == s.cfg.Reports
+		items, ok := l[c.Space]
+		if !cached || !ok {
+			lr, err := c.Reports.List(store.ListOptions{Space: c.Space})
+			if errors.Is(err, store.ErrClosed) {
+				return false, ErrReportsMoved
+			}
+			if err != nil {
+				return false, err
+			}
+			items = lr.Items
+			if cached {
+				l[c.Space] = items
+			}
 		}
-		if err != nil {
-			return false, err
-		}
-		lists = append(lists, lr.Items)
+		lists = append(lists, items)
 	}
 	m := s.dec.Merge(lists, reports.ForwardFilter(s.cfg.Placed, s.cfg.PlacedSpace))
 	if err := s.cfg.Sink.Write(ctx, m); err != nil {
@@ -148,8 +168,9 @@ func (s *Summarizer) follow(ctx context.Context) error {
 		return err
 	}
 	defer w.Stop()
+	l := listed{}
 	flush := func() error {
-		_, err := s.Flush(ctx) // held: the window looks again (below)
+		_, err := s.flush(ctx, l) // held: the window looks again (below)
 		return err
 	}
 	if err := flush(); err != nil {
@@ -190,6 +211,7 @@ func (s *Summarizer) follow(ctx context.Context) error {
 			if ev.Object == nil {
 				continue
 			}
+			delete(l, ev.Object.Key.Space)
 			win.Note()
 		case <-win.C():
 			win.Fired()
