@@ -20,7 +20,7 @@ import (
 // queued or in progress, and every object it applied has come back
 // through its informer at the version the cluster answered. The flusher
 // waits for that and for the reporter's next round, at most two windows
-// (the reporter may be in the window after a round, then settling). A
+// (the reporter may be waiting out its Pacer's gap, then settling). A
 // change then costs one evaluation and one outbox Txn; what waits is
 // bounded however busy the syncer stays.
 
