@@ -113,19 +113,18 @@ func TestKubectl(t *testing.T) {
 		// A port the pod does not declare is refused. kubectl prints the
 		// kubelet's message only when it arrives before the kubelet resets
 		// the streams, a race real kubelets have too, so a few tries.
-		var reported []string
-		for try := 0; try < 5; try++ {
+		var stderrs []string
+		refused := false
+		for try := 0; try < 5 && !refused; try++ {
 			body, stderr, err := forwardedGet(t, forward(7070))
 			if err == nil {
 				t.Errorf("%s port-forward to a closed port: got %q", proto, body)
 			}
-			reported = append(reported, stderr)
-			if strings.Contains(stderr, "error forwarding port 7070 to pod kc") && strings.Contains(stderr, "connection refused") {
-				break
-			}
-			if try == 4 {
-				t.Errorf("%s port-forward never reported the refusal: %q", proto, reported)
-			}
+			stderrs = append(stderrs, stderr)
+			refused = strings.Contains(stderr, "error forwarding port 7070 to pod kc") && strings.Contains(stderr, "connection refused")
+		}
+		if !refused {
+			t.Errorf("%s port-forward never reported the refusal: %q", proto, stderrs)
 		}
 	}
 }
