@@ -53,6 +53,9 @@ type Stats struct {
 	// LagSeconds (Sender, Reporter) is how long the oldest change the peer
 	// has not acknowledged has been waiting; 0 when it is up to date.
 	LagSeconds float64
+	// BehindSince (Sender, Reporter) is when the oldest change the peer
+	// has not acknowledged was sent; zero when it is up to date.
+	BehindSince time.Time
 }
 
 // counters back Stats.

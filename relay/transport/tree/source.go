@@ -121,7 +121,8 @@ func (s *source) stats() Stats {
 	}
 	s.mu.Lock()
 	if len(s.pending) > 0 {
-		st.LagSeconds = time.Since(s.pending[0].at).Seconds()
+		st.BehindSince = s.pending[0].at
+		st.LagSeconds = time.Since(st.BehindSince).Seconds()
 	}
 	s.mu.Unlock()
 	return st
