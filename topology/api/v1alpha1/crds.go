@@ -12,7 +12,7 @@ import (
 var crdFS embed.FS
 
 // InventoryResources are the resources served in the inventory space.
-var InventoryResources = []string{ResourceSyncTargets, ResourceLocations}
+var InventoryResources = []string{ResourceSyncTargets, ResourceLocations, ResourceRelays}
 
 // WorkloadResources are the resources served in every workload
 // description space (WDS).
@@ -26,7 +26,7 @@ func CRDs() ([][]byte, error) {
 }
 
 // InventoryCRDs returns the manifests of the CRDs the inventory space
-// serves: SyncTarget and Location.
+// serves: SyncTarget, Location and Relay.
 func InventoryCRDs() ([][]byte, error) { return crdManifests(InventoryResources) }
 
 // WorkloadCRDs returns the manifests of the CRDs every workload

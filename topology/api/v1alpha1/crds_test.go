@@ -69,7 +69,7 @@ func TestCRDSplit(t *testing.T) {
 		t.Fatalf("%d manifests in crds/, CRDs() returns %d, inventory %d + workload %d", len(files), len(all), len(inv), len(wl))
 	}
 	gotInv, gotWL := names(decodeCRDs(t, inv)), names(decodeCRDs(t, wl))
-	if want := []string{"synctargets.edge.canopy.dev", "locations.edge.canopy.dev"}; !slices.Equal(gotInv, want) {
+	if want := []string{"synctargets.edge.canopy.dev", "locations.edge.canopy.dev", "relays.edge.canopy.dev"}; !slices.Equal(gotInv, want) {
 		t.Errorf("InventoryCRDs: %v, want %v", gotInv, want)
 	}
 	if want := []string{"edgeplacements.edge.canopy.dev", "singleplacementslices.edge.canopy.dev", "customizers.edge.canopy.dev",

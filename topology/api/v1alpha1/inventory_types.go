@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -93,3 +95,75 @@ type LocationList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Location `json:"items"`
 }
+
+// Relay is one relay below the root as its parent sees the link to it:
+// connected or not, and how far behind the parent's desired state it is.
+// The root serves Relays in the inventory space, read-only and from
+// memory: each relay with children reports its links up the tree, and
+// nothing about them is stored (docs/user-guide.md, The console).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,categories=canopy
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Path",type=string,JSONPath=`.status.path`
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.status.role`
+// +kubebuilder:printcolumn:name="Connected",type=boolean,JSONPath=`.status.connected`
+// +kubebuilder:printcolumn:name="Lag-Revisions",type=integer,JSONPath=`.status.lag.revisions`
+// +kubebuilder:printcolumn:name="Behind-Since",type=date,JSONPath=`.status.lag.since`
+// +kubebuilder:printcolumn:name="Last-Seen",type=date,JSONPath=`.status.lastSeen`
+type Relay struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Status RelayStatus `json:"status,omitempty"`
+}
+
+// RelayStatus is the link from a relay's parent to it, as the parent last
+// reported it.
+type RelayStatus struct {
+	// Path names the relays from the root down to this one, joined with
+	// "/" (root/region-a/edge-1).
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Role is the relay's role: region or edge.
+	// +optional
+	Role string `json:"role,omitempty"`
+	// Connected is whether the link from its parent is up.
+	// +optional
+	Connected bool `json:"connected"`
+	// LastSeen is, for a disconnected relay, when its parent last heard
+	// from it; unset while it is connected.
+	// +optional
+	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
+	// Lag is set while the relay is connected and behind its parent: it
+	// has not acknowledged a change sent RelayLagThreshold ago or longer.
+	// (A disconnected relay is behind by whatever changed since LastSeen.)
+	// +optional
+	Lag *RelayLag `json:"lag,omitempty"`
+}
+
+// RelayLag is how far a relay trails its parent's desired state.
+type RelayLag struct {
+	// Revisions is how many of the parent's revisions the relay has not
+	// acknowledged.
+	Revisions int64 `json:"revisions"`
+	// Since is when the parent sent the oldest change the relay has not
+	// acknowledged.
+	Since metav1.Time `json:"since"`
+}
+
+// RelayList is a list of Relays.
+//
+// +kubebuilder:object:root=true
+type RelayList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Relay `json:"items"`
+}
+
+// RelayLagThreshold is how long a change may wait for a connected relay's
+// acknowledgement before its Relay shows it behind: shorter waits are a
+// link at work, not lag, and reporting them would send a report up the
+// tree for every change.
+const RelayLagThreshold = time.Second

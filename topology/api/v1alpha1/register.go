@@ -22,6 +22,7 @@ const (
 	KindEdgePlacement        = "EdgePlacement"
 	KindSinglePlacementSlice = "SinglePlacementSlice"
 	KindCustomizer           = "Customizer"
+	KindRelay                = "Relay"
 )
 
 // Resource names (plural, lower case), as they appear in URLs and in
@@ -32,6 +33,7 @@ const (
 	ResourceEdgePlacements        = "edgeplacements"
 	ResourceSinglePlacementSlices = "singleplacementslices"
 	ResourceCustomizers           = "customizers"
+	ResourceRelays                = "relays"
 )
 
 // GroupVersionResources of the kinds, for dynamic clients.
@@ -41,6 +43,7 @@ var (
 	EdgePlacementsGVR        = SchemeGroupVersion.WithResource(ResourceEdgePlacements)
 	SinglePlacementSlicesGVR = SchemeGroupVersion.WithResource(ResourceSinglePlacementSlices)
 	CustomizersGVR           = SchemeGroupVersion.WithResource(ResourceCustomizers)
+	RelaysGVR                = SchemeGroupVersion.WithResource(ResourceRelays)
 )
 
 // Resource qualifies a resource name with this group.
@@ -67,6 +70,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&EdgePlacement{}, &EdgePlacementList{},
 		&SinglePlacementSlice{}, &SinglePlacementSliceList{},
 		&Customizer{}, &CustomizerList{},
+		&Relay{}, &RelayList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
