@@ -77,8 +77,8 @@ type Config struct {
 	// resource cleanup) do not ask it. The root uses it to keep what it
 	// installs and what its relay tree owns.
 	BeforeDelete func(ctx context.Context, space string, gr schema.GroupResource, objs []*unstructured.Unstructured) error
-	// Space, when set, gives the objects a resource request to space (of
-	// kind kind, by user u once impersonated) is served from: the
+	// Space, when set, gives the objects a resource request for gr in
+	// space (of kind kind, by user u once impersonated) is served from: the
 	// embedded store's space (Store.Space(space)) when it returns nil, a
 	// space kept elsewhere, or a wrapper such as store.ReadOnly or
 	// store.View. Reads, revisions and writes are the Space's; a write to
@@ -87,7 +87,7 @@ type Config struct {
 	// Discovery and OpenAPI describe the space by its own name; resources
 	// are looked up in the space the Space names (Space.Name), whose
 	// CustomResourceDefinitions are kept in Store.
-	Space func(space, kind string, u user.Info) (store.Space, error)
+	Space func(space, kind string, gr schema.GroupResource, u user.Info) (store.Space, error)
 	// ProcessMetrics adds the Go runtime and process collectors to
 	// /metrics. A relay's own API sets it; servers embedded by the
 	// thousand (virtual clusters) leave it off.
@@ -291,7 +291,7 @@ func (s *Server) serve(rq *request) {
 	}
 	if kind == layout.SpaceKindSystem {
 		rq.sp = s.systemSpaceData(space, info.APIGroup, info.Resource)
-	} else if rq.sp, err = s.space(space, kind, u); err != nil {
+	} else if rq.sp, err = s.space(space, kind, schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, u); err != nil {
 		rq.writeError(err)
 		return
 	}
@@ -320,9 +320,9 @@ func (s *Server) requestInfo(rq *request, rest string) (*genericrequest.RequestI
 
 // space is the Space a resource request to space is served from
 // (Config.Space).
-func (s *Server) space(space, kind string, u user.Info) (store.Space, error) {
+func (s *Server) space(space, kind string, gr schema.GroupResource, u user.Info) (store.Space, error) {
 	if s.cfg.Space != nil {
-		if sp, err := s.cfg.Space(space, kind, u); sp != nil || err != nil {
+		if sp, err := s.cfg.Space(space, kind, gr, u); sp != nil || err != nil {
 			return sp, err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
@@ -153,7 +154,7 @@ func TestSpaceHook(t *testing.T) {
 	var mu sync.Mutex
 	var asked []string
 	s := New(Config{Store: st, Authenticator: allowAll{}, Authorizer: allowAll{},
-		Space: func(space, kind string, u user.Info) (store.Space, error) {
+		Space: func(space, kind string, _ schema.GroupResource, u user.Info) (store.Space, error) {
 			mu.Lock()
 			asked = append(asked, space+"/"+kind+"/"+u.GetName())
 			mu.Unlock()
