@@ -37,6 +37,12 @@ const (
 	OutboxSpace = "outbox"
 )
 
+// LinksSpace is the space of a relay's store of reports (in memory, beside
+// its children's reports-<child> spaces) that holds its own report of the
+// link to each child: a region forwards it with its children's reports,
+// and the root serves them all as Relays.
+const LinksSpace = "links"
+
 const (
 	mailboxPrefix = "mailbox-"
 	reportsPrefix = "reports-"

@@ -2,13 +2,16 @@ package server
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
+	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 )
 
 // rootSpaces is what the root's kube API serves in the spaces its relay
@@ -18,6 +21,8 @@ import (
 //     copy), read-only;
 //   - reports-<child>: the child's reports, kept in memory out of the log
 //     (DESIGN.md section 2), read-only;
+//   - relays in the inventory space: the links of the tree as the relays
+//     report them (relayView), in memory, read-only;
 //   - the spaces Canopy maintains (of kind downsync or mailbox): read-only
 //     but to the admin (system:masters), who may write there to drive the
 //     tree by hand.
@@ -32,10 +37,15 @@ type rootSpaces struct {
 	mailbox func(child string) (func(*store.Object) bool, error)
 	// reports returns the store that holds a reports-<child> space.
 	reports func(space string) *store.Store
+	// relays holds the Relays of the inventory space (relayView).
+	relays *store.Store
 }
 
 // space is kubeapi.Config.Space.
-func (rs rootSpaces) space(space, kind string, u user.Info) (store.Space, error) {
+func (rs rootSpaces) space(space, kind string, gr schema.GroupResource, u user.Info) (store.Space, error) {
+	if space == layout.InventorySpace && gr == v1alpha1.Resource(v1alpha1.ResourceRelays) {
+		return store.ReadOnly(rs.relays.Space(space), errors.New("relays are the links of the relay tree as its relays report them, kept in memory: they are read-only")), nil
+	}
 	if child, ok := layout.MailboxChild(space); ok && kind == layout.SpaceKindMailbox {
 		match, err := rs.mailbox(child)
 		if err != nil {

@@ -58,7 +58,8 @@ func regionSummarizer(st, rs *store.Store, down *session.Downlink, window time.D
 // merged nor waited for: the destination's new path counts it. One whose
 // link has been down for summaryGrace is left out. Once a merge of them is
 // written, the downlink may announce what it left out
-// (session.Downlink.Summarized).
+// (session.Downlink.Summarized). The region's own reports of its links
+// (layout.LinksSpace, reportLinks) are merged with them.
 func regionChildren(down *session.Downlink, rs *store.Store) func() ([]summary.Child, func(), error) {
 	return func() ([]summary.Child, func(), error) {
 		gen := down.ClaimsGeneration() // before the children: a later change waits for the next merge
@@ -70,6 +71,7 @@ func regionChildren(down *session.Downlink, rs *store.Store) func() ([]summary.C
 			away := !c.Connected && time.Since(c.LastSeen) >= summaryGrace
 			children = append(children, summary.Child{Space: layout.ReportsSpace(c.Identity.Name), Reports: rs, Out: away})
 		}
+		children = append(children, summary.Child{Space: layout.LinksSpace, Reports: rs, Own: true})
 		return children, func() { down.Summarized(gen) }, nil
 	}
 }

@@ -400,14 +400,14 @@ func (rs *reportSet) pumpSession(ctx context.Context, node *consensus.Node, lead
 
 // sendAll sends everything in the local store, in batches of at most
 // pumpBatchBytes, the first marked Begin and the last Complete: the
-// Collectors' cursors (the system space) and every reports space the
-// replicated store names.
+// Collectors' cursors (the system space), this replica's links
+// (layout.LinksSpace) and every reports space the replicated store names.
 func (rs *reportSet) sendAll(send func(reportBatch) error) error {
 	spaces, err := rs.spaces()
 	if err != nil {
 		return err
 	}
-	names := append([]string{""}, spaces...)
+	names := append([]string{"", layout.LinksSpace}, spaces...)
 	b, size := reportBatch{Begin: true}, 0
 	for _, name := range names {
 		lr, err := rs.local.List(store.ListOptions{Space: name})

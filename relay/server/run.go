@@ -57,6 +57,8 @@ type Root struct {
 	store *store.Store
 	// reports holds the children's reports, in memory (reportSet).
 	reports *reportSet
+	// relays is what the kube API serves as the inventory's Relays.
+	relays  *relayView
 	node    *consensus.Node
 	api     *kubeapi.Server
 	authn   *auth.Authenticator
@@ -170,6 +172,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 	// state is soft (DESIGN.md section 2). A replica's followers mirror
 	// theirs to the leader (reportSet).
 	reports := newReportSet(cfg.Name, st, cfg.HA.Enabled(), log)
+	relays := newRelayView(st, reports, log)
 	ccfg.Deliver = reports.deliver
 	node, err := consensus.Open(ccfg, st)
 	if err != nil {
@@ -261,6 +264,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 			store:   st,
 			mailbox: mailboxes.Matcher,
 			reports: func(space string) *store.Store { return cmp.Or(reports.Store(space), reports.local) },
+			relays:  relays.st,
 		}.space,
 		Ready: func() error {
 			if !authz.Synced() {
@@ -277,7 +281,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		audit:        audit,
 		destinations: destinations,
 		backed:       &backedSpaces{store: st, authenticate: authn.Authenticate, impersonate: authz.Impersonate},
-		down:         down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
+		down:         down, mailboxes: mailboxes, cfg: cfg, log: log, store: st, reports: reports, relays: relays, node: node, api: api, authn: authn, authz: authz, ca: ca, token: token, ln: ln, links: links, server: server,
 		ready: make(chan struct{}), kubeconfigStale: make(chan struct{}, 1),
 		serving: serving,
 		tls: serving.serve(&tls.Config{
@@ -483,6 +487,8 @@ func (r *Root) Serve(ctx context.Context) error {
 	g.add("kubeconfig spaces", PartFunc(r.followSpaces))
 	g.add("serving certificate", r.serving)
 	g.add("reports", PartFunc(r.reports.follow))
+	g.add("links", PartFunc(func(ctx context.Context) error { return reportLinks(ctx, r.down, r.reports.local, r.log) }))
+	g.add("relays", r.relays)
 	if r.cfg.HA.Enabled() {
 		g.add("report pump", PartFunc(func(ctx context.Context) error { return r.reports.pump(ctx, r.node) }))
 		g.add("leader work", PartFunc(func(ctx context.Context) error { return r.node.RunAsLeader(ctx, r.leaderWork) }))

@@ -12,18 +12,20 @@ import (
 
 // Merged is what a relay's children reported, merged: one partial and
 // one placement sync per key, and the forwarded objects (upsynced, live
-// copies Views gather, live state of objects with one destination)
-// unchanged.
+// copies Views gather, live state of objects with one destination) and
+// the links of the relays below (RelayResource) unchanged.
 type Merged struct {
 	Partials  map[store.Key]Partial
 	Syncs     map[store.Key]PlacementSync
 	Forwarded map[store.Key]*store.Object
+	Relays    map[store.Key]*store.Object
 }
 
 // Merge merges the reports of several children (each a list of a
 // reports-<child> space's objects). Children report disjoint
 // destinations, so their partials and placement syncs merge; a forwarded
-// object reported by two children (a destination that moved) is taken from
+// object or relay link reported by two children (a destination or relay
+// that moved) is taken from
 // the first child in the order given, so callers pass children in a stable
 // order.
 //
@@ -48,6 +50,7 @@ type decodedReport struct {
 	partial   *Partial
 	sync      *PlacementSync
 	forwarded bool // names the destination it comes from
+	relay     bool // a link to a relay below
 	bad       bool // malformed: counts for nothing
 }
 
@@ -60,6 +63,8 @@ func decodeReport(o *store.Object) decodedReport {
 	case PlacementSyncResource:
 		s, err := Decode[PlacementSync](o.Data)
 		d.sync, d.bad = &s, err != nil
+	case RelayResource:
+		d.relay = true
 	default:
 		d.forwarded = isForwarded(o)
 	}
@@ -71,7 +76,7 @@ func decodeReport(o *store.Object) decodedReport {
 // The Merged it returns shares decoded reports with d: callers read it
 // and do not change it.
 func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Merged {
-	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}}
+	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}, Relays: map[store.Key]*store.Object{}}
 	partials := map[store.Key][]*Partial{}
 	syncs := map[store.Key][]PlacementSync{}
 	seen := d.spare
@@ -93,6 +98,10 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 				partials[k] = append(partials[k], r.partial)
 			case r.sync != nil:
 				syncs[k] = append(syncs[k], *r.sync)
+			case r.relay:
+				if _, ok := m.Relays[k]; !ok {
+					m.Relays[k] = o
+				}
 			case r.forwarded && (wantForward == nil || wantForward(o)):
 				if _, ok := m.Forwarded[k]; !ok {
 					m.Forwarded[k] = o
@@ -150,7 +159,7 @@ func annotations(data []byte) map[string]string {
 // Encoded returns the stored form of every merged report, by key, for a
 // tier that reports them upward in turn.
 func (m Merged) Encoded() (map[store.Key][]byte, error) {
-	out := make(map[store.Key][]byte, len(m.Partials)+len(m.Syncs)+len(m.Forwarded))
+	out := make(map[store.Key][]byte, len(m.Partials)+len(m.Syncs)+len(m.Forwarded)+len(m.Relays))
 	for k, p := range m.Partials {
 		b, err := Encode(KindPartial, k.Name, p)
 		if err != nil {
@@ -165,8 +174,10 @@ func (m Merged) Encoded() (map[store.Key][]byte, error) {
 		}
 		out[k] = b
 	}
-	for k, o := range m.Forwarded {
-		out[k] = Canonical(o.Data)
+	for _, objs := range []map[store.Key]*store.Object{m.Forwarded, m.Relays} {
+		for k, o := range objs {
+			out[k] = Canonical(o.Data)
+		}
 	}
 	return out, nil
 }

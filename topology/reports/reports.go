@@ -12,6 +12,9 @@
 //   - PlacementSyncResource: how many destinations below have applied a
 //     placement's objects up to which source revision, and which failed;
 //     merged per key at every tier.
+//   - RelayResource: a relay's link to one of its children (a
+//     v1alpha1.Relay, named after the child), written by the child's
+//     parent and forwarded unchanged up to the root, which serves them.
 //   - Upsynced objects keep their own resource and namespace; their name
 //     is prefixed with the destination (ForwardedName), so that the same
 //     object at two destinations are two reports. So is the live copy of
@@ -45,6 +48,7 @@ import (
 var (
 	PartialResource       = store.Resource{Group: v1alpha1.GroupName, Resource: "partials"}
 	PlacementSyncResource = store.Resource{Group: v1alpha1.GroupName, Resource: "placementsyncs"}
+	RelayResource         = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceRelays}
 )
 
 // PlacementRef names an EdgePlacement: its workload description space and

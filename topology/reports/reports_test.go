@@ -63,15 +63,17 @@ func TestMerge(t *testing.T) {
 		sd, _ := Encode(KindPlacementSync, s.Key().Name, s)
 		fwd, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": ForwardedName(dests[0], "up"),
 			"annotations": map[string]any{v1alpha1.DestinationAnnotation: dests[0]}}})
+		relay, _ := json.Marshal(map[string]any{"kind": "Relay", "metadata": map[string]any{"name": dests[0]}})
 		return []*store.Object{
+			{Key: store.Key{Resource: RelayResource, Name: dests[0]}, Data: relay},
 			{Key: p.Key(), Data: pd}, {Key: s.Key(), Data: sd},
 			{Key: store.Key{Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: ForwardedName(dests[0], "up")}, Data: fwd},
 			{Key: store.Key{Resource: PartialResource, Name: "junk"}, Data: []byte(`{"report":{"partial":"nonsense"}}`)},
 		}
 	}
 	m := Merge([][]*store.Object{child("d1", "d2"), child("d3")}, func(o *store.Object) bool { return DestinationOf(o) != "d3" })
-	if len(m.Partials) != 1 || len(m.Syncs) != 1 || len(m.Forwarded) != 1 {
-		t.Fatalf("merged %d partials, %d syncs, %d forwarded; want 1, 1, 1", len(m.Partials), len(m.Syncs), len(m.Forwarded))
+	if len(m.Partials) != 1 || len(m.Syncs) != 1 || len(m.Forwarded) != 1 || len(m.Relays) != 2 {
+		t.Fatalf("merged %d partials, %d syncs, %d forwarded, %d relays; want 1, 1, 1, 2", len(m.Partials), len(m.Syncs), len(m.Forwarded), len(m.Relays))
 	}
 	for _, p := range m.Partials {
 		if r := p.Partial.Result("count"); r.Rows[0].Columns[0].String() != "3" {
@@ -101,6 +103,9 @@ func TestMerge(t *testing.T) {
 		up = append(up, o)
 	}
 	m2 := Merge([][]*store.Object{up}, nil)
+	if len(m2.Relays) != 2 {
+		t.Fatalf("re-merged %d relays, want the 2 forwarded", len(m2.Relays))
+	}
 	for k, p := range m2.Partials {
 		if got, want := p.Partial.Result("count"), m.Partials[k].Partial.Result("count"); got.Rows[0].Columns[0] != want.Rows[0].Columns[0] {
 			t.Fatalf("re-merged %v, want %v", got.Rows, want.Rows)

@@ -80,9 +80,12 @@ func (h *Hold) Ready(children []Child) bool {
 }
 
 // reportedAgain reports whether every child's store of reports holds its
-// Collector's cursor.
+// Collector's cursor (the tier's own reports have none).
 func reportedAgain(children []Child) bool {
 	for _, c := range children {
+		if c.Own {
+			continue
+		}
 		if c.Reports == nil {
 			return false
 		}

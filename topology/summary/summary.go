@@ -24,6 +24,10 @@ type Child struct {
 	// another child, whose reports count it, or (a region) its link has
 	// been down for longer than the grace.
 	Out bool
+	// Own marks the tier's own reports (a region's links to its children,
+	// layout.LinksSpace), merged like a child's: a Hold never waits for
+	// them, since the tier writes them itself.
+	Own bool
 }
 
 // Sink writes a tier's merged reports.

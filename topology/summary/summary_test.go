@@ -169,6 +169,9 @@ func TestHold(t *testing.T) {
 		t.Fatal("not ready after Reset with every child reported")
 	}
 
+	if !NewHold(time.Hour).Ready(append(children, Child{Space: layout.LinksSpace, Reports: rs, Own: true})) {
+		t.Fatal("a Hold waits for the tier's own reports")
+	}
 	if !NewHold(0).Ready([]Child{{Space: layout.ReportsSpace("never"), Reports: rs}}) {
 		t.Fatal("a Hold whose grace has passed still waits")
 	}
