@@ -30,6 +30,20 @@ import (
 type consoleFleet struct {
 	root        *Root
 	regionStops map[string]func()
+	mn          *memnet.Network
+	relays      map[string]*Child // by name
+}
+
+// cut partitions (or heals) the link between edge and its region.
+func (f *consoleFleet) cut(t *testing.T, region, edge string, cut bool) {
+	t.Helper()
+	op := f.mn.Partition
+	if !cut {
+		op = f.mn.Heal
+	}
+	if err := op(f.relays[region].LinkAddr(), f.relays[edge].dialTransport.Conn.LocalAddr().String()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func startConsoleFleet(t *testing.T, regions, edgesPerRegion int) *consoleFleet {
@@ -42,19 +56,21 @@ func startConsoleFleet(t *testing.T, regions, edgesPerRegion int) *consoleFleet 
 	net := NewNetwork(mn, link.DefaultConfig())
 	root := startTestRootOn(t, net)
 	token := joinToken(t, root)
-	f := &consoleFleet{root: root, regionStops: map[string]func(){}}
+	f := &consoleFleet{root: root, regionStops: map[string]func(){}, mn: mn, relays: map[string]*Child{}}
 	var edges []*Child
 	for i := range regions {
 		name := fmt.Sprintf("region-%d", i)
 		rc := ChildConfig{Role: pki.RoleRegion, Name: name, DataDir: t.TempDir(), Parents: []string{root.LinkAddr()}, JoinToken: token,
 			InMemory: true, Network: net, LinkAddr: fmt.Sprintf("127.0.4.%d:7443", i+1)}
 		region := startChildOnly(t, rc)
+		f.relays[name] = region
 		f.regionStops[name] = serveInBackground(t, name, region.Serve)
 		poll.True(t, name+" serving", func() bool { return region.LinkAddr() != "" })
 		for j := range edgesPerRegion {
 			en := fmt.Sprintf("edge-%d-%d", i, j)
 			edges = append(edges, startTestChild(t, ChildConfig{Role: pki.RoleEdge, Name: en, DataDir: t.TempDir(), Parents: []string{region.LinkAddr()},
 				JoinToken: token, InMemory: true, Network: net, Labels: map[string]string{"zone": name}}))
+			f.relays[en] = edges[len(edges)-1]
 			// A join is a handshake and a certificate: let a few
 			// run at once, not hundreds.
 			if len(edges) >= 16 {
@@ -76,7 +92,8 @@ func startConsoleFleet(t *testing.T, regions, edgesPerRegion int) *consoleFleet 
 // The console in Chromium against a root with 5 regions of 100 edges: the
 // tree renders the 500 destinations and is driven with the keyboard and
 // searched; a placement created and then changed through the API shows up
-// live; a stopped region shows disconnected within seconds; a user who may
+// live; an edge cut off from its region shows behind; a stopped region
+// shows disconnected within seconds; a user who may
 // read only one space sees nothing of the others. Every page passes the
 // accessibility audit; screenshots are kept (browser.ArtifactDir).
 func TestConsoleInBrowser(t *testing.T) {
@@ -183,6 +200,26 @@ func TestConsoleInBrowser(t *testing.T) {
 	browser.Accessibility(t, b)
 	browser.Screenshot(t, b, art, "placements")
 
+	// An edge cut off from its region, sent a change: the tree shows it
+	// behind (its Relay's lag) while its link still counts as up, and up
+	// to date once the cut heals.
+	openPage(t, b, "#/tree")
+	browser.WaitJS(t, b, "no relay behind", `(document.querySelector('[data-testid=tree-summary]')?.textContent ?? '').includes(', 0 relays behind')`, 10*time.Second)
+	setInput(t, b, "tree-search", "edge-1-5")
+	f.cut(t, "region-1", "edge-1-5", true)
+	applyObject(t, wds, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "web"}})
+	applyObject(t, wds, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "page", "namespace": "web"}, "data": map[string]any{"v": "1"}})
+	cut := time.Now()
+	browser.WaitJS(t, b, "edge-1-5 behind", `(() => { const r = document.querySelector('[data-node="edge-1-5"]'); return r?.dataset.state === 'connected' && Number(r.dataset.lag) > 0 && r.textContent.includes('behind') })()`, 30*time.Second)
+	browser.WaitJS(t, b, "relays behind counted", `/, [1-9][0-9]* relays? behind/.test(document.querySelector('[data-testid=tree-summary]')?.textContent ?? '')`, 5*time.Second)
+	t.Logf("an edge cut off shown behind in %v", time.Since(cut).Round(time.Millisecond))
+	browser.Accessibility(t, b)
+	browser.Screenshot(t, b, art, "tree-edge-behind")
+	f.cut(t, "region-1", "edge-1-5", false)
+	browser.WaitJS(t, b, "edge-1-5 up to date", `(() => { const r = document.querySelector('[data-node="edge-1-5"]'); return r?.dataset.state === 'connected' && r.dataset.lag === undefined })()`, 60*time.Second)
+	setInput(t, b, "tree-search", "")
+
 	// A region stops: it shows disconnected within seconds.
 	openPage(t, b, "#/tree")
 	browser.Do(t, b, "collapse the tree", chromedp.Click(chromedp.Search(`//button[text()="Collapse all"]`)))
@@ -207,6 +244,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The feed and a destination page.
 	openPage(t, b, "#/feed")
+	browser.Eval[bool](t, b, `(() => { const s = document.getElementById('feed-kind'); s.value = 'EdgePlacement'; s.dispatchEvent(new Event('change', {bubbles: true})); return true })()`)
 	browser.WaitJS(t, b, "the feed shows the placement's change", `document.querySelector('[data-feed-kind=EdgePlacement][data-feed-name=web]') !== null`, 5*time.Second)
 	browser.Accessibility(t, b)
 	browser.Screenshot(t, b, art, "feed")

@@ -12,11 +12,13 @@ const inventory = 'inventory';
 
 // Fleet is what the signed-in user may see: the workload description
 // spaces whose placements they may list, and the inventory if they may
-// list its SyncTargets. Everything in it is watched until sign-out.
+// list its SyncTargets (and its Relays: the links, with their lag).
+// Everything in it is watched until sign-out.
 export interface Fleet {
   user: WhoAmI;
   spaces: string[];
   synctargets?: Collection;
+  relays?: Collection;
   placements: Map<string, Collection>;
   statuses: Map<string, Collection>;
   slices: Map<string, Collection>;
@@ -31,6 +33,12 @@ function placementSummary(o: any): string {
 function syncTargetSummary(o: any): string {
   const s = o.status ?? {};
   return (s.connected ? 'connected' : 'disconnected') + (s.path ? ' at ' + s.path : '');
+}
+
+function relaySummary(o: any): string {
+  const s = o.status ?? {};
+  if (!s.connected) return 'disconnected';
+  return s.lag ? `behind by ${s.lag.revisions} revisions since ${s.lag.since}` : 'up to date';
 }
 
 // signIn checks the credentials with the root and finds what they may read.
@@ -68,6 +76,9 @@ async function signIn(token: string, hint: string[]): Promise<Fleet> {
   const sig = abort.signal;
   if (await canI(inventory, 'list', 'edge.canopy.dev', 'synctargets')) {
     fleet.synctargets = new Collection(inventory, 'SyncTarget', spacePath(inventory) + edge + 'synctargets', sig, syncTargetSummary);
+  }
+  if (await canI(inventory, 'list', 'edge.canopy.dev', 'relays')) {
+    fleet.relays = new Collection(inventory, 'Relay', spacePath(inventory) + edge + 'relays', sig, relaySummary);
   }
   for (const s of spaces) {
     fleet.placements.set(s, new Collection(s, 'EdgePlacement', spacePath(s) + edge + 'edgeplacements', sig, placementSummary));
@@ -182,7 +193,7 @@ function App() {
       body = <FeedPage />;
       break;
     default:
-      body = <TreePage synctargets={fleet.synctargets} now={now} />;
+      body = <TreePage synctargets={fleet.synctargets} relays={fleet.relays} now={now} />;
   }
   const nav = [
     ['tree', 'Tree'],

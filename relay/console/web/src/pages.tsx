@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { Fleet } from './main';
 import { Collection, feed } from './store';
 import { getText, listWatch, streamText } from './api';
-import { ago } from './tree';
+import { ago, lagText } from './tree';
 
 function condition(o: any, type: string): any {
   return (o.status?.conditions ?? []).find((c: any) => c.type === type);
@@ -294,6 +294,7 @@ export function StatusDetail(props: { fleet: Fleet; space: string; ns: string; n
 export function DestinationPage(props: { fleet: Fleet; name: string; now: number }) {
   const { fleet, name, now } = props;
   const st = fleet.synctargets?.items.get(name);
+  const relay = fleet.relays?.items.get(name)?.status;
   const placed: Array<{ space: string; placement: any; location: string }> = [];
   for (const space of fleet.spaces) {
     const pls = fleet.placements.get(space)!;
@@ -315,6 +316,14 @@ export function DestinationPage(props: { fleet: Fleet; name: string; now: number
           <dd class={s.connected ? 'ok' : 'bad'} data-testid="connected">{s.connected ? 'yes' : 'no'}</dd>
           <dt>Last seen</dt>
           <dd>{s.lastSeen ? ago(Date.parse(s.lastSeen), now) + ' (' + s.lastSeen + ')' : 'never'}</dd>
+          {relay ? (
+            <>
+              <dt>Its relay's link</dt>
+              <dd class={relay.connected && !relay.lag ? 'ok' : 'bad'} data-testid="link">
+                {!relay.connected ? 'down' : relay.lag ? lagText(relay.lag, now) + ' (since ' + relay.lag.since + ')' : 'up to date'}
+              </dd>
+            </>
+          ) : null}
           <dt>Labels</dt>
           <dd>{labels.length ? labels.map(([k, v]) => <code class="label">{k}={String(v)}</code>) : 'none'}</dd>
         </dl>
@@ -465,7 +474,7 @@ export function LogPage(props: { name: string; ns: string; pod: string }) {
 
 export function FeedPage() {
   const [kind, setKind] = useState('');
-  const kinds = useMemo(() => ['SyncTarget', 'EdgePlacement', 'CombinedStatus', 'SinglePlacementSlice'], []);
+  const kinds = useMemo(() => ['SyncTarget', 'Relay', 'EdgePlacement', 'CombinedStatus', 'SinglePlacementSlice'], []);
   const shown = feed.filter((e) => !kind || e.kind === kind).slice(0, 200);
   return (
     <section aria-labelledby="f-h">

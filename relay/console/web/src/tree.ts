@@ -130,3 +130,9 @@ export function ago(ms: number, now: number): string {
   if (s < 86400) return Math.floor(s / 3600) + ' h ago';
   return Math.floor(s / 86400) + ' d ago';
 }
+
+// lagText says how far a relay trails its parent (a Relay's status.lag).
+export function lagText(lag: { revisions: number; since: string }, now: number): string {
+  const secs = Math.max(0, Math.round((now - Date.parse(lag.since)) / 1000));
+  return `behind ${lag.revisions} rev, ${secs} s`;
+}

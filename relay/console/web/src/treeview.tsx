@@ -5,7 +5,7 @@
 // relay (or open a destination), Right and Left open and close.
 
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { ago, buildTree, flatten, Row, state, TreeNode } from './tree';
+import { ago, buildTree, flatten, lagText, Row, state, TreeNode } from './tree';
 import { Collection } from './store';
 import { navigate } from './route';
 
@@ -28,8 +28,8 @@ function domId(id: string): string {
   return d;
 }
 
-export function TreePage(props: { synctargets?: Collection; now: number }) {
-  const { synctargets, now } = props;
+export function TreePage(props: { synctargets?: Collection; relays?: Collection; now: number }) {
+  const { synctargets, relays, now } = props;
   const tops = useMemo(() => buildTree(synctargets?.list() ?? []), [synctargets?.version]);
   if (!expandedInit && tops.length) {
     expandedInit = true;
@@ -131,12 +131,14 @@ export function TreePage(props: { synctargets?: Collection; now: number }) {
   const last = Math.min(rows.length, Math.ceil((scrollTop + height) / rowHeight) + margin);
   const total = tops.reduce((n, t) => n + t.total, 0);
   const up = tops.reduce((n, t) => n + t.connected, 0);
+  const behind = relays ? relays.list().filter((r) => r.status?.lag).length : 0;
 
   return (
     <section aria-labelledby="tree-h" class="tree-page">
       <h1 id="tree-h">Tree</h1>
       <p class="summary" data-testid="tree-summary">
         {total} destinations, {up} connected, {total - up} disconnected
+        {relays ? `, ${behind} relay${behind === 1 ? '' : 's'} behind` : null}
         {synctargets.error ? <span class="warn"> · watch: {synctargets.error}</span> : null}
       </p>
       <div class="toolbar">
@@ -175,6 +177,7 @@ export function TreePage(props: { synctargets?: Collection; now: number }) {
               row={r}
               top={(first + i) * rowHeight}
               active={r === activeRow}
+              relay={r.node.kind === 'root' || r.node.kind === 'group' ? undefined : relays?.items.get(r.node.name)}
               now={now}
               onClick={() => {
                 setActive(r.node.id);
@@ -188,11 +191,12 @@ export function TreePage(props: { synctargets?: Collection; now: number }) {
   );
 }
 
-function TreeRow(props: { row: Row; top: number; active: boolean; now: number; onClick: () => void }) {
-  const { row, top, active, now } = props;
+function TreeRow(props: { row: Row; top: number; active: boolean; relay?: any; now: number; onClick: () => void }) {
+  const { row, top, active, relay, now } = props;
   const n: TreeNode = row.node;
   const st = state(n);
   const stateText = st === 'partial' ? `${n.connected}/${n.total} connected` : st === 'empty' ? 'no destinations' : st;
+  const lag = relay?.status?.connected ? relay.status.lag : undefined;
   return (
     <div
       id={domId(n.id)}
@@ -207,11 +211,13 @@ function TreeRow(props: { row: Row; top: number; active: boolean; now: number; o
       data-node={n.name}
       data-kind={n.kind}
       data-state={st}
+      data-lag={lag ? lag.revisions : undefined}
       onClick={props.onClick}
     >
       <span class="twisty" aria-hidden="true">{row.hasChildren ? (row.expanded ? '▾' : '▸') : '·'}</span>
       <span class="name">{n.name}</span>
       <span class={'badge ' + st}>{stateText}</span>
+      {lag ? <span class="badge behind">{lagText(lag, now)}</span> : null}
       {n.kind !== 'destination' && n.total > 0 ? (
         <span class="meta">{n.total} destination{n.total === 1 ? '' : 's'}</span>
       ) : null}
@@ -219,3 +225,4 @@ function TreeRow(props: { row: Row; top: number; active: boolean; now: number; o
     </div>
   );
 }
+
