@@ -686,7 +686,7 @@ func cacheKey(k store.Key) string {
 func (m *mirror) installCRDs(ctx context.Context) error {
 	crds := v1alpha1.WorkloadCRDs
 	if m.inventory {
-		crds = v1alpha1.InventoryCRDs
+		crds = v1alpha1.StoredInventoryCRDs
 	}
 	manifests, err := crds()
 	if err != nil {

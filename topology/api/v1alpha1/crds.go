@@ -29,6 +29,14 @@ func CRDs() ([][]byte, error) {
 // serves: SyncTarget, Location and Relay.
 func InventoryCRDs() ([][]byte, error) { return crdManifests(InventoryResources) }
 
+// StoredInventoryCRDs returns the manifests of the inventory's kinds whose
+// objects are stored (SyncTarget and Location), which a Kubernetes API
+// server backing the inventory gets: the root serves Relays from memory,
+// and a backed inventory has none.
+func StoredInventoryCRDs() ([][]byte, error) {
+	return crdManifests([]string{ResourceSyncTargets, ResourceLocations})
+}
+
 // WorkloadCRDs returns the manifests of the CRDs every workload
 // description space serves: EdgePlacement, SinglePlacementSlice,
 // Customizer, StatusCollector, CombinedStatus and View.
