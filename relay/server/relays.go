@@ -33,6 +33,7 @@ const linkSample = time.Second
 // v1alpha1.RelayLagThreshold or more, so that a healthy tree sends none
 // up.
 func reportLinks(ctx context.Context, down *session.Downlink, st *store.Store, log *slog.Logger) error {
+	links := relaySet{st: st, space: layout.LinksSpace}
 	t := time.NewTicker(linkSample)
 	defer t.Stop()
 	for {
@@ -43,9 +44,9 @@ func reportLinks(ctx context.Context, down *session.Downlink, st *store.Store, l
 			if err != nil {
 				return err
 			}
-			want[c.Identity.Name] = reports.Canonical(b)
+			want[c.Identity.Name] = b
 		}
-		if err := syncRelays(ctx, st, layout.LinksSpace, want); err != nil && ctx.Err() == nil {
+		if err := links.write(ctx, want); err != nil && ctx.Err() == nil {
 			log.Warn("reporting links", "error", err)
 		}
 		select {
@@ -74,32 +75,50 @@ func relayOf(c session.ChildStatus, now time.Time) v1alpha1.Relay {
 	return r
 }
 
-// syncRelays makes the Relays in space of st exactly want (by name, each
-// reports.Canonical), in one Txn, writing only those that differ.
-func syncRelays(ctx context.Context, st *store.Store, space string, want map[string][]byte) error {
-	have, err := st.List(store.ListOptions{Space: space, Resource: reports.RelayResource})
-	if err != nil {
-		return err
+// relaySet is the Relays in one space of a store that it alone writes:
+// it remembers what it wrote, so that a sample that changed nothing
+// costs no read and no write.
+type relaySet struct {
+	st      *store.Store
+	space   string
+	written map[string][]byte // by name
+}
+
+// write makes the Relays of the space exactly want (by name), in one Txn
+// of those that differ from what it wrote last.
+func (s *relaySet) write(ctx context.Context, want map[string][]byte) error {
+	if s.written == nil { // what an earlier writer left, to be replaced
+		have, err := s.st.List(store.ListOptions{Space: s.space, Resource: reports.RelayResource})
+		if err != nil {
+			return err
+		}
+		s.written = make(map[string][]byte, len(have.Items))
+		for _, o := range have.Items {
+			s.written[o.Key.Name] = o.Data
+		}
 	}
 	var ops []store.Op
-	for _, o := range have.Items {
-		data, ok := want[o.Key.Name]
-		switch {
-		case !ok:
-			ops = append(ops, store.Op{Type: store.OpDelete, Key: o.Key})
-		case !bytes.Equal(reports.Canonical(o.Data), data):
-			ops = append(ops, store.Op{Type: store.OpUpdate, Key: o.Key, Data: data})
-		}
-		delete(want, o.Key.Name)
-	}
 	for name, data := range want {
-		ops = append(ops, store.Op{Type: store.OpCreate, Key: store.Key{Space: space, Resource: reports.RelayResource, Name: name}, Data: data})
+		k := store.Key{Space: s.space, Resource: reports.RelayResource, Name: name}
+		switch old, ok := s.written[name]; {
+		case !ok:
+			ops = append(ops, store.Op{Type: store.OpCreate, Key: k, Data: data})
+		case !bytes.Equal(old, data):
+			ops = append(ops, store.Op{Type: store.OpUpdate, Key: k, Data: data})
+		}
 	}
-	if len(ops) == 0 {
-		return nil
+	for name := range s.written {
+		if _, ok := want[name]; !ok {
+			ops = append(ops, store.Op{Type: store.OpDelete, Key: store.Key{Space: s.space, Resource: reports.RelayResource, Name: name}})
+		}
 	}
-	_, err = st.Txn(ctx, ops...)
-	return err
+	if len(ops) > 0 {
+		if _, err := s.st.Txn(ctx, ops...); err != nil {
+			return err
+		}
+	}
+	s.written = want
+	return nil
 }
 
 // relayView is the root's store of Relays, in memory: its kube API serves
@@ -109,19 +128,36 @@ func syncRelays(ctx context.Context, st *store.Store, space string, want map[str
 // the Relays the child forwarded, from the store of reports that holds
 // the child's (reportSet.Store: on the leader, every replica's).
 type relayView struct {
-	st      *store.Store
+	relays  relaySet
 	hard    *store.Store
 	reports *reportSet
 	log     *slog.Logger
+	// seen is each gathered Relay's canonical form, by the store it
+	// was read from and its revision there: a sample re-encodes only
+	// what changed.
+	seen map[relaySource]relayVersion
+}
+
+type relaySource struct {
+	st  *store.Store
+	key store.Key
+}
+
+type relayVersion struct {
+	rev  int64
+	data []byte
 }
 
 func newRelayView(hard *store.Store, rs *reportSet, log *slog.Logger) *relayView {
-	return &relayView{st: newReportStore(), hard: hard, reports: rs, log: log}
+	return &relayView{relays: relaySet{st: newReportStore(), space: layout.InventorySpace}, hard: hard, reports: rs, log: log}
 }
+
+// store is what the kube API serves the inventory's Relays from.
+func (v *relayView) store() *store.Store { return v.relays.st }
 
 // Start keeps the view until ctx is done.
 func (v *relayView) Start(ctx context.Context) error {
-	defer v.st.Close()
+	defer v.relays.st.Close()
 	t := time.NewTicker(linkSample)
 	defer t.Stop()
 	for {
@@ -142,6 +178,16 @@ func (v *relayView) sync(ctx context.Context) error {
 		return err
 	}
 	want := map[string][]byte{}
+	seen := make(map[relaySource]relayVersion, len(v.seen))
+	canonical := func(st *store.Store, o *store.Object) []byte {
+		src := relaySource{st, o.Key}
+		ver, ok := v.seen[src]
+		if !ok || ver.rev != o.Revision {
+			ver = relayVersion{o.Revision, reports.Canonical(o.Data)}
+		}
+		seen[src] = ver
+		return ver.data
+	}
 	for _, sp := range spaces.Items {
 		child, ok := layout.ReportsChild(sp.Key.Name)
 		if !ok {
@@ -152,7 +198,7 @@ func (v *relayView) sync(ctx context.Context) error {
 			continue
 		}
 		if o, err := rs.Get(store.Key{Space: layout.LinksSpace, Resource: reports.RelayResource, Name: child}); err == nil {
-			want[child] = reports.Canonical(o.Data)
+			want[child] = canonical(rs, o)
 		}
 		below, err := rs.List(store.ListOptions{Space: sp.Key.Name, Resource: reports.RelayResource})
 		if err != nil {
@@ -160,9 +206,10 @@ func (v *relayView) sync(ctx context.Context) error {
 		}
 		for _, o := range below.Items {
 			if _, ok := want[o.Key.Name]; !ok {
-				want[o.Key.Name] = reports.Canonical(o.Data)
+				want[o.Key.Name] = canonical(rs, o)
 			}
 		}
 	}
-	return syncRelays(ctx, v.st, layout.InventorySpace, want)
+	v.seen = seen
+	return v.relays.write(ctx, want)
 }

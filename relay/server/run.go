@@ -264,7 +264,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 			store:   st,
 			mailbox: mailboxes.Matcher,
 			reports: func(space string) *store.Store { return cmp.Or(reports.Store(space), reports.local) },
-			relays:  relays.st,
+			relays:  relays.store(),
 		}.space,
 		Ready: func() error {
 			if !authz.Synced() {
