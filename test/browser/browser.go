@@ -2,8 +2,14 @@ package browser
 
 import (
 	"context"
+	"crypto/x509"
 	_ "embed"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"software.sslmate.com/src/go-pkcs12"
 )
 
 // Path is the Chromium a test runs: $CHROMIUM, or Debian's.
@@ -21,19 +28,45 @@ func Path() string {
 	return "/usr/bin/chromium"
 }
 
+// An Option changes the browser Start starts.
+type Option func(*options)
+
+type options struct {
+	certPEM, keyPEM []byte
+}
+
+// ClientCertificate gives the browser a client certificate, certPEM (its
+// first certificate) with its private key keyPEM (PKCS #8 or SEC 1), which
+// it presents, without asking, to every server that asks for a client
+// certificate of its issuer. Chromium on Linux reads client certificates from the NSS
+// database in $HOME/.pki/nssdb: Start makes one, with Debian's pk12util
+// (apt-get install -y libnss3-tools), in a temporary HOME of the browser's
+// own, and sets the profile's auto_select_certificate content setting (what
+// the AutoSelectCertificateForUrls policy sets, without a policy file) so
+// that Chromium picks the certificate instead of opening a dialog nobody
+// answers.
+func ClientCertificate(certPEM, keyPEM []byte) Option {
+	return func(o *options) { o.certPEM, o.keyPEM = certPEM, keyPEM }
+}
+
 // Start starts a headless Chromium for t and returns a context of its first
 // tab; the browser stops when the test ends. It fails the test when there
 // is no Chromium. The browser trusts any server certificate: tests serve
 // with certificates of their own throwaway CAs.
-func Start(t testing.TB) context.Context {
+func Start(t testing.TB, opt ...Option) context.Context {
 	t.Helper()
 	path := Path()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("browser tests need Chromium at %s (apt-get install -y chromium, or set CHROMIUM): %v", path, err)
 	}
+	var o options
+	for _, f := range opt {
+		f(&o)
+	}
+	profile := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true),
 		chromedp.Flag("disable-gpu", true),
@@ -46,6 +79,13 @@ func Start(t testing.TB) context.Context {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("ignore-certificate-errors", true),
 		chromedp.WindowSize(1280, 860),
+	}
+	if o.certPEM != nil {
+		home := t.TempDir()
+		if err := installClientCertificate(home, profile, o.certPEM, o.keyPEM); err != nil {
+			t.Fatalf("give Chromium a client certificate: %v", err)
+		}
+		opts = append(opts, chromedp.Env("HOME="+home))
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
@@ -146,4 +186,60 @@ func Do(t testing.TB, ctx context.Context, what string, steps ...chromedp.Action
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// installClientCertificate puts the certificate certPEM, with its key
+// keyPEM, in the NSS database of home (created) and lets the Chromium
+// profile in profile present it to any site without asking.
+func installClientCertificate(home, profile string, certPEM, keyPEM []byte) error {
+	pk12util, err := exec.LookPath("pk12util")
+	if err != nil {
+		return fmt.Errorf("a client certificate needs NSS's pk12util (apt-get install -y libnss3-tools): %w", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return errors.New("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return err
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return errors.New("no PEM private key")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		if key, err = x509.ParseECPrivateKey(kb.Bytes); err != nil {
+			return fmt.Errorf("private key: %w", err)
+		}
+	}
+	const password = "browser"
+	p12, err := pkcs12.Modern.Encode(key, cert, nil, password)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(home, "client.p12")
+	if err := os.WriteFile(file, p12, 0o600); err != nil {
+		return err
+	}
+	db := filepath.Join(home, ".pki", "nssdb")
+	if err := os.MkdirAll(db, 0o700); err != nil {
+		return err
+	}
+	// pk12util makes the database, without a password, as it imports.
+	if out, err := exec.Command(pk12util, "-i", file, "-d", "sql:"+db, "-W", password).CombinedOutput(); err != nil {
+		return fmt.Errorf("pk12util: %w: %s", err, out)
+	}
+	// Preferences of a new profile: for any site ("*,*"), the first
+	// certificate that matches the empty filter, that is any.
+	prefs, err := json.Marshal(map[string]any{"profile": map[string]any{"content_settings": map[string]any{"exceptions": map[string]any{
+		"auto_select_certificate": map[string]any{"*,*": map[string]any{"setting": map[string]any{"filters": []any{map[string]any{}}}}}}}}})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(profile, "Default"), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(profile, "Default", "Preferences"), prefs, 0o600)
 }
