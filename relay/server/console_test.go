@@ -35,7 +35,7 @@ type consoleFleet struct {
 }
 
 // cut partitions (or heals) the link between edge and its region.
-func (f *consoleFleet) cut(t *testing.T, region, edge string, cut bool) {
+func (f *consoleFleet) cut(t testing.TB, region, edge string, cut bool) {
 	t.Helper()
 	op := f.mn.Partition
 	if !cut {
@@ -46,7 +46,7 @@ func (f *consoleFleet) cut(t *testing.T, region, edge string, cut bool) {
 	}
 }
 
-func startConsoleFleet(t *testing.T, regions, edgesPerRegion int) *consoleFleet {
+func startConsoleFleet(t testing.TB, regions, edgesPerRegion int) *consoleFleet {
 	t.Helper()
 	mn := memnet.NewSeeded(7)
 	t.Cleanup(func() { _ = mn.Close() })
@@ -211,7 +211,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	applyObject(t, wds, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "page", "namespace": "web"}, "data": map[string]any{"v": "1"}})
 	cut := time.Now()
-	browser.WaitJS(t, b, "edge-1-5 behind", `(() => { const r = document.querySelector('[data-node="edge-1-5"]'); return r?.dataset.state === 'connected' && Number(r.dataset.lag) > 0 && r.textContent.includes('behind') })()`, 30*time.Second)
+	browser.WaitJS(t, b, "edge-1-5 behind", `(() => { const r = document.querySelector('[data-node="edge-1-5"]'); return r?.dataset.state === 'connected' && Number(r.dataset.lag) > 0 && /behind [1-9][0-9]* rev, [1-9][0-9]* s/.test(r.textContent) })()`, 30*time.Second)
 	browser.WaitJS(t, b, "relays behind counted", `/, [1-9][0-9]* relays? behind/.test(document.querySelector('[data-testid=tree-summary]')?.textContent ?? '')`, 5*time.Second)
 	t.Logf("an edge cut off shown behind in %v", time.Since(cut).Round(time.Millisecond))
 	browser.Accessibility(t, b)

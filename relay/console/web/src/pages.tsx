@@ -320,7 +320,7 @@ export function DestinationPage(props: { fleet: Fleet; name: string; now: number
             <>
               <dt>Its relay's link</dt>
               <dd class={relay.connected && !relay.lag ? 'ok' : 'bad'} data-testid="link">
-                {!relay.connected ? 'down' : relay.lag ? lagText(relay.lag, now) + ' (since ' + relay.lag.since + ')' : 'up to date'}
+                {!relay.connected ? 'down' : relay.lag ? lagText(relay.lag) + ' (since ' + relay.lag.since + ')' : 'up to date'}
               </dd>
             </>
           ) : null}

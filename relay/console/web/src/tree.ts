@@ -131,8 +131,10 @@ export function ago(ms: number, now: number): string {
   return Math.floor(s / 86400) + ' d ago';
 }
 
-// lagText says how far a relay trails its parent (a Relay's status.lag).
-export function lagText(lag: { revisions: number; since: string }, now: number): string {
-  const secs = Math.max(0, Math.round((now - Date.parse(lag.since)) / 1000));
+// lagText says how far a relay trails its parent (a Relay's status.lag),
+// as of now (the page's clock may be a tick behind the event that drew
+// the row).
+export function lagText(lag: { revisions: number; since: string }): string {
+  const secs = Math.max(0, Math.round((Date.now() - Date.parse(lag.since)) / 1000));
   return `behind ${lag.revisions} rev, ${secs} s`;
 }

@@ -217,7 +217,7 @@ function TreeRow(props: { row: Row; top: number; active: boolean; relay?: any; n
       <span class="twisty" aria-hidden="true">{row.hasChildren ? (row.expanded ? '▾' : '▸') : '·'}</span>
       <span class="name">{n.name}</span>
       <span class={'badge ' + st}>{stateText}</span>
-      {lag ? <span class="badge behind">{lagText(lag, now)}</span> : null}
+      {lag ? <span class="badge behind">{lagText(lag)}</span> : null}
       {n.kind !== 'destination' && n.total > 0 ? (
         <span class="meta">{n.total} destination{n.total === 1 ? '' : 's'}</span>
       ) : null}
