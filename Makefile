@@ -14,7 +14,7 @@ DATA      ?= $(CURDIR)/.data
 # Use the kubectl on PATH when there is one; otherwise build it into bin/.
 KUBECTL   ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/kubectl)
 
-.PHONY: all build run test test-deploy test-unit test-race test-e2e bench bench-10k bench-ocm vet fmt clean kubectl kube-bins ocm-bins dist image FORCE
+.PHONY: all build run test test-deploy test-unit test-race test-e2e bench bench-10k bench-ocm bench-console vet fmt clean kubectl kube-bins ocm-bins dist image FORCE
 
 all: build
 
@@ -185,6 +185,12 @@ bench-10k:
 # docs/bench/ocm-*. About 3 minutes on 2 cores, the binaries built.
 bench-ocm: build kube-bins ocm-bins
 	nice $(GO) run ./test/bench/cmd/ocmreport -go=$(GO)
+
+# The console in Chromium against 10 000 destinations (100 regions of 100
+# edges, in one process): about 6 minutes and 6.5 GiB, so not part of
+# `make bench`; docs/benchmarks.md, The console at 10 000 destinations.
+bench-console:
+	$(GO) test -run '^$$' -bench '^BenchmarkConsole$$' -benchtime=1x -timeout=60m ./relay/server
 
 # The console's assets (relay/console/dist, embedded in relay) rebuilt
 # from relay/console/web with exactly the packages of its lock file.
