@@ -42,7 +42,7 @@ func regionSummarizer(st, rs *store.Store, down *session.Downlink, window time.D
 	return summary.New(summary.Config{
 		Children: regionChildren(down, rs),
 		Placed:   st, PlacedSpace: layout.InboxSpace,
-		Sink:    summary.Outbox{Store: st, Space: layout.OutboxSpace},
+		Sink:    &summary.Outbox{Store: st, Space: layout.OutboxSpace},
 		Hold:    summary.NewHold(summaryGrace),
 		Reports: rs, Changed: down.Changed, Window: window,
 		// Children leave the summaries when their grace expires, which no

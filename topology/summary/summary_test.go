@@ -194,7 +194,7 @@ func TestOutboxWritesWhatDiffers(t *testing.T) {
 		}
 		return reports.Merge(lists, nil)
 	}
-	out := Outbox{Store: st, Space: layout.OutboxSpace}
+	out := &Outbox{Store: st, Space: layout.OutboxSpace}
 	list := func() map[string]int64 {
 		lr, err := st.List(store.ListOptions{Space: layout.OutboxSpace})
 		if err != nil {
