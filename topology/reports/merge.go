@@ -19,6 +19,10 @@ type Merged struct {
 	Syncs     map[store.Key]PlacementSync
 	Forwarded map[store.Key]*store.Object
 	Relays    map[store.Key]*store.Object
+	// canonical holds, for the forwarded objects and relays Decoded.Merge
+	// gave, where their Canonical form is kept once made (Encoded), so
+	// that a tier that merges after every burst encodes each version once.
+	canonical map[store.Key]*[]byte
 }
 
 // Merge merges the reports of several children (each a list of a
@@ -52,6 +56,9 @@ type decodedReport struct {
 	forwarded bool // names the destination it comes from
 	relay     bool // a link to a relay below
 	bad       bool // malformed: counts for nothing
+	// canonical is the report's Canonical form once Encoded made it
+	// (forwarded objects and relays).
+	canonical *[]byte
 }
 
 func decodeReport(o *store.Object) decodedReport {
@@ -64,9 +71,11 @@ func decodeReport(o *store.Object) decodedReport {
 		s, err := Decode[PlacementSync](o.Data)
 		d.sync, d.bad = &s, err != nil
 	case RelayResource:
-		d.relay = true
+		d.relay, d.canonical = true, new([]byte)
 	default:
-		d.forwarded = isForwarded(o)
+		if d.forwarded = isForwarded(o); d.forwarded {
+			d.canonical = new([]byte)
+		}
 	}
 	return d
 }
@@ -76,7 +85,8 @@ func decodeReport(o *store.Object) decodedReport {
 // The Merged it returns shares decoded reports with d: callers read it
 // and do not change it.
 func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Merged {
-	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}, Relays: map[store.Key]*store.Object{}}
+	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}, Relays: map[store.Key]*store.Object{},
+		canonical: map[store.Key]*[]byte{}}
 	partials := map[store.Key][]*Partial{}
 	syncs := map[store.Key][]PlacementSync{}
 	seen := d.spare
@@ -100,11 +110,11 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 				syncs[k] = append(syncs[k], *r.sync)
 			case r.relay:
 				if _, ok := m.Relays[k]; !ok {
-					m.Relays[k] = o
+					m.Relays[k], m.canonical[k] = o, r.canonical
 				}
 			case r.forwarded && (wantForward == nil || wantForward(o)):
 				if _, ok := m.Forwarded[k]; !ok {
-					m.Forwarded[k] = o
+					m.Forwarded[k], m.canonical[k] = o, r.canonical
 				}
 			}
 		}
@@ -176,7 +186,14 @@ func (m Merged) Encoded() (map[store.Key][]byte, error) {
 	}
 	for _, objs := range []map[store.Key]*store.Object{m.Forwarded, m.Relays} {
 		for k, o := range objs {
-			out[k] = Canonical(o.Data)
+			c := m.canonical[k]
+			if c == nil {
+				c = new([]byte)
+			}
+			if *c == nil {
+				*c = Canonical(o.Data)
+			}
+			out[k] = *c
 		}
 	}
 	return out, nil
