@@ -44,6 +44,7 @@ func regionSummarizer(st, rs *store.Store, down *session.Downlink, window time.D
 		Placed:   st, PlacedSpace: layout.InboxSpace,
 		Sink:    &summary.Outbox{Store: st, Space: layout.OutboxSpace},
 		Hold:    summary.NewHold(summaryGrace),
+		Relays:  true, // the root gathers what its children forward
 		Reports: rs, Changed: down.Changed, Window: window,
 		// Children leave the summaries when their grace expires, which no
 		// report announces: look again now and then.

@@ -18,6 +18,7 @@ import (
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/relay/transport/mailbox"
 	"github.com/canopy-dev/canopy/relay/transport/session"
+	"github.com/canopy-dev/canopy/topology/reports"
 	"github.com/canopy-dev/canopy/topology/summary"
 )
 
@@ -172,8 +173,10 @@ func (rs *reportSet) spaces() ([]string, error) {
 	return names, nil
 }
 
-// follow signals Changed on every change of the local store and, with
-// replicas, of the link records, until ctx is done (or the stores close).
+// follow signals Changed on every change of the local store but the
+// Relays (which no reported state depends on: relayView samples them) and,
+// with replicas, of the link records, until ctx is done (or the stores
+// close).
 func (rs *reportSet) follow(ctx context.Context) error {
 	var wg sync.WaitGroup
 	watch := func(st *store.Store, opts store.WatchOptions) {
@@ -185,8 +188,10 @@ func (rs *reportSet) follow(ctx context.Context) error {
 				return // closed
 			}
 			rs.signal() // what changed before the watch
-			for range w.Events() {
-				rs.signal()
+			for ev := range w.Events() {
+				if ev.Object == nil || ev.Object.Key.Resource != reports.RelayResource {
+					rs.signal()
+				}
 			}
 			w.Stop()
 			if errors.Is(w.Err(), store.ErrClosed) {

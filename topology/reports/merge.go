@@ -26,7 +26,8 @@ type Merged struct {
 }
 
 // Merge merges the reports of several children (each a list of a
-// reports-<child> space's objects). Children report disjoint
+// reports-<child> space's objects), leaving the relays' links out
+// (Decoded.Relays). Children report disjoint
 // destinations, so their partials and placement syncs merge; a forwarded
 // object or relay link reported by two children (a destination or relay
 // that moved) is taken from
@@ -44,6 +45,11 @@ func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Mer
 // those: a root or region merges all its children's reports after each
 // burst. The zero value is ready; a Decoded serves one goroutine.
 type Decoded struct {
+	// Relays keeps the links of the relays below (Merged.Relays), for a
+	// tier that forwards them (a region); without it they are left out
+	// (the root gathers them itself).
+	Relays bool
+
 	reports map[store.Key]decodedReport
 	spare   map[store.Key]decodedReport // the map before last, cleared: the next call fills it
 }
@@ -95,6 +101,9 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 	}
 	for _, objs := range children {
 		for _, o := range objs {
+			if o.Key.Resource == RelayResource && !d.Relays {
+				continue // not even remembered: a root has one per relay
+			}
 			r, ok := d.reports[o.Key]
 			if !ok || r.rev != o.Revision {
 				r = decodeReport(o)

@@ -71,7 +71,10 @@ func TestMerge(t *testing.T) {
 			{Key: store.Key{Resource: PartialResource, Name: "junk"}, Data: []byte(`{"report":{"partial":"nonsense"}}`)},
 		}
 	}
-	m := Merge([][]*store.Object{child("d1", "d2"), child("d3")}, func(o *store.Object) bool { return DestinationOf(o) != "d3" })
+	if m := Merge([][]*store.Object{child("d1", "d2")}, nil); len(m.Relays) != 0 {
+		t.Fatalf("Merge kept %d relays' links, want none", len(m.Relays))
+	}
+	m := (&Decoded{Relays: true}).Merge([][]*store.Object{child("d1", "d2"), child("d3")}, func(o *store.Object) bool { return DestinationOf(o) != "d3" })
 	if len(m.Partials) != 1 || len(m.Syncs) != 1 || len(m.Forwarded) != 1 || len(m.Relays) != 2 {
 		t.Fatalf("merged %d partials, %d syncs, %d forwarded, %d relays; want 1, 1, 1, 2", len(m.Partials), len(m.Syncs), len(m.Forwarded), len(m.Relays))
 	}
@@ -102,7 +105,7 @@ func TestMerge(t *testing.T) {
 		}
 		up = append(up, o)
 	}
-	m2 := Merge([][]*store.Object{up}, nil)
+	m2 := (&Decoded{Relays: true}).Merge([][]*store.Object{up}, nil)
 	if len(m2.Relays) != 2 {
 		t.Fatalf("re-merged %d relays, want the 2 forwarded", len(m2.Relays))
 	}

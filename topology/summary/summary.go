@@ -56,6 +56,10 @@ type Config struct {
 	// Hold, when set, holds the merge back until the children have
 	// reported again.
 	Hold *Hold
+	// Relays forwards the links of the relays below
+	// (reports.RelayResource) to Sink: a region reports them up; the root
+	// gathers them on its own.
+	Relays bool
 
 	// The rest is for Run.
 
@@ -93,7 +97,7 @@ func New(cfg Config) *Summarizer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Summarizer{cfg: cfg, log: log}
+	return &Summarizer{cfg: cfg, log: log, dec: reports.Decoded{Relays: cfg.Relays}}
 }
 
 // ErrReportsMoved: a store of reports (Child.Reports) was closed while it
