@@ -33,7 +33,7 @@ func TestRelays(t *testing.T) {
 	mn := memnet.NewSeeded(5)
 	t.Cleanup(func() { _ = mn.Close() })
 	cfg := link.DefaultConfig()
-	cfg.KeepAlivePeriod, cfg.MaxIdleTimeout = 200*time.Millisecond, 8*time.Second
+	cfg.KeepAlivePeriod, cfg.MaxIdleTimeout = 200*time.Millisecond, 15*time.Second
 	tt := makeTree(t, NewNetwork(mn, cfg), 1, 2)
 	inv, err := tt.root.spaceClient(layout.InventorySpace)
 	if err != nil {
@@ -176,9 +176,9 @@ func TestRelayOf(t *testing.T) {
 		path, roles string
 	}{
 		{"up to date", session.ChildStatus{Identity: id, Connected: true}, 0, false, "root/r/e", "edge"},
-		{"a change on its way", session.ChildStatus{Identity: id, Connected: true, Down: tree.Stats{LagRevisions: 2, BehindSince: now.Add(-300 * time.Millisecond)}}, 0, false, "root/r/e", "edge"},
-		{"behind", session.ChildStatus{Identity: id, Connected: true, Down: tree.Stats{LagRevisions: 7, BehindSince: now.Add(-3 * time.Second)}}, 7, false, "root/r/e", "edge"},
-		{"disconnected", session.ChildStatus{Identity: id, LastSeen: now.Add(-time.Minute), Down: tree.Stats{LagRevisions: 7, BehindSince: now.Add(-3 * time.Second)}}, 0, true, "root/r/e", "edge"},
+		{"a change on its way", session.ChildStatus{Identity: id, Connected: true, Down: tree.Stats{LagRevisions: 2, BehindSince: now.Add(-edgev1alpha1.RelayLagThreshold + 300*time.Millisecond)}}, 0, false, "root/r/e", "edge"},
+		{"behind", session.ChildStatus{Identity: id, Connected: true, Down: tree.Stats{LagRevisions: 7, BehindSince: now.Add(-edgev1alpha1.RelayLagThreshold - 2*time.Second)}}, 7, false, "root/r/e", "edge"},
+		{"disconnected", session.ChildStatus{Identity: id, LastSeen: now.Add(-time.Minute), Down: tree.Stats{LagRevisions: 7, BehindSince: now.Add(-edgev1alpha1.RelayLagThreshold - 2*time.Second)}}, 0, true, "root/r/e", "edge"},
 	} {
 		r := relayOf(c.st, now)
 		var lag int64

@@ -164,6 +164,6 @@ type RelayList struct {
 
 // RelayLagThreshold is how long a change may wait for a connected relay's
 // acknowledgement before its Relay shows it behind: shorter waits are a
-// link at work, not lag, and reporting them would send a report up the
-// tree for every change.
-const RelayLagThreshold = time.Second
+// link at work or a busy relay catching up, and reporting each of them
+// would send reports up the tree, and cost every tier, when it is busiest.
+const RelayLagThreshold = 5 * time.Second
