@@ -430,7 +430,7 @@ func (c *Child) serveChildren(ctx context.Context) error {
 			c.log.Error("summarizing reports stopped", "error", err)
 		}
 	}()
-	go func() { _ = reportLinks(ctx, down, c.reports, c.log) }()
+	go func() { _ = reportLinks(ctx, c.cfg.Name, down, c.reports, c.log) }()
 	return down.Start(ctx)
 }
 

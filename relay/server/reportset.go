@@ -189,7 +189,7 @@ func (rs *reportSet) follow(ctx context.Context) error {
 			}
 			rs.signal() // what changed before the watch
 			for ev := range w.Events() {
-				if ev.Object == nil || ev.Object.Key.Resource != reports.RelayResource {
+				if ev.Object == nil || ev.Object.Key.Resource != reports.LinksResource {
 					rs.signal()
 				}
 			}

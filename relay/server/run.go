@@ -487,7 +487,7 @@ func (r *Root) Serve(ctx context.Context) error {
 	g.add("kubeconfig spaces", PartFunc(r.followSpaces))
 	g.add("serving certificate", r.serving)
 	g.add("reports", PartFunc(r.reports.follow))
-	g.add("links", PartFunc(func(ctx context.Context) error { return reportLinks(ctx, r.down, r.reports.local, r.log) }))
+	g.add("links", PartFunc(func(ctx context.Context) error { return reportLinks(ctx, r.cfg.Name, r.down, r.reports.local, r.log) }))
 	g.add("relays", r.relays)
 	if r.cfg.HA.Enabled() {
 		g.add("report pump", PartFunc(func(ctx context.Context) error { return r.reports.pump(ctx, r.node) }))

@@ -13,7 +13,7 @@ import (
 // Merged is what a relay's children reported, merged: one partial and
 // one placement sync per key, and the forwarded objects (upsynced, live
 // copies Views gather, live state of objects with one destination) and
-// the links of the relays below (RelayResource) unchanged.
+// the links of the relays below (LinksResource) unchanged.
 type Merged struct {
 	Partials  map[store.Key]Partial
 	Syncs     map[store.Key]PlacementSync
@@ -45,9 +45,10 @@ func Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Mer
 // those: a root or region merges all its children's reports after each
 // burst. The zero value is ready; a Decoded serves one goroutine.
 type Decoded struct {
-	// Relays keeps the links of the relays below (Merged.Relays), for a
-	// tier that forwards them (a region); without it they are left out
-	// (the root gathers them itself).
+	// Relays keeps the links of the relays below (Merged.Relays, one
+	// report per relay with children), for a tier that forwards them (a
+	// region); without it they are left out (the root gathers them
+	// itself).
 	Relays bool
 
 	reports map[store.Key]decodedReport
@@ -76,7 +77,7 @@ func decodeReport(o *store.Object) decodedReport {
 	case PlacementSyncResource:
 		s, err := Decode[PlacementSync](o.Data)
 		d.sync, d.bad = &s, err != nil
-	case RelayResource:
+	case LinksResource:
 		d.relay, d.canonical = true, new([]byte)
 	default:
 		if d.forwarded = isForwarded(o); d.forwarded {
@@ -101,8 +102,8 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 	}
 	for _, objs := range children {
 		for _, o := range objs {
-			if o.Key.Resource == RelayResource && !d.Relays {
-				continue // not even remembered: a root has one per relay
+			if o.Key.Resource == LinksResource && !d.Relays {
+				continue // not even remembered
 			}
 			r, ok := d.reports[o.Key]
 			if !ok || r.rev != o.Revision {

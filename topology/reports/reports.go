@@ -12,9 +12,10 @@
 //   - PlacementSyncResource: how many destinations below have applied a
 //     placement's objects up to which source revision, and which failed;
 //     merged per key at every tier.
-//   - RelayResource: a relay's link to one of its children (a
-//     v1alpha1.Relay, named after the child), written by the child's
-//     parent and forwarded unchanged up to the root, which serves them.
+//   - LinksResource: a relay's links to its children (Links, named
+//     after the relay: one report per relay with children, however many
+//     of them changed), forwarded unchanged up to the root, which serves
+//     each link as a v1alpha1.Relay.
 //   - Upsynced objects keep their own resource and namespace; their name
 //     is prefixed with the destination (ForwardedName), so that the same
 //     object at two destinations are two reports. So is the live copy of
@@ -48,7 +49,7 @@ import (
 var (
 	PartialResource       = store.Resource{Group: v1alpha1.GroupName, Resource: "partials"}
 	PlacementSyncResource = store.Resource{Group: v1alpha1.GroupName, Resource: "placementsyncs"}
-	RelayResource         = store.Resource{Group: v1alpha1.GroupName, Resource: v1alpha1.ResourceRelays}
+	LinksResource         = store.Resource{Group: v1alpha1.GroupName, Resource: "links"}
 )
 
 // PlacementRef names an EdgePlacement: its workload description space and
@@ -204,8 +205,15 @@ func Decode[T any](data []byte) (T, error) {
 	return o.Report, err
 }
 
+// Links is a relay's report of its links to its children
+// (LinksResource): each child's Relay, sorted by name.
+type Links struct {
+	Relays []v1alpha1.Relay `json:"relays"`
+}
+
 // Kinds of the envelopes.
 const (
 	KindPartial       = "PartialReport"
 	KindPlacementSync = "PlacementSyncReport"
+	KindLinks         = "LinksReport"
 )

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/canopy-dev/canopy/relay/store"
 	"github.com/canopy-dev/canopy/topology/api/v1alpha1"
 	"github.com/canopy-dev/canopy/topology/status"
@@ -63,9 +65,9 @@ func TestMerge(t *testing.T) {
 		sd, _ := Encode(KindPlacementSync, s.Key().Name, s)
 		fwd, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": ForwardedName(dests[0], "up"),
 			"annotations": map[string]any{v1alpha1.DestinationAnnotation: dests[0]}}})
-		relay, _ := json.Marshal(map[string]any{"kind": "Relay", "metadata": map[string]any{"name": dests[0]}})
+		links, _ := Encode(KindLinks, "r-"+dests[0], Links{Relays: []v1alpha1.Relay{{ObjectMeta: metav1.ObjectMeta{Name: dests[0]}}}})
 		return []*store.Object{
-			{Key: store.Key{Resource: RelayResource, Name: dests[0]}, Data: relay},
+			{Key: store.Key{Resource: LinksResource, Name: "r-" + dests[0]}, Data: links},
 			{Key: p.Key(), Data: pd}, {Key: s.Key(), Data: sd},
 			{Key: store.Key{Resource: store.Resource{Resource: "configmaps"}, Namespace: "app", Name: ForwardedName(dests[0], "up")}, Data: fwd},
 			{Key: store.Key{Resource: PartialResource, Name: "junk"}, Data: []byte(`{"report":{"partial":"nonsense"}}`)},

@@ -57,7 +57,7 @@ type Config struct {
 	// reported again.
 	Hold *Hold
 	// Relays forwards the links of the relays below
-	// (reports.RelayResource) to Sink: a region reports them up; the root
+	// (reports.LinksResource) to Sink: a region reports them up; the root
 	// gathers them on its own.
 	Relays bool
 
