@@ -2,11 +2,9 @@ package browser
 
 import (
 	"context"
-	"crypto/x509"
+	"crypto/tls"
 	_ "embed"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,15 +33,15 @@ type options struct {
 	certPEM, keyPEM []byte
 }
 
-// ClientCertificate gives the browser a client certificate, certPEM (its
-// first certificate) with its private key keyPEM (PKCS #8 or SEC 1), which
-// it presents, without asking, to every server that asks for a client
-// certificate of its issuer. Chromium on Linux reads client certificates from the NSS
-// database in $HOME/.pki/nssdb: Start makes one, with Debian's pk12util
-// (apt-get install -y libnss3-tools), in a temporary HOME of the browser's
-// own, and sets the profile's auto_select_certificate content setting (what
-// the AutoSelectCertificateForUrls policy sets, without a policy file) so
-// that Chromium picks the certificate instead of opening a dialog nobody
+// ClientCertificate gives the browser a client certificate: certPEM (its
+// first certificate) with its private key keyPEM, as tls.X509KeyPair reads
+// them, which it presents, without asking, to every server that asks for
+// one. Chromium on Linux reads client certificates from the NSS database in
+// $HOME/.pki/nssdb: Start makes one, with Debian's pk12util (apt-get
+// install -y libnss3-tools), in a temporary HOME of the browser's own, and
+// sets the profile's auto_select_certificate content setting (what the
+// AutoSelectCertificateForUrls policy sets, without a policy file) so that
+// Chromium picks the certificate instead of opening a dialog nobody
 // answers.
 func ClientCertificate(certPEM, keyPEM []byte) Option {
 	return func(o *options) { o.certPEM, o.keyPEM = certPEM, keyPEM }
@@ -196,26 +194,12 @@ func installClientCertificate(home, profile string, certPEM, keyPEM []byte) erro
 	if err != nil {
 		return fmt.Errorf("a client certificate needs NSS's pk12util (apt-get install -y libnss3-tools): %w", err)
 	}
-	cb, _ := pem.Decode(certPEM)
-	if cb == nil || cb.Type != "CERTIFICATE" {
-		return errors.New("no PEM certificate")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return err
 	}
-	kb, _ := pem.Decode(keyPEM)
-	if kb == nil {
-		return errors.New("no PEM private key")
-	}
-	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
-	if err != nil {
-		if key, err = x509.ParseECPrivateKey(kb.Bytes); err != nil {
-			return fmt.Errorf("private key: %w", err)
-		}
-	}
 	const password = "browser"
-	p12, err := pkcs12.Modern.Encode(key, cert, nil, password)
+	p12, err := pkcs12.Modern.Encode(pair.PrivateKey, pair.Leaf, nil, password)
 	if err != nil {
 		return err
 	}
