@@ -19,10 +19,12 @@ type Merged struct {
 	Syncs     map[store.Key]PlacementSync
 	Forwarded map[store.Key]*store.Object
 	Relays    map[store.Key]*store.Object
-	// canonical holds, for the forwarded objects and relays Decoded.Merge
-	// gave, where their Canonical form is kept once made (Encoded), so
-	// that a tier that merges after every burst encodes each version once.
-	canonical map[store.Key]*[]byte
+	// decoded is what Decoded.Merge decoded, by the reports' own keys:
+	// where Encoded keeps the Canonical form of each forwarded version
+	// once made, so that a tier that merges after every burst encodes each
+	// version once (and one that never encodes pays nothing). The next
+	// Merge clears it: Encoded then encodes again.
+	decoded map[store.Key]decodedReport
 }
 
 // Merge merges the reports of several children (each a list of a
@@ -92,8 +94,7 @@ func decodeReport(o *store.Object) decodedReport {
 // The Merged it returns shares decoded reports with d: callers read it
 // and do not change it.
 func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Object) bool) Merged {
-	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}, Relays: map[store.Key]*store.Object{},
-		canonical: map[store.Key]*[]byte{}}
+	m := Merged{Partials: map[store.Key]Partial{}, Syncs: map[store.Key]PlacementSync{}, Forwarded: map[store.Key]*store.Object{}, Relays: map[store.Key]*store.Object{}}
 	partials := map[store.Key][]*Partial{}
 	syncs := map[store.Key][]PlacementSync{}
 	seen := d.spare
@@ -120,17 +121,18 @@ func (d *Decoded) Merge(children [][]*store.Object, wantForward func(*store.Obje
 				syncs[k] = append(syncs[k], *r.sync)
 			case r.relay:
 				if _, ok := m.Relays[k]; !ok {
-					m.Relays[k], m.canonical[k] = o, r.canonical
+					m.Relays[k] = o
 				}
 			case r.forwarded && (wantForward == nil || wantForward(o)):
 				if _, ok := m.Forwarded[k]; !ok {
-					m.Forwarded[k], m.canonical[k] = o, r.canonical
+					m.Forwarded[k] = o
 				}
 			}
 		}
 	}
 	clear(d.reports)
 	d.reports, d.spare = seen, d.reports
+	m.decoded = seen
 	for k, ps := range partials {
 		merged := *ps[0]
 		if len(ps) > 1 {
@@ -196,7 +198,7 @@ func (m Merged) Encoded() (map[store.Key][]byte, error) {
 	}
 	for _, objs := range []map[store.Key]*store.Object{m.Forwarded, m.Relays} {
 		for k, o := range objs {
-			c := m.canonical[k]
+			c := m.decoded[o.Key].canonical
 			if c == nil {
 				c = new([]byte)
 			}
