@@ -17,6 +17,13 @@ type Options struct {
 	// HistorySize is the number of events kept for watch resumption;
 	// default 100 000.
 	HistorySize int
+	// HistoryBytes, when positive, also bounds the events kept for watch
+	// resumption by the data of their objects (Object.Data; the newest
+	// event is kept whatever its size). Every kept event pins its object
+	// version: where versions are large or many stores share a process,
+	// this bounds what history holds, and a watch resuming from further
+	// back gets ErrExpired and resyncs from a list. Zero: no such bound.
+	HistoryBytes int
 	// BookmarkInterval is how often an idle watcher that asked for
 	// bookmarks gets one (the first one to two intervals after its last
 	// event: one ticker serves all watchers); default 5s.
@@ -169,7 +176,7 @@ func New(opts Options) *Store {
 		opts:       opts,
 		now:        time.Now,
 		state:      state{tables: newTables()},
-		hist:       history{size: opts.HistorySize},
+		hist:       history{size: opts.HistorySize, bytes: opts.HistoryBytes},
 		watchers:   make(map[watchKey]map[*watcher]struct{}),
 		keyed:      make(map[Key]map[*watcher]struct{}),
 		addressed:  make(map[string]map[*watcher]struct{}),
