@@ -125,8 +125,7 @@ const (
 	// DefaultInMemoryEdgeHistory: an edge's store is watched by its own
 	// syncer and by the upsync of its reports, which resumes after a
 	// reconnect across what the edge wrote meanwhile (about four events
-	// per change it receives). 1 024 events cover some 250 changes and
-	// pin at most about 1 MiB.
+	// per change it receives). EdgeHistoryBytes bounds it first.
 	DefaultInMemoryEdgeHistory = 1024
 	// DefaultInMemoryRegionHistory: a region's children resume from its
 	// store, which also takes their reports (a few events per child and
@@ -134,9 +133,30 @@ const (
 	DefaultInMemoryRegionHistory = 4096
 )
 
+// Bounds of the history of a relay's store by the data of the versions it
+// keeps (store.Options.HistoryBytes), on disk or in memory. Every kept
+// event pins its version (in memory about three times its data),
+// and a watch that resumes from before the history resyncs from a list.
+const (
+	// EdgeHistoryBytes: an edge's watchers are its own syncer, in
+	// process, and the upsync of its reports, which after a gap of more
+	// than a few changes resyncs from a list of the few reports an edge
+	// holds.
+	EdgeHistoryBytes = 16 << 10
+	// RegionHistoryBytes: a region's children resume their mailboxes
+	// from its store, which also takes their reports, a few events per
+	// child and change: 2 MiB keep a few changes at 100 children; a
+	// child that was gone longer resyncs its mailbox.
+	RegionHistoryBytes = 2 << 20
+)
+
 // storeOptions are the options of the child's own store.
 func (cfg ChildConfig) storeOptions() store.Options {
-	return store.Options{Fields: mailbox.Fields(nil), Addresses: mailbox.Targets, HistorySize: cfg.StoreHistory}
+	o := store.Options{Fields: mailbox.Fields(nil), Addresses: mailbox.Targets, HistorySize: cfg.StoreHistory, HistoryBytes: RegionHistoryBytes}
+	if cfg.Role == pki.RoleEdge {
+		o.HistoryBytes = EdgeHistoryBytes
+	}
+	return o
 }
 
 // RunChild runs a region or edge relay until ctx is done.
