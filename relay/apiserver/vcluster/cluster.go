@@ -31,12 +31,22 @@ const (
 	DefaultLogInterval = 2 * time.Second
 )
 
-// historySize is the number of store events a cluster keeps for watch
-// resumption. A kube-apiserver keeps about five minutes of etcd history;
-// a virtual cluster keeps little, because every kept event pins an old
-// object version in memory. A client whose watch falls further behind
+// historySize and historyBytes bound the store events a cluster keeps for
+// watch resumption, in number and in the data of their versions. A
+// kube-apiserver keeps about five minutes of etcd history; a virtual
+// cluster keeps little, because every kept event pins an old object
+// version in memory (a pod's status updates alone would fill 512 events
+// with versions of a few KiB). A client whose watch falls further behind
 // relists, as it would after an etcd compaction.
-const historySize = 512
+const (
+	historySize  = 512
+	historyBytes = 16 << 10
+)
+
+// storeOptions are the options of a cluster's store.
+func storeOptions() store.Options {
+	return store.Options{HistorySize: historySize, HistoryBytes: historyBytes, Fields: kubeapi.FieldsFor}
+}
 
 // Options configures a Cluster. The zero value of every field but Name
 // selects its default.
@@ -162,7 +172,7 @@ func New(opts Options) (*Cluster, error) {
 		return nil, errors.Join(errs...)
 	}
 	opts = opts.withDefaults()
-	st := store.New(store.Options{HistorySize: historySize, Fields: kubeapi.FieldsFor})
+	st := store.New(storeOptions())
 	st.SetLog(store.NewMemLog(st))
 	streams := &kubeletStreams{}
 	api := kubeapi.New(kubeapi.Config{

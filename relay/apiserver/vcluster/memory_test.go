@@ -54,13 +54,13 @@ func BenchmarkClusterMemory(b *testing.B) {
 		var keep []any
 		perCluster(b, "store", measureClusters, func() {
 			for range measureClusters {
-				st := store.New(store.Options{HistorySize: historySize, Fields: kubeapi.FieldsFor})
+				st := store.New(storeOptions())
 				keep = append(keep, st)
 			}
 		})
 		stores := make([]*store.Store, measureClusters)
 		for i := range stores {
-			stores[i] = store.New(store.Options{HistorySize: historySize, Fields: kubeapi.FieldsFor})
+			stores[i] = store.New(storeOptions())
 		}
 		perCluster(b, "kubeapi.Server", measureClusters, func() {
 			for i := range measureClusters {
