@@ -85,9 +85,15 @@ func newReportSet(self string, hard *store.Store, ha bool, log *slog.Logger) *re
 	}
 }
 
+// reportHistory is the history of a store of reports: every watcher of
+// one starts from its current revision (and starts again so when it falls
+// behind), so history only covers a watch's start, while every kept
+// event pins a version of a region's merged reports.
+const reportHistory = 1024
+
 // newReportStore returns an empty store in memory for reports.
 func newReportStore() *store.Store {
-	return store.New(store.Options{Fields: mailbox.Fields(kubeapi.FieldsFor)})
+	return store.New(store.Options{Fields: mailbox.Fields(kubeapi.FieldsFor), HistorySize: reportHistory})
 }
 
 func (rs *reportSet) close() {
