@@ -376,3 +376,13 @@ func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte, uint6
 	}
 	return nil
 }
+
+// heapProfile returns the heap profile (gzipped pprof) as of the last
+// collection, nil if it cannot be written.
+func heapProfile() []byte {
+	var b bytes.Buffer
+	if pprof.Lookup("heap").WriteTo(&b, 0) != nil {
+		return nil
+	}
+	return b.Bytes()
+}

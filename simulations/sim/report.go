@@ -24,6 +24,9 @@ const (
 	// HeapFile is the heap profile once every destination holds the
 	// workload.
 	HeapFile = "heap.pprof"
+	// HeapEndFile is the heap profile at the end: against HeapFile, what
+	// the measured phase left in memory (history, caches).
+	HeapEndFile = "heap-end.pprof"
 )
 
 // writeReport writes report.md, summary.json, the plots and the CPU
@@ -39,8 +42,11 @@ func writeReport(o Options, s *Summary) error {
 	if err := writePlots(dir, s); err != nil && s.Error == "" {
 		return err
 	}
-	if len(s.heap) > 0 {
-		if err := os.WriteFile(filepath.Join(dir, HeapFile), s.heap, 0o644); err != nil {
+	for name, b := range map[string][]byte{HeapFile: s.heap, HeapEndFile: s.heapEnd} {
+		if len(b) == 0 {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -192,8 +198,12 @@ func markdown(o Options, s *Summary) []byte {
 	}{{"root only", s.MemoryBeforeEdges}, {"after placement", s.MemoryAfterPlacement}, {"end", s.MemoryEnd}} {
 		w("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %d |\n", m.name, m.m.HeapLiveMiB, m.m.StacksMiB, m.m.TotalMiB, m.m.RSSMiB, m.m.PeakRSSMiB, m.m.Goroutines)
 	}
-	w("\nPer edge (its relay, virtual cluster and inbox; the regions' share included), after placement: **%.0f KiB of heap, %.0f KiB of goroutine stacks, %.0f goroutines**.\n\n",
+	w("\nPer edge (its relay, virtual cluster and inbox; the regions' share included), after placement: **%.0f KiB of heap, %.0f KiB of goroutine stacks, %.0f goroutines**",
 		s.HeapPerEdgeKiB, s.StacksPerEdgeKiB, s.GoroutinesPerEdge)
+	if s.HeapPerEdgeEndKiB > 0 {
+		w("; at the end, **%.0f KiB of heap**", s.HeapPerEdgeEndKiB)
+	}
+	w(".\n\n")
 	w("Reconnects per tier over the whole run: %s.\n\n", joinUints(s.Reconnects))
 
 	w("## Convergence\n\n")

@@ -115,11 +115,15 @@ type Summary struct {
 	RootReportsPerChild     float64 `json:"root_reports_per_change_per_child,omitempty"`
 	RootReportsPerChildPerS float64 `json:"root_reports_per_child_per_s,omitempty"`
 	RootLogEntriesPerChange float64 `json:"root_log_entries_per_change,omitempty"`
-	// MemoryAfterStart and MemoryAfterPlacement are measured after a GC.
+	// MemoryBeforeEdges, MemoryAfterPlacement and, when the run
+	// completed, MemoryEnd are measured after a GC. HeapPerEdgeEndKiB is
+	// HeapPerEdgeKiB at the end: with what the changes left (store
+	// history, caches).
 	MemoryBeforeEdges    Memory   `json:"memory_before_edges"`
 	MemoryAfterPlacement Memory   `json:"memory_after_placement"`
 	MemoryEnd            Memory   `json:"memory_end"`
 	HeapPerEdgeKiB       float64  `json:"heap_per_edge_kib"`
+	HeapPerEdgeEndKiB    float64  `json:"heap_per_edge_end_kib,omitempty"`
 	StacksPerEdgeKiB     float64  `json:"stacks_per_edge_kib"`
 	GoroutinesPerEdge    float64  `json:"goroutines_per_edge"`
 	Reconnects           []uint64 `json:"reconnects_per_tier"`
@@ -157,6 +161,7 @@ type Summary struct {
 	// startProfile is the CPU profile of starting the relays (gzipped pprof).
 	startProfile []byte
 	heap         []byte // heap profile after placement
+	heapEnd      []byte // heap profile at the end
 	// CombinedStatus latency by phase of the write
 	statusOrder []string
 	statusHists map[string]*histogram
@@ -519,10 +524,7 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 		}
 	}
 	s.MemoryAfterPlacement = readMemory(true)
-	var heap bytes.Buffer
-	if err := pprof.Lookup("heap").WriteTo(&heap, 0); err == nil {
-		s.heap = heap.Bytes()
-	}
+	s.heap = heapProfile()
 	if len(f.edges) > 0 {
 		n := float64(len(f.edges))
 		s.HeapPerEdgeKiB = round3((s.MemoryAfterPlacement.HeapLiveMiB - mem0.HeapLiveMiB) * 1024 / n)
@@ -581,7 +583,11 @@ func runOnce(ctx context.Context, o Options, shape fleetShape, dir string, relay
 			s.StatusBehind = true
 		}
 	}
-	s.MemoryEnd = readMemory(false)
+	s.MemoryEnd = readMemory(true)
+	s.heapEnd = heapProfile()
+	if n := len(f.edges); n > 0 {
+		s.HeapPerEdgeEndKiB = round3((s.MemoryEnd.HeapLiveMiB - mem0.HeapLiveMiB) * 1024 / float64(n))
+	}
 	var gr bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&gr, 1); err == nil {
 		s.goroutines = gr.Bytes()

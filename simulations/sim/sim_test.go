@@ -73,7 +73,10 @@ func TestScenariosConverge(t *testing.T) {
 			if back["scenario"] != sc || back["ok"] != true {
 				t.Fatalf("summary: %s", line)
 			}
-			for _, f := range []string{ReportFile, SummaryFile, PlotLatency, PlotBytes, PlotConverged} {
+			if s.HeapPerEdgeEndKiB <= 0 {
+				t.Fatalf("heap per edge at the end: %v KiB", s.HeapPerEdgeEndKiB)
+			}
+			for _, f := range []string{ReportFile, SummaryFile, PlotLatency, PlotBytes, PlotConverged, HeapFile, HeapEndFile} {
 				b, err := os.ReadFile(filepath.Join(dir, f))
 				if err != nil || len(b) == 0 {
 					t.Fatalf("%s: %v (%d bytes)", f, err, len(b))
