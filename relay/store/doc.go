@@ -12,7 +12,8 @@
 //     revision, which is written into each object as
 //     metadata.resourceVersion; Txns proposed together as one group command
 //     share it too, and never touch the same key.
-//   - History: the last Options.HistorySize events, so a watch can resume
+//   - History: the last Options.HistorySize events, and at most
+//     Options.HistoryBytes of their versions' data, so a watch can resume
 //     from a recent revision.
 //   - Paged lists: every page is served from the state of the first page's
 //     revision, as kube's are. A List that returns a continue token
@@ -22,7 +23,8 @@
 //     ErrExpired. A retained state pins only what later writes replace
 //     (Options.PagingStates tells the worst case).
 //   - Watch: per-watcher bounded queues fed by Apply without ever blocking
-//     it, kube selection semantics (Added on entering a selection, Deleted
+//     it, drained by a goroutine of the watcher's only while events wait
+//     for its receiver, kube selection semantics (Added on entering a selection, Deleted
 //     on leaving it) and bookmarks: periodic ones while idle, or one at
 //     the end of each write's events (WatchOptions.RevisionEnds).
 //   - Spaces (space.go): Space is one space's objects behind an interface

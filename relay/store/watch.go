@@ -46,7 +46,6 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 		max:       s.opts.WatcherQueue,
 		ch:        make(chan Event),
 		done:      make(chan struct{}),
-		wake:      make(chan struct{}, 1),
 	}
 
 	// Holding mu (read) keeps Apply from committing while the history is
@@ -78,12 +77,24 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 			w.names = a.Names(o)
 		}
 	}
+	// The backlog goes first: events fanned out meanwhile queue behind it.
+	backlogged := len(w.backlog) > 0
+	w.pumping = backlogged
 	s.fanMu.Lock()
 	s.register(w)
 	s.fanMu.Unlock()
 	s.mu.RUnlock()
 
-	go w.run(ctx)
+	if backlogged {
+		go w.pump()
+	}
+	stop := context.AfterFunc(ctx, func() { w.end(nil) })
+	w.mu.Lock()
+	if w.ended { // overflowed already
+		stop()
+	}
+	w.stopAfter = stop
+	w.mu.Unlock()
 	return w, nil
 }
 
@@ -176,11 +187,13 @@ func (f *filter) translate(ev Event) (Event, bool) {
 	return Event{}, false
 }
 
-// watcher implements Watcher. Fan-out pushes onto its queue without
-// blocking; its goroutine (run) moves events from the backlog, then the queue,
-// to ch. When nothing is pending and the receiver is already waiting on ch,
-// push hands the event over itself, saving run's wake-up: that is the
-// common case of a fan-out to many idle watchers.
+// watcher implements Watcher. When nothing is pending and its receiver
+// waits on ch, fan-out hands an event over itself: that is the common case
+// of a fan-out to many idle watchers. Otherwise fan-out queues the event
+// without blocking, and a goroutine of the watcher's (pump), running only
+// while events are pending, moves the backlog, then the queue, to ch. A
+// watcher that waits holds no goroutine: thousands of stores in a process
+// each have several.
 type watcher struct {
 	s         *Store
 	filter    filter
@@ -199,16 +212,18 @@ type watcher struct {
 	fanned     uint64
 	max        int // queue bound
 
-	ch   chan Event
+	ch   chan Event // closed once the watch ended and no pump sends on it
 	done chan struct{} // closed when the watch ends
-	wake chan struct{} // signals run that the queue has events
 
-	backlog []Event // history replayed at start; owned by run
+	backlog []Event // history replayed at start; owned by pump
 
-	mu      sync.Mutex
-	live    bool // run has delivered the backlog: push may hand events over
-	sending bool // run holds an event it took from the queue, until its next call of next
-	// testPopped, if set (by tests), runs after run took an event from
+	mu sync.Mutex
+	// pumping: a pump runs, and delivers everything pending, and what it
+	// took, before push may hand events over again.
+	pumping bool
+	// stopAfter releases the watch's hold on its ctx (context.AfterFunc).
+	stopAfter func() bool
+	// testPopped, if set (by tests), runs after pump took an event from
 	// the queue and before it sends it.
 	testPopped func()
 	queue      []Event // pending events are queue[head:]
@@ -245,6 +260,12 @@ func (w *watcher) finishLocked(err error) {
 	w.ended, w.err = true, err
 	w.queue, w.head = nil, 0
 	close(w.done)
+	if w.stopAfter != nil {
+		w.stopAfter()
+	}
+	if !w.pumping {
+		close(w.ch) // else the pump closes it
+	}
 }
 
 // finish is finishLocked for callers that do not hold w.mu.
@@ -258,40 +279,33 @@ func (w *watcher) finish(err error) {
 // because ev overflowed its queue, and must be unregistered.
 func (w *watcher) push(ev Event) bool {
 	w.mu.Lock()
-	if w.live && !w.sending && !w.ended && w.head == len(w.queue) {
+	defer w.mu.Unlock()
+	if !w.pumping && !w.ended && w.head == len(w.queue) {
 		select {
 		case w.ch <- ev: // ch is not closed before ended is set, under mu
 			w.busy = true
-			w.mu.Unlock()
 			return true
 		default:
 		}
 	}
-	ok := w.enqueueLocked(ev)
 	w.busy = true
-	w.mu.Unlock()
-	if ok {
-		w.signal()
-	}
-	return ok
+	return w.enqueueLocked(ev)
 }
 
 // bookmark queues a Bookmark at rev when no event was queued since the last
 // call and none is pending.
 func (w *watcher) bookmark(rev int64) {
 	w.mu.Lock()
-	idle := !w.busy && w.head == len(w.queue)
-	w.busy = false
-	ok := idle && w.enqueueLocked(Event{Type: Bookmark, Revision: max(rev, w.floor)})
-	w.mu.Unlock()
-	if ok {
-		w.signal()
+	if !w.busy && w.head == len(w.queue) {
+		w.enqueueLocked(Event{Type: Bookmark, Revision: max(rev, w.floor)})
 	}
+	w.busy = false
+	w.mu.Unlock()
 }
 
-// enqueueLocked appends ev to the queue, or ends the watch with ErrTooSlow
-// when the queue is full; false means the watch has ended. w.mu must be
-// held.
+// enqueueLocked appends ev to the queue, starting a pump if none runs, or
+// ends the watch with ErrTooSlow when the queue is full; false means the
+// watch has ended. w.mu must be held.
 func (w *watcher) enqueueLocked(ev Event) bool {
 	if w.ended {
 		return false
@@ -306,38 +320,35 @@ func (w *watcher) enqueueLocked(ev Event) bool {
 		w.queue, w.head = w.queue[:n], 0
 	}
 	w.queue = append(w.queue, ev)
+	if !w.pumping {
+		w.pumping = true
+		go w.pump()
+	}
 	return true
 }
 
-// signal wakes run if it waits for events.
-func (w *watcher) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run delivers events to ch until the watch ends, then closes ch.
-func (w *watcher) run(ctx context.Context) {
-	defer close(w.ch)
+// pump delivers the pending events to ch, and returns once there are none
+// (push hands events over again) or the watch ended (closing ch).
+func (w *watcher) pump() {
 	for {
-		ev, ok := w.next(ctx)
+		ev, ok := w.next()
 		if !ok {
 			return
 		}
 		select {
 		case w.ch <- ev:
 		case <-w.done:
-			return
-		case <-ctx.Done():
-			w.end(nil)
+			w.mu.Lock()
+			close(w.ch)
+			w.mu.Unlock()
 			return
 		}
 	}
 }
 
-// next waits for the next event to deliver; false means the watch ended.
-func (w *watcher) next(ctx context.Context) (Event, bool) {
+// next returns the next pending event; false means there is none, and the
+// pump has stopped (closing ch if the watch ended).
+func (w *watcher) next() (Event, bool) {
 	if len(w.backlog) > 0 {
 		ev := w.backlog[0]
 		w.backlog = w.backlog[1:]
@@ -346,41 +357,29 @@ func (w *watcher) next(ctx context.Context) (Event, bool) {
 		}
 		return ev, true
 	}
-	for {
-		w.mu.Lock()
-		if w.ended {
-			w.mu.Unlock()
-			return Event{}, false
-		}
-		// run sent what it took before (if anything): push may hand
-		// events over again, once the queue is empty.
-		w.live, w.sending = true, false
-		if w.head < len(w.queue) {
-			ev := w.queue[w.head]
-			w.queue[w.head] = Event{}
-			w.head++
-			if w.head == len(w.queue) {
-				w.queue, w.head = w.queue[:0], 0
-			}
-			w.sending = true
-			hook := w.testPopped
-			w.mu.Unlock()
-			if hook != nil {
-				hook()
-			}
-			return ev, true
-		}
+	w.mu.Lock()
+	switch {
+	case w.ended:
+		close(w.ch)
 		w.mu.Unlock()
-
-		select {
-		case <-w.wake:
-		case <-w.done:
-			return Event{}, false
-		case <-ctx.Done():
-			w.end(nil)
-			return Event{}, false
-		}
+		return Event{}, false
+	case w.head == len(w.queue):
+		w.pumping = false
+		w.mu.Unlock()
+		return Event{}, false
 	}
+	ev := w.queue[w.head]
+	w.queue[w.head] = Event{}
+	w.head++
+	if w.head == len(w.queue) {
+		w.queue, w.head = w.queue[:0], 0
+	}
+	hook := w.testPopped
+	w.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return ev, true
 }
 
 // register adds w to the registry, starting the bookmark ticker if w is the
