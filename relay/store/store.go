@@ -153,7 +153,8 @@ type Store struct {
 	addresses  func(*Object) any
 	nwatchers  int
 	bookmarked map[*watcher]struct{} // watchers that asked for bookmarks
-	ticking    bool                  // the bookmark ticker runs
+	ticking    bool                  // the bookmark timer is armed
+	bookmarks  *time.Timer           // fires tickBookmarks while ticking
 
 	done chan struct{} // closed by Close
 

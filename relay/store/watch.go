@@ -212,7 +212,7 @@ type watcher struct {
 	fanned     uint64
 	max        int // queue bound
 
-	ch   chan Event // closed once the watch ended and no pump sends on it
+	ch   chan Event    // closed once the watch ended and no pump sends on it
 	done chan struct{} // closed when the watch ends
 
 	backlog []Event // history replayed at start; owned by pump
@@ -395,7 +395,7 @@ func (s *Store) register(w *watcher) {
 		s.bookmarked[w] = struct{}{}
 		if !s.ticking {
 			s.ticking = true
-			go s.tickBookmarks()
+			s.bookmarks = time.AfterFunc(s.opts.BookmarkInterval, s.tickBookmarks)
 		}
 	}
 }
@@ -584,26 +584,23 @@ func (s *Store) endRevisions(rev int64) {
 	s.revEnding = s.revEnding[:0]
 }
 
-// tickBookmarks is the one ticker behind every watcher's bookmarks. It stops
-// when no watcher wants bookmarks any more, or on Close.
+// tickBookmarks queues the bookmarks due, every BookmarkInterval: one
+// timer serves every watcher of the store, and no goroutine waits for it.
+// It stops when no watcher wants bookmarks any more, or on Close.
 func (s *Store) tickBookmarks() {
-	t := time.NewTicker(s.opts.BookmarkInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-		}
-		s.fanMu.Lock()
-		if len(s.bookmarked) == 0 {
-			s.ticking = false
-			s.fanMu.Unlock()
-			return
-		}
-		for w := range s.bookmarked {
-			w.bookmark(s.fanRev)
-		}
-		s.fanMu.Unlock()
+	select {
+	case <-s.done:
+		return
+	default:
 	}
+	s.fanMu.Lock()
+	defer s.fanMu.Unlock()
+	if len(s.bookmarked) == 0 {
+		s.ticking = false
+		return
+	}
+	for w := range s.bookmarked {
+		w.bookmark(s.fanRev)
+	}
+	s.bookmarks.Reset(s.opts.BookmarkInterval)
 }
