@@ -124,6 +124,38 @@ func NewChildKey() (*ecdsa.PrivateKey, error) {
 	return ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 }
 
+// JoinKey returns the key a relay joins with: the one in DIR/pki/relay.key
+// if a join left it there, else a new one, written there (0600) before it
+// is used. A relay whose join was answered, but whose answer was lost, so
+// asks again with the same key, which the root answers as the same join;
+// with a new key it would be refused for good (the name is joined).
+func JoinKey(dataDir string) (*ecdsa.PrivateKey, error) {
+	path := filepath.Join(Dir(dataDir), ChildKeyFile)
+	data, err := readFile(path)
+	switch {
+	case err == nil:
+		key, err := parseECKeyPEM(data)
+		if err != nil {
+			return nil, fmt.Errorf("%w (in %s)", err, path)
+		}
+		return key, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	key, err := NewChildKey()
+	if err != nil {
+		return nil, err
+	}
+	data, err = encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(path, data, 0o600); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
 // EncodeKeyPEM returns key as PKCS#8 PEM, as [SaveChildIdentity] and
 // [LoadCAFromPEM] take it.
 func EncodeKeyPEM(key *ecdsa.PrivateKey) ([]byte, error) { return encodeKey(key) }

@@ -248,11 +248,12 @@ func ClientTLS(serverName string) *tls.Config {
 	}
 }
 
-// Join runs the child side on conn, a link dialed with ClientTLS, and
-// saves the resulting identity in dataDir. It closes nothing: the caller
+// Join runs the child side on conn, a link dialed with ClientTLS, asking
+// with the key dataDir keeps (pki.JoinKey), and saves the resulting
+// identity in dataDir. It closes nothing: the caller
 // drops conn and dials again with its new certificate.
 func Join(ctx context.Context, conn link.Conn, dataDir string, req Request) error {
-	key, err := pki.NewChildKey()
+	key, err := pki.JoinKey(dataDir)
 	if err != nil {
 		return err
 	}

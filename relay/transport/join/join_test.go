@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"errors"
 	"path/filepath"
@@ -155,6 +156,30 @@ func TestJoinAtDepthTwo(t *testing.T) {
 	_, edgeID := joinAs(t, region, t.TempDir(), "edge-1", pki.RoleEdge, token)
 	if edgeID.String() != "root/region-a/edge-1" || edgeID.Role != pki.RoleEdge {
 		t.Fatalf("edge identity %v", edgeID)
+	}
+}
+
+// A join asks with the key the data directory keeps (pki.JoinKey): one
+// that a join whose answer was lost left there is asked with again, and
+// is the key of the identity saved.
+func TestJoinKeepsItsKey(t *testing.T) {
+	rootCA, serving := newRoot(t)
+	token, err := pki.IssueJoinToken(rootCA, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := startParent(t, &Authority{CA: rootCA, Root: rootCA.Cert, Path: []string{"root"}}, serving)
+	dir := t.TempDir()
+	left, err := pki.JoinKey(dir) // as a join that got no answer leaves it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := pki.JoinKey(dir); err != nil || !again.Equal(left) {
+		t.Fatalf("JoinKey again: a different key (%v)", err)
+	}
+	cert, _ := joinAs(t, root, dir, "edge-1", pki.RoleEdge, token)
+	if !left.Public().(*ecdsa.PublicKey).Equal(cert.Leaf.PublicKey) {
+		t.Fatal("the joined certificate is not for the key the data directory kept")
 	}
 }
 
