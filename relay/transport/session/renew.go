@@ -92,23 +92,11 @@ func (r *renewal) answer(m *wire.Renewed) {
 // Renewals counts the certificates this relay renewed over its links.
 func (u *Uplink) Renewals() uint64 { return u.renewal.count.Load() }
 
-// renew asks the parent for a new certificate whenever the current one is
-// due, until ctx (the link's) ends. A failure is logged; the next attempt
-// waits (renewal.next).
-func (u *Uplink) renew(ctx context.Context, send func(wire.Message) error) {
-	for {
-		leaf := u.cert.Load().Leaf
-		t := time.NewTimer(time.Until(u.renewal.next(pki.RenewAt(leaf, u.cfg.RenewBefore), leaf.NotAfter)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if err := u.renewOnce(ctx, send); err != nil && ctx.Err() == nil {
-			u.log.Warn("renewing the certificate failed; asking again later", "expires", leaf.NotAfter.UTC().Format(time.RFC3339), "error", err)
-		}
-	}
+// renewIn is how long until this relay asks to renew its certificate
+// (renewal.next).
+func (u *Uplink) renewIn() time.Duration {
+	leaf := u.cert.Load().Leaf
+	return time.Until(u.renewal.next(pki.RenewAt(leaf, u.cfg.RenewBefore), leaf.NotAfter))
 }
 
 // renewOnce asks the parent for a new certificate and, once it answers

@@ -227,15 +227,10 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	if err != nil {
 		return err
 	}
-	// Closed when this function returns, or by the announcing loop, which
-	// writes it, once that has started: quic-go forbids a Close concurrent
-	// with a Write.
-	closeControl := true
-	defer func() {
-		if closeControl {
-			control.Close()
-		}
-	}()
+	// Closed when this function returns, once every writer of it is done
+	// (steer, the Registers): quic-go forbids a Close concurrent with a
+	// Write.
+	defer control.Close()
 	cursor, err := u.receiver.Cursor()
 	if err != nil {
 		return err
@@ -288,47 +283,37 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	var streams sync.WaitGroup
 	streams.Go(func() { errc <- u.receiver.Serve(ctx, down) })
 	streams.Go(func() { errc <- u.reporter.Serve(ctx, up, welcome.ReportAcked) })
-	send := lockedSend(w) // the announcing loop and the Registers share the control stream
+	send := lockedSend(w) // steer and the Registers share the control stream
 	u.registrations.start(welcome.Version, send)
 	defer u.registrations.stop()
-	// The control stream is closed once its writers are done: the
-	// announcing loop and the renewals (quic-go forbids a Close
-	// concurrent with a Write).
-	var writers sync.WaitGroup
-	if welcome.Version >= 4 {
-		writers.Go(func() { u.renew(ctx, send) })
-	}
 	go func() {
 		errc <- serveControl(ctx, r, nil, u.cfg.Moved, func(m wire.Message) error { return u.fromParent(ctx, m) })
-	}()
-	closeControl = false
-	go func() {
-		defer func() {
-			writers.Wait()
-			control.Close()
-		}()
-		errc <- u.announce(ctx, send, since)
 	}()
 	defer link.AfterClose(conn, func() { errc <- fmt.Errorf("session: link closed") })()
 	if welcome.Version >= proxyVersion {
 		go u.serveProxies(ctx, conn)
 	}
-	err = <-errc
+	err = u.steer(ctx, send, since, welcome.Version >= 4, errc)
 	cancel()
 	streams.Wait()
 	return err
 }
 
-// announce sends the subtree on connect and again whenever it changes,
-// with since as the Since of the destinations that have none (this
-// relay's own; a parent of protocol version 3 replaces it).
-func (u *Uplink) announce(ctx context.Context, send func(wire.Message) error, since int64) error {
-	if u.cfg.Subtree == nil {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	for gen := uint64(1); ; gen++ {
-		dests, changed := u.cfg.Subtree()
+// steer writes what this relay tells its parent on the control stream
+// until the link ends (the first error on errc) or ctx does: the subtree
+// on connect and again whenever it changes, with since as the Since of
+// the destinations that have none (this relay's own; a parent of protocol
+// version 3 replaces it), and, with renew, a request for a new
+// certificate whenever the current one is due. It runs in the session's
+// goroutine; a renewal, which waits for its answer, runs in one of its
+// own while it lasts, and has ended when steer returns.
+func (u *Uplink) steer(ctx context.Context, send func(wire.Message) error, since int64, renew bool, errc <-chan error) error {
+	var changed <-chan struct{}
+	var gen uint64
+	announce := func() error {
+		gen++
+		var dests []wire.Destination
+		dests, changed = u.cfg.Subtree()
 		// Paths are relative to the announcer: this relay first.
 		out := make([]wire.Destination, len(dests))
 		for i, d := range dests {
@@ -339,13 +324,50 @@ func (u *Uplink) announce(ctx context.Context, send func(wire.Message) error, si
 			out[i] = d
 		}
 		u.routes.announcing(gen, out) // before an ack can come
-		if err := send(&wire.Announce{Generation: gen, Destinations: out}); err != nil {
+		return send(&wire.Announce{Generation: gen, Destinations: out})
+	}
+	if u.cfg.Subtree != nil {
+		if err := announce(); err != nil {
 			return err
 		}
+	}
+
+	var due <-chan time.Time
+	renewed := make(chan struct{}, 1)
+	rctx, stop := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	defer func() {
+		stop()
+		renewing.Wait()
+	}()
+	var timer *time.Timer
+	if renew {
+		timer = time.NewTimer(u.renewIn())
+		defer timer.Stop()
+		due = timer.C
+	}
+	for {
 		select {
+		case err := <-errc:
+			return err
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-changed:
+			if err := announce(); err != nil {
+				return err
+			}
+		case <-due:
+			due = nil
+			renewing.Go(func() {
+				leaf := u.cert.Load().Leaf
+				if err := u.renewOnce(rctx, send); err != nil && rctx.Err() == nil {
+					u.log.Warn("renewing the certificate failed; asking again later", "expires", leaf.NotAfter.UTC().Format(time.RFC3339), "error", err)
+				}
+				renewed <- struct{}{}
+			})
+		case <-renewed:
+			timer.Reset(u.renewIn())
+			due = timer.C
 		}
 	}
 }
