@@ -188,7 +188,8 @@ func (rs *reportSet) follow(ctx context.Context) error {
 	watch := func(st *store.Store, opts store.WatchOptions) {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			opts.Since = st.Revision()
+			// From the current revision, taken under the store's lock: no
+			// history is needed, so the watch cannot have expired.
 			w, err := st.Watch(ctx, opts)
 			if err != nil {
 				return // closed
@@ -345,7 +346,7 @@ func (rs *reportSet) pumpSession(ctx context.Context, node *consensus.Node, lead
 	// Changes are marked from here on, then read at their latest state:
 	// a change made while everything is sent is sent again, to the same
 	// effect.
-	w, err := rs.local.Watch(ctx, store.WatchOptions{Since: rs.local.Revision()})
+	w, err := rs.local.Watch(ctx, store.WatchOptions{}) // from the current revision
 	if err != nil {
 		return err
 	}

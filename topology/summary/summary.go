@@ -171,7 +171,7 @@ func (s *Summarizer) Run(ctx context.Context) error {
 
 func (s *Summarizer) follow(ctx context.Context) error {
 	rs := s.cfg.Reports
-	w, err := rs.Watch(ctx, store.WatchOptions{Since: rs.Revision()})
+	w, err := rs.Watch(ctx, store.WatchOptions{}) // from the current revision
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,8 @@ func (d *Downlink) Changed() <-chan struct{} {
 // or on another replica of a root) and as SetMoved is called.
 func (d *Downlink) followClaims(ctx context.Context) error {
 	for ctx.Err() == nil {
-		w, err := d.cfg.Store.Watch(ctx, store.WatchOptions{Since: d.cfg.Store.Revision(), Resource: layout.RouteResource})
+		// From the current revision, under the store's lock: it needs no history.
+		w, err := d.cfg.Store.Watch(ctx, store.WatchOptions{Resource: layout.RouteResource})
 		if err != nil {
 			return err
 		}
