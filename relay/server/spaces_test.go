@@ -95,7 +95,11 @@ func TestSpaceCreatedPlacesAndDeleted(t *testing.T) {
 	poll.True(t, "downsync without team-a's objects", func() bool { return len(downsyncNames(t, pt.root, "team")) == 0 })
 	lr, err := pt.root.Store().List(store.ListOptions{Space: "team-a"})
 	if err != nil || len(lr.Items) != 0 {
-		t.Errorf("the deleted space holds %d objects (%v)", len(lr.Items), err)
+		var keys []string
+		for _, o := range lr.Items {
+			keys = append(keys, o.Key.String())
+		}
+		t.Errorf("the deleted space holds %v (%v)", keys, err)
 	}
 	if _, err := wds.Resource(cmGVR).Namespace("team").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a list in the deleted space: %v, want NotFound", err)
