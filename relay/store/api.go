@@ -98,9 +98,14 @@ const (
 	OpUpdate
 	// OpDelete fails with ErrNotFound when the key does not exist.
 	OpDelete
+	// OpCheck writes nothing: it fails as OpUpdate would (ErrNotFound,
+	// ErrConflict on ExpectRevision or ExpectUID), and so makes the other
+	// ops of its Txn conditional on a key they do not write, of any space.
+	OpCheck
 )
 
-// Op is one write. A Txn applies all its ops at one revision, or none.
+// Op is one write, or one condition (OpCheck). A Txn applies all its ops
+// at one revision, or none.
 type Op struct {
 	Type OpType `json:"t"`
 	Key  Key    `json:"k"`
@@ -108,10 +113,10 @@ type Op struct {
 	// metadata.resourceVersion is replaced by the revision of the write.
 	Data []byte `json:"d,omitempty"`
 	// ExpectRevision, when non-zero, must equal the current object's
-	// Revision (update, delete), else the op fails with ErrConflict.
+	// Revision (update, delete, check), else the op fails with ErrConflict.
 	ExpectRevision int64 `json:"er,omitempty"`
 	// ExpectUID, when set, must equal the current object's UID (update,
-	// delete), else the op fails with ErrConflict.
+	// delete, check), else the op fails with ErrConflict.
 	ExpectUID string `json:"eu,omitempty"`
 }
 
@@ -126,8 +131,8 @@ func (e *OpError) Error() string { return fmt.Sprintf("op %d on %s: %v", e.Index
 func (e *OpError) Unwrap() error { return e.Err }
 
 // Result is what a successful Txn did: the revision it was applied at and,
-// per op, the object as written (create, update) or as it was just before
-// deletion (delete).
+// per op, the object as written (create, update), as it was just before
+// deletion (delete) or as it is (check).
 type Result struct {
 	Revision int64
 	Objects  []*Object

@@ -89,7 +89,7 @@ func validateOps(ops []Op) error {
 	for i, op := range ops {
 		var err error
 		switch {
-		case op.Type < OpCreate || op.Type > OpDelete:
+		case op.Type < OpCreate || op.Type > OpCheck:
 			err = fmt.Errorf("%w: op type %d", ErrInvalid, op.Type)
 		case op.Key.Resource.Resource == "" || op.Key.Name == "":
 			err = fmt.Errorf("%w: a key needs a resource and a name", ErrInvalid)
@@ -241,11 +241,11 @@ func (s *Store) prepareCommand(e Entry) preparedCommand {
 }
 
 // prepare builds the versions that the creates and updates of ops store at
-// rev; the entries of deletes stay nil.
+// rev; the entries of deletes and checks stay nil.
 func (s *Store) prepare(ops []Op, rev int64) ([]*Object, error) {
 	objs := make([]*Object, len(ops))
 	for i, op := range ops {
-		if op.Type == OpDelete {
+		if op.Type == OpDelete || op.Type == OpCheck {
 			continue
 		}
 		o, err := s.newVersion(op.Key, op.Data, rev)
@@ -259,34 +259,43 @@ func (s *Store) prepare(ops []Op, rev int64) ([]*Object, error) {
 
 // commit checks ops against the current state, then applies them all,
 // records their events in history and returns the events. On failure it
-// changes nothing. For deletes it fills objs with the deleted versions.
-// s.mu must be held for writing.
+// changes nothing. For deletes it fills objs with the deleted versions,
+// for checks with the current ones. s.mu must be held for writing.
 func (s *Store) commit(ops []Op, objs []*Object, rev int64) ([]Event, error) {
+	checks := 0
 	for i, op := range ops {
 		cur := lookup(s.tables, op.Key)
 		if err := check(op, cur); err != nil {
 			return nil, &OpError{Index: i, Key: op.Key, Err: err}
 		}
-		if op.Type == OpUpdate {
+		switch op.Type {
+		case OpUpdate:
 			objs[i].CreateRevision = cur.CreateRevision
+		case OpCheck:
+			objs[i] = cur
+			checks++
 		}
 	}
 
-	evs := make([]Event, len(ops))
+	evs := make([]Event, 0, len(ops)-checks)
 	for i, op := range ops {
+		if op.Type == OpCheck {
+			continue
+		}
 		k := op.Key
 		t := s.writable(k.Space, k.Resource)
 		e := entry{ns: k.Namespace, name: k.Name, obj: objs[i]}
+		var ev Event
 		switch op.Type {
 		case OpCreate:
 			t.objs.ReplaceOrInsert(e)
 			s.objects++
 			s.bytes += int64(len(e.obj.Data))
-			evs[i] = Event{Type: Added, Revision: rev, Object: e.obj}
+			ev = Event{Type: Added, Revision: rev, Object: e.obj}
 		case OpUpdate:
 			old, _ := t.objs.ReplaceOrInsert(e)
 			s.bytes += int64(len(e.obj.Data) - len(old.obj.Data))
-			evs[i] = Event{Type: Modified, Revision: rev, Object: e.obj, Prev: old.obj}
+			ev = Event{Type: Modified, Revision: rev, Object: e.obj, Prev: old.obj}
 		case OpDelete:
 			old, _ := t.objs.Delete(e)
 			if t.objs.Len() == 0 {
@@ -295,9 +304,10 @@ func (s *Store) commit(ops []Op, objs []*Object, rev int64) ([]Event, error) {
 			objs[i] = old.obj
 			s.objects--
 			s.bytes -= int64(len(old.obj.Data))
-			evs[i] = Event{Type: Deleted, Revision: rev, Object: old.obj, Prev: old.obj}
+			ev = Event{Type: Deleted, Revision: rev, Object: old.obj, Prev: old.obj}
 		}
-		s.hist.add(evs[i])
+		s.hist.add(ev)
+		evs = append(evs, ev)
 	}
 	return evs, nil
 }

@@ -23,8 +23,9 @@ var ErrReadOnly = errors.New("store: read-only space")
 type Space interface {
 	Reader
 	Name() string
-	// Txn applies ops, all on keys of this space, atomically at one
-	// revision (Store.Txn), or refuses them with Writable's error.
+	// Txn applies ops, all on keys of this space (an OpCheck's may be of
+	// any space of the same store), atomically at one revision
+	// (Store.Txn), or refuses them with Writable's error.
 	Txn(ctx context.Context, ops ...Op) (Result, error)
 	// Writable returns nil when the space takes writes, and otherwise the
 	// error with which Txn refuses every one: a server refuses a write
@@ -81,7 +82,7 @@ func (sp storeSpace) WaitForRevision(ctx context.Context, rev int64) error {
 
 func (sp storeSpace) Txn(ctx context.Context, ops ...Op) (Result, error) {
 	for i, op := range ops {
-		if op.Key.Space != sp.name {
+		if op.Key.Space != sp.name && op.Type != OpCheck {
 			return Result{}, &OpError{Index: i, Key: op.Key, Err: fmt.Errorf("%w: a key of space %q in a Txn of space %q", ErrInvalid, op.Key.Space, sp.name)}
 		}
 	}

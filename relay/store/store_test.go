@@ -225,6 +225,58 @@ func TestTxnAllOrNothing(t *testing.T) {
 	}
 }
 
+// An OpCheck makes its Txn conditional on a key it does not write: it
+// fails as an update would, and otherwise adds no event and returns the
+// current version.
+func TestTxnCheck(t *testing.T) {
+	s := newStore(t, Options{})
+	ctx := context.Background()
+	rec, a := key("", deploys, "", "rec"), key("ws", pods, "ns", "a")
+	orec := mustCreate(t, s, rec, body("ur", nil, 1))
+	w := mustWatch(t, s, WatchOptions{Space: "", Resource: deploys})
+
+	for _, c := range []struct {
+		check Op
+		want  error
+	}{
+		{Op{Type: OpCheck, Key: rec, ExpectRevision: orec.Revision + 1}, ErrConflict},
+		{Op{Type: OpCheck, Key: rec, ExpectUID: "other"}, ErrConflict},
+		{Op{Type: OpCheck, Key: key("", deploys, "", "none")}, ErrNotFound},
+	} {
+		_, err := s.Space("ws").Txn(ctx, Op{Type: OpCreate, Key: a, Data: body("ua", nil, 1)}, c.check)
+		var opErr *OpError
+		if !errors.Is(err, c.want) || !errors.As(err, &opErr) || opErr.Index != 1 {
+			t.Errorf("check %+v: %v, want %v on op 1", c.check, err, c.want)
+		}
+		if _, err := s.Get(a); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a was created by a failed txn: %v", err)
+		}
+	}
+
+	res, err := s.Space("ws").Txn(ctx,
+		Op{Type: OpCreate, Key: a, Data: body("ua", nil, 1)},
+		Op{Type: OpCheck, Key: rec, ExpectRevision: orec.Revision, ExpectUID: "ur"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Objects[1] != orec {
+		t.Errorf("check returned %+v, want the current version", res.Objects[1])
+	}
+	if _, err := s.Get(a); err != nil {
+		t.Errorf("a: %v", err)
+	}
+	// Only a check names another space: a write there is refused.
+	if _, err := s.Space("ws").Txn(ctx, Op{Type: OpUpdate, Key: rec, Data: body("ur", nil, 2)}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("update of another space: %v, want ErrInvalid", err)
+	}
+	// The checked key saw no event; the next event of its space is b's.
+	bo := mustCreate(t, s, key("", deploys, "", "b"), body("ub", nil, 1))
+	if ev := next(t, w); ev.Object != bo {
+		t.Errorf("event %s %v, want b added", ev.Type, ev.Object.Key)
+	}
+}
+
 // gapLog applies commands at indexes 10 apart, like a Raft log whose other
 // entries are not commands.
 type gapLog struct {
