@@ -132,23 +132,25 @@ var builtinCatalog = sync.OnceValue(func() (b struct {
 // SpaceKind returns the kind of space name (layout.SpaceKindWDS, ...), and false
 // when there is no such space.
 func (s *Server) SpaceKind(name string) (string, bool) {
-	kind, _, ok := s.catalog.space(name)
-	return kind, ok
+	rec := s.catalog.space(name)
+	if rec == nil {
+		return "", false
+	}
+	kind, _ := layout.SpaceOf(rec)
+	return kind, true
 }
 
-// space returns the kind of space name and whether it is being deleted
-// (its record has a deletionTimestamp), and false when there is no such
-// space.
-func (c *catalog) space(name string) (kind string, terminating, ok bool) {
+// space returns the record of space name (layout.SpaceOf reads its kind
+// and whether it is being deleted), nil when there is no such space.
+func (c *catalog) space(name string) *store.Object {
 	if name == "" {
-		return "", false, false
+		return nil
 	}
 	obj, err := c.store.Get(store.Key{Resource: layout.SpaceResource, Name: name})
 	if err != nil {
-		return "", false, false
+		return nil
 	}
-	kind, terminating = layout.SpaceOf(obj)
-	return kind, terminating, true
+	return obj
 }
 
 // lookup finds the served resource for a request. ok is false when the

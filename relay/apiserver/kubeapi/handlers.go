@@ -15,6 +15,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/canopy-dev/canopy/relay/layout"
 	"github.com/canopy-dev/canopy/relay/store"
 )
 
@@ -236,13 +237,51 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 			return nil, err
 		}
 		ops, txn = append(ops, more...), s.store.Txn
+	} else if check, ok := s.spaceCheck(rq); ok {
+		ops = append(ops, check)
 	}
-	res, err := txn(rq.r.Context(), ops...)
-	if err != nil {
-		return nil, storeError(err, sv.gr(), obj.GetName())
+	for {
+		res, err := txn(rq.r.Context(), ops...)
+		if last := len(ops) - 1; failedOp(err) == last && ops[last].Type == store.OpCheck {
+			// The space's record changed since the request read it.
+			rec, err := s.lookupSpace(rq.space)
+			if err != nil {
+				return nil, err
+			}
+			if _, deleting := layout.SpaceOf(rec); deleting {
+				return nil, terminatingSpace(rq.space)
+			}
+			ops[last].ExpectRevision = rec.Revision
+			continue
+		}
+		if err != nil {
+			return nil, storeError(err, sv.gr(), obj.GetName())
+		}
+		rq.stored = res.Objects[0]
+		return rq.stored.Data, nil
 	}
-	rq.stored = res.Objects[0]
-	return rq.stored.Data, nil
+}
+
+// spaceCheck is the op that makes a create in rq's space conditional on
+// the space's record as the request found it, so that a space whose
+// deletion begins meanwhile (deleteSpace marks the record, then empties
+// the space) takes nothing more. ok is false for a space that cannot be
+// deleted (built in) or whose objects are not in s's store (backed).
+func (s *Server) spaceCheck(rq *request) (op store.Op, ok bool) {
+	if rq.record == nil || layout.BuiltinSpace(rq.space) || store.StoreOf(rq.sp) != s.store {
+		return store.Op{}, false
+	}
+	return store.Op{Type: store.OpCheck, Key: rq.record.Key, ExpectRevision: rq.record.Revision}, true
+}
+
+// failedOp is the index of the op that failed a Txn with err, -1 when
+// err names none.
+func failedOp(err error) int {
+	var oe *store.OpError
+	if errors.As(err, &oe) {
+		return oe.Index
+	}
+	return -1
 }
 
 // admitCreate enforces the namespace lifecycle: objects go only into

@@ -180,8 +180,10 @@ type request struct {
 	r     *http.Request
 	srv   *Server
 	space string
-	// kind is space's kind (layout.SpaceKind*).
-	kind string
+	// kind is space's kind (layout.SpaceKind*), record its record as the
+	// request found it.
+	kind   string
+	record *store.Object
 	// data is the space whose objects are served: space, or for a
 	// resource request the Space's name (a view's source).
 	data string
@@ -241,12 +243,13 @@ func (s *Server) serve(rq *request) {
 		rq.writeError(apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
-	kind, terminating, err := s.lookupSpace(space)
+	rec, err := s.lookupSpace(space)
 	if err != nil {
 		rq.writeError(err)
 		return
 	}
-	rq.space, rq.kind, rq.data = space, kind, space
+	kind, terminating := layout.SpaceOf(rec)
+	rq.space, rq.kind, rq.data, rq.record = space, kind, space, rec
 	if u, err = s.cfg.Authorizer.Impersonate(r.Context(), space, u, r.Header); err != nil {
 		rq.writeError(asForbidden(err))
 		return
@@ -370,22 +373,21 @@ func splitSpace(path string) (space, rest string) {
 	return p, "/"
 }
 
-// lookupSpace returns the kind of space, which must exist, and whether
-// it is being deleted.
-func (s *Server) lookupSpace(space string) (kind string, terminating bool, err error) {
-	kind, terminating, ok := s.catalog.space(space)
-	if !ok {
+// lookupSpace returns the record of space, which must exist.
+func (s *Server) lookupSpace(space string) (*store.Object, error) {
+	rec := s.catalog.space(space)
+	if rec == nil {
 		// A server that is not ready (a replica catching up after a
 		// restart) may simply not have the space yet: the client should
 		// try again, not conclude it does not exist.
 		if s.cfg.Ready != nil {
 			if err := s.cfg.Ready(); err != nil {
-				return "", false, notReady(err)
+				return nil, notReady(err)
 			}
 		}
-		return "", false, apierrors.NewNotFound(spacesGR, space)
+		return nil, apierrors.NewNotFound(spacesGR, space)
 	}
-	return kind, terminating, nil
+	return rec, nil
 }
 
 func (s *Server) serveNonResource(rq *request, rest string) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -421,6 +423,52 @@ func TestTerminatingSpaceRefusesCreates(t *testing.T) {
 	}
 	if n := spaceObjects(t, st, "going"); n != 0 {
 		t.Errorf("%d objects left", n)
+	}
+}
+
+// Creates racing a space's deletion leave nothing behind: each is either
+// stored before the record is marked terminating, and deleted with the
+// space, or refused.
+func TestSpaceDeletionRacingCreates(t *testing.T) {
+	cfg, st := systemAPI(t)
+	ctx := context.Background()
+	spaces := dynamic.NewForConfigOrDie(in(cfg, layout.SystemSpace)).Resource(spacesGVR)
+	for round := range 5 {
+		if _, err := spaces.Create(ctx, spaceObject("busy", nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cms := kubernetes.NewForConfigOrDie(in(cfg, "busy")).CoreV1().ConfigMaps("default")
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					cm := settings.DeepCopy()
+					cm.Name = fmt.Sprintf("cm-%d-%d", w, i)
+					if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+						// Refused, or the space is gone.
+						if !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) {
+							t.Errorf("create during deletion: %v", err)
+						}
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := spaces.Delete(ctx, "busy", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		wg.Wait()
+		if n := spaceObjects(t, st, "busy"); n != 0 {
+			t.Fatalf("round %d: %d objects left in the deleted space", round, n)
+		}
 	}
 }
 
