@@ -355,11 +355,15 @@ func (s *Store) writable(space string, res Resource) *table {
 func (s *Store) newVersion(k Key, data []byte, rev int64) (*Object, error) {
 	rv := strconv.AppendInt([]byte{'"'}, rev, 10)
 	rv = append(rv, '"')
-	if out, span, ok := spliceVersion(data, rv); ok {
-		var meta map[string]json.RawMessage
-		if err := json.Unmarshal(out[span[0]:span[1]], &meta); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	if out, md, ok := spliceVersion(data, rv); ok {
+		// Spliced into a checked form: the metadata's members are read
+		// where they are, not decoded again. Its values alias data, and
+		// newObject keeps none of them.
+		meta := make(map[string]json.RawMessage, len(md.all)+1)
+		for _, f := range md.all {
+			meta[string(data[f.key[0]:f.key[1]])] = data[f.value[0]:f.value[1]:f.value[1]]
 		}
+		meta["resourceVersion"] = rv
 		return s.newObject(k, rev, rev, out, meta)
 	}
 	return s.newVersionDecoded(k, data, rev)
@@ -404,12 +408,12 @@ func parseObject(data []byte) (top, meta map[string]json.RawMessage, err error) 
 func (s *Store) newObject(k Key, rev, createRev int64, data []byte, meta map[string]json.RawMessage) (*Object, error) {
 	o := &Object{Key: k, Revision: rev, CreateRevision: createRev, Data: data}
 	if raw, ok := meta["uid"]; ok {
-		if err := json.Unmarshal(raw, &o.UID); err != nil {
+		if err := unmarshalPlain(raw, &o.UID); err != nil {
 			return nil, fmt.Errorf("%w: metadata.uid: %v", ErrInvalid, err)
 		}
 	}
 	if raw, ok := meta["labels"]; ok {
-		if err := json.Unmarshal(raw, &o.Labels); err != nil {
+		if err := unmarshalLabels(raw, &o.Labels); err != nil {
 			return nil, fmt.Errorf("%w: metadata.labels: %v", ErrInvalid, err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // storeForm reads data's members and its metadata's when data is in the
@@ -33,21 +35,20 @@ func storeForm(data []byte) (top, md members, ok bool) {
 }
 
 // spliceVersion returns data with metadata.resourceVersion set to rv (a
-// JSON string, quotes included) and where the metadata object is in the
-// result, when data is in the form the store keeps and is plain ASCII;
-// ok is false otherwise (anything else, valid or not, takes the slow path,
-// which gives the same bytes whenever ok is true).
-func spliceVersion(data, rv []byte) (out []byte, meta [2]int, ok bool) {
-	top, md, ok := storeForm(data)
+// JSON string, quotes included), and the members of data's metadata, when
+// data is in the form the store keeps and is plain ASCII; ok is false
+// otherwise (anything else, valid or not, takes the slow path, which
+// gives the same bytes whenever ok is true).
+func spliceVersion(data, rv []byte) (out []byte, md members, ok bool) {
+	_, md, ok = storeForm(data)
 	if !ok {
-		return nil, meta, false
+		return nil, md, false
 	}
-	mv, _ := top.value("metadata")
 	const key = `"resourceVersion":`
 	out = make([]byte, 0, len(data)+len(key)+len(rv)+1)
 	if v, found := md.value("resourceVersion"); found {
 		out = append(append(append(out, data[:v[0]]...), rv...), data[v[1]:]...)
-		return out, [2]int{mv[0], mv[1] + len(rv) - (v[1] - v[0])}, true
+		return out, md, true
 	}
 	at, comma := md.insertAt("resourceVersion")
 	out = append(out, data[:at]...)
@@ -59,7 +60,7 @@ func spliceVersion(data, rv []byte) (out []byte, meta [2]int, ok bool) {
 		out = append(out, ',')
 	}
 	out = append(out, data[at:]...)
-	return out, [2]int{mv[0], mv[1] + len(out) - len(data)}, true
+	return out, md, true
 }
 
 // WithoutResourceVersion returns data without metadata.resourceVersion,
@@ -69,13 +70,13 @@ func spliceVersion(data, rv []byte) (out []byte, meta [2]int, ok bool) {
 // metadata object is returned as is.
 func WithoutResourceVersion(data []byte) []byte {
 	if _, md, ok := storeForm(data); ok {
-		i := slices.IndexFunc(md.keys, func(k [2]int) bool { return string(data[k[0]:k[1]]) == "resourceVersion" })
+		i := slices.IndexFunc(md.all, func(f member) bool { return string(data[f.key[0]:f.key[1]]) == "resourceVersion" })
 		if i < 0 {
 			return data
 		}
-		from, to := md.keys[i][0]-1, md.values[i][1] // the member, from its opening quote
+		from, to := md.all[i].key[0]-1, md.all[i].value[1] // the member, from its opening quote
 		switch {
-		case i+1 < len(md.keys):
+		case i+1 < len(md.all):
 			to++ // and the comma after it
 		case i > 0:
 			from-- // the last: the comma before it
@@ -108,10 +109,15 @@ func withoutResourceVersionDecoded(data []byte) []byte {
 // members are the members of one compact JSON object whose keys are in
 // strictly increasing order and need no escapes.
 type members struct {
-	keys   [][2]int // where each key is, quotes excluded
-	values [][2]int // where each value is
-	data   []byte
-	end    int // just after the closing brace
+	all  []member
+	data []byte
+	end  int // just after the closing brace
+}
+
+// member is where one member of an object is.
+type member struct {
+	key   [2]int // quotes excluded
+	value [2]int
 }
 
 // scan reads the object starting at data[i] ('{'); false if it is not in
@@ -138,7 +144,7 @@ func (m *members) scan(data []byte, i int) bool {
 		if e >= len(data) || data[e] != '"' {
 			return false // an escape in a key, or no end
 		}
-		if n := len(m.keys); n > 0 && bytes.Compare(data[m.keys[n-1][0]:m.keys[n-1][1]], data[k:e]) >= 0 {
+		if n := len(m.all); n > 0 && bytes.Compare(data[m.all[n-1].key[0]:m.all[n-1].key[1]], data[k:e]) >= 0 {
 			return false // out of order, or twice
 		}
 		i = e + 1
@@ -150,8 +156,10 @@ func (m *members) scan(data []byte, i int) bool {
 		if ve < 0 {
 			return false
 		}
-		m.keys = append(m.keys, [2]int{k, e})
-		m.values = append(m.values, [2]int{v, ve})
+		if m.all == nil {
+			m.all = make([]member, 0, 8)
+		}
+		m.all = append(m.all, member{[2]int{k, e}, [2]int{v, ve}})
 		if ve >= len(data) {
 			return false
 		}
@@ -170,9 +178,9 @@ func (m *members) scan(data []byte, i int) bool {
 
 // value returns where the value of key is.
 func (m *members) value(key string) ([2]int, bool) {
-	for i, k := range m.keys {
-		if string(m.data[k[0]:k[1]]) == key {
-			return m.values[i], true
+	for _, f := range m.all {
+		if string(m.data[f.key[0]:f.key[1]]) == key {
+			return f.value, true
 		}
 	}
 	return [2]int{}, false
@@ -187,12 +195,12 @@ const (
 // insertAt returns where a member with key (absent) goes to keep the
 // order, and on which side of it a comma is needed.
 func (m *members) insertAt(key string) (int, int) {
-	for _, k := range m.keys {
-		if string(m.data[k[0]:k[1]]) > key {
-			return k[0] - 1, commaAfter // before this member's opening quote
+	for _, f := range m.all {
+		if string(m.data[f.key[0]:f.key[1]]) > key {
+			return f.key[0] - 1, commaAfter // before this member's opening quote
 		}
 	}
-	if len(m.keys) == 0 {
+	if len(m.all) == 0 {
 		return m.end - 1, commaNone
 	}
 	return m.end - 1, commaBefore
@@ -264,4 +272,48 @@ func skipValue(data []byte, i int) int {
 		}
 		return j
 	}
+}
+
+// plainString returns the JSON string raw without its quotes when it is
+// plain ASCII without escapes, which is then its value.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(body), true
+}
+
+// unmarshalPlain decodes the JSON string raw into s, without
+// encoding/json when it has no escape.
+func unmarshalPlain(raw []byte, s *string) error {
+	if v, ok := plainString(raw); ok {
+		*s = v
+		return nil
+	}
+	return json.Unmarshal(raw, s)
+}
+
+// unmarshalLabels decodes the JSON object of strings raw into l, without
+// encoding/json when it is compact and no key or value has an escape.
+func unmarshalLabels(raw []byte, l *labels.Set) error {
+	var m members
+	if m.scan(raw, 0) && m.end == len(raw) {
+		set := make(labels.Set, len(m.all))
+		for _, f := range m.all {
+			v, ok := plainString(raw[f.value[0]:f.value[1]])
+			if !ok {
+				return json.Unmarshal(raw, l)
+			}
+			set[string(raw[f.key[0]:f.key[1]])] = v
+		}
+		*l = set
+		return nil
+	}
+	return json.Unmarshal(raw, l)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // versionsAgree checks that newVersion (which splices the resourceVersion
@@ -85,6 +86,29 @@ func TestSpliceVersion(t *testing.T) {
 	} {
 		if got := versionsAgree(t, s, []byte(c.in)); got != c.splice {
 			t.Errorf("%s: spliced %v, want %v", c.in, got, c.splice)
+		}
+	}
+}
+
+// unmarshalLabels and unmarshalPlain decode as encoding/json does, or
+// fail alike.
+func TestUnmarshalPlainAgrees(t *testing.T) {
+	for _, in := range []string{
+		`{}`, `null`, `{"a":"b"}`, `{"a":"","b":"c"}`, `{"b":"1","a":"2"}`, `{"a":"b","a":"c"}`,
+		`{"a":"\u00e9"}`, `{"a":"é"}`, `{"a":"x\"y"}`, `{ "a":"b"}`, `{"a":1}`, `{"a":null}`,
+		`{"a\u0062":"c"}`, `[]`, `"s"`, `{"a":"b"`,
+	} {
+		var got, want labels.Set
+		gerr, werr := unmarshalLabels([]byte(in), &got), json.Unmarshal([]byte(in), &want)
+		if (gerr == nil) != (werr == nil) || gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("labels %s: %v (%v), encoding/json gives %v (%v)", in, got, gerr, want, werr)
+		}
+	}
+	for _, in := range []string{`"u"`, `""`, `"\u0041"`, `"é"`, `"a\"b"`, `1`, `null`, `"x`} {
+		var got, want string
+		gerr, werr := unmarshalPlain([]byte(in), &got), json.Unmarshal([]byte(in), &want)
+		if (gerr == nil) != (werr == nil) || got != want {
+			t.Errorf("string %s: %q (%v), encoding/json gives %q (%v)", in, got, gerr, want, werr)
 		}
 	}
 }
