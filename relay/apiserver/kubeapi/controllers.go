@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -145,11 +146,19 @@ func (lc *lifecycle) observe(ev store.Event) {
 		}
 		return
 	}
-	u, err := parseObject(obj.Data)
-	if err != nil {
+	// Only the metadata the lifecycle acts on is decoded: every write of
+	// every space passes here.
+	var u struct {
+		Metadata struct {
+			OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
+			DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
+			Finalizers        []string                `json:"finalizers"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(obj.Data, &u); err != nil {
 		return
 	}
-	refs := u.GetOwnerReferences()
+	refs := u.Metadata.OwnerReferences
 	lc.mu.Lock()
 	lc.unindex(k)
 	if len(refs) > 0 {
@@ -167,7 +176,7 @@ func (lc *lifecycle) observe(ev store.Event) {
 		lc.enqueueLocked(workItem{workDependent, k})
 	}
 	lc.mu.Unlock()
-	if u.GetDeletionTimestamp() == nil {
+	if u.Metadata.DeletionTimestamp == nil {
 		return
 	}
 	switch {
@@ -176,7 +185,7 @@ func (lc *lifecycle) observe(ev store.Event) {
 	case k.Resource == crdResource:
 		lc.enqueue(workItem{workCRD, k})
 	}
-	for _, f := range u.GetFinalizers() {
+	for _, f := range u.Metadata.Finalizers {
 		if f == finalizerForeground || f == finalizerOrphan {
 			lc.enqueue(workItem{workOwner, k})
 		}
