@@ -28,11 +28,29 @@ type accepted struct {
 
 // streamQueue turns raw incoming streams into typed ones: each new stream's
 // kind byte is read in its own goroutine, so one silent stream never holds up
-// the others.
+// the others. It queues them for accept or, once serve is set
+// (Conn.ServeStreams), passes each to serve in that goroutine.
 type streamQueue struct {
 	ch      chan accepted
 	done    <-chan struct{}
 	timeout time.Duration
+
+	serveOnce sync.Once
+	serve     func(Stream, StreamKind) // set before serving is closed
+	serving   chan struct{}
+}
+
+func newStreamQueue(done <-chan struct{}, timeout time.Duration) streamQueue {
+	return streamQueue{ch: make(chan accepted), done: done, timeout: timeout, serving: make(chan struct{})}
+}
+
+// serveWith makes the queue pass every stream, those waiting included, to
+// serve; the first call decides.
+func (q *streamQueue) serveWith(serve func(Stream, StreamKind)) {
+	q.serveOnce.Do(func() {
+		q.serve = serve
+		close(q.serving)
+	})
 }
 
 // headerStream is what the queue needs of a raw stream.
@@ -49,8 +67,17 @@ func (q *streamQueue) admit(raw headerStream, wrap func() Stream, reject func())
 		return
 	}
 	_ = raw.SetReadDeadline(time.Time{})
+	a := accepted{s: wrap(), kind: StreamKind(b[0])}
 	select {
-	case q.ch <- accepted{s: wrap(), kind: StreamKind(b[0])}:
+	case <-q.serving:
+		q.serve(a.s, a.kind)
+		return
+	default:
+	}
+	select {
+	case q.ch <- a:
+	case <-q.serving:
+		q.serve(a.s, a.kind)
 	case <-q.done:
 		reject()
 	}
@@ -131,7 +158,7 @@ const (
 func newQUICConn(qc *quic.Conn, cfg Config, onClose func()) *quicConn {
 	c := &quicConn{
 		qc: qc,
-		q:  streamQueue{ch: make(chan accepted), done: qc.Context().Done(), timeout: cfg.StreamHeaderTimeout},
+		q:  newStreamQueue(qc.Context().Done(), cfg.StreamHeaderTimeout),
 	}
 	if onClose != nil {
 		context.AfterFunc(qc.Context(), onClose)
@@ -242,6 +269,11 @@ func (c *quicConn) AcceptStream(ctx context.Context) (Stream, StreamKind, error)
 	return c.q.accept(ctx, func() error { return context.Cause(c.qc.Context()) })
 }
 
+func (c *quicConn) ServeStreams(serve func(Stream, StreamKind)) {
+	c.q.serveWith(serve)
+	c.accepting.Do(func() { go c.acceptLoop() })
+}
+
 func (c *quicConn) ConnectionState() tls.ConnectionState { return c.qc.ConnectionState().TLS }
 func (c *quicConn) Transport() string                    { return TransportQUIC }
 func (c *quicConn) LocalAddr() net.Addr                  { return c.qc.LocalAddr() }
@@ -327,7 +359,7 @@ func newTCPConn(tc *tls.Conn, cfg Config, server bool) (*tcpConn, error) {
 	c := &tcpConn{
 		sess: sess,
 		cs:   tc.ConnectionState(),
-		q:    streamQueue{ch: make(chan accepted), done: sess.CloseChan(), timeout: cfg.StreamHeaderTimeout},
+		q:    newStreamQueue(sess.CloseChan(), cfg.StreamHeaderTimeout),
 	}
 	go c.acceptLoop()
 	return c, nil
@@ -389,6 +421,8 @@ func (c *tcpConn) OpenStream(ctx context.Context, kind StreamKind) (Stream, erro
 func (c *tcpConn) AcceptStream(ctx context.Context) (Stream, StreamKind, error) {
 	return c.q.accept(ctx, func() error { return nil })
 }
+
+func (c *tcpConn) ServeStreams(serve func(Stream, StreamKind)) { c.q.serveWith(serve) }
 
 func (c *tcpConn) ConnectionState() tls.ConnectionState { return c.cs }
 func (c *tcpConn) Transport() string                    { return TransportTCP }

@@ -107,12 +107,27 @@ func serveEcho(ctx context.Context, c Conn, kinds chan<- StreamKind) {
 			default:
 			}
 		}
-		go func() {
-			defer s.Close()
-			_, _ = io.Copy(s, s)
-			_ = s.CloseWrite()
-		}()
+		go echo(s)
 	}
+}
+
+// echoStreams is a Conn.ServeStreams function that echoes every stream
+// and sends its kind on kinds when there is room.
+func echoStreams(kinds chan<- StreamKind) func(Stream, StreamKind) {
+	return func(s Stream, kind StreamKind) {
+		select {
+		case kinds <- kind:
+		default:
+		}
+		echo(s)
+	}
+}
+
+// echo sends back what s receives, then closes it.
+func echo(s Stream) {
+	defer s.Close()
+	_, _ = io.Copy(s, s)
+	_ = s.CloseWrite()
 }
 
 // echoRoundTrip opens a stream of kind on c, sends data and checks it comes

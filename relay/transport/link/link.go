@@ -65,6 +65,12 @@ type Conn interface {
 	OpenStream(ctx context.Context, kind StreamKind) (Stream, error)
 	// AcceptStream returns the next stream opened by the peer, with its kind.
 	AcceptStream(ctx context.Context) (Stream, StreamKind, error)
+	// ServeStreams passes each stream the peer opens, with its kind, to
+	// serve, in a goroutine of the stream's own, until the connection is
+	// gone: accepting without a goroutine that waits for the next stream.
+	// A Conn is served this way or accepted from, not both; the first
+	// call decides.
+	ServeStreams(serve func(Stream, StreamKind))
 	// ConnectionState holds the peer certificates and the negotiated ALPN.
 	ConnectionState() tls.ConnectionState
 	// Transport is TransportQUIC or TransportTCP.

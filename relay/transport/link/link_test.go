@@ -2,6 +2,7 @@ package link
 
 import (
 	"context"
+	"io"
 	"net"
 	"syscall"
 	"testing"
@@ -33,7 +34,9 @@ func listenLoopback(t testing.TB, pki testPKI, mod func(*ListenConfig)) *Listene
 }
 
 // exerciseLink opens every kind from the child and the proxy kind from the
-// parent, echoing data both ways, and checks identities.
+// parent, echoing data both ways, and checks identities. The parent
+// accepts streams (AcceptStream), the child serves them (ServeStreams),
+// one of them opened before it does.
 func exerciseLink(t *testing.T, ctx context.Context, child, parent Conn, transport string) {
 	t.Helper()
 	for _, c := range []Conn{child, parent} {
@@ -53,7 +56,22 @@ func exerciseLink(t *testing.T, ctx context.Context, child, parent Conn, transpo
 	parentKinds := make(chan StreamKind, 8)
 	childKinds := make(chan StreamKind, 8)
 	go serveEcho(ctx, parent, parentKinds)
-	go serveEcho(ctx, child, childKinds)
+	early, err := parent.OpenStream(ctx, StreamProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := early.Write([]byte("early")); err != nil {
+		t.Fatal(err)
+	}
+	_ = early.CloseWrite()
+	child.ServeStreams(echoStreams(childKinds))
+	if got, err := io.ReadAll(early); string(got) != "early" || err != nil {
+		t.Fatalf("a stream opened before the child served: %q, %v", got, err)
+	}
+	early.Close()
+	if got := <-childKinds; got != StreamProxy {
+		t.Fatalf("child served kind %v, want %v", got, StreamProxy)
+	}
 
 	data := randomBytes(100 << 10)
 	for _, k := range []StreamKind{StreamControl, StreamDownsync, StreamUpsync} {

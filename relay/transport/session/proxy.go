@@ -163,18 +163,15 @@ func (s *countedStream) Abort() {
 }
 
 // serveProxies hands the proxy streams the parent opens on conn to
-// UplinkConfig.ServeProxy until the link ends; other kinds, or every stream
-// when ServeProxy is nil, are closed.
+// UplinkConfig.ServeProxy while the link lasts, each in the goroutine that
+// read its kind; other kinds, or every stream when ServeProxy is nil, are
+// closed. No goroutine waits for the next stream.
 func (u *Uplink) serveProxies(ctx context.Context, conn link.Conn) {
-	for {
-		st, kind, err := conn.AcceptStream(ctx)
-		if err != nil {
-			return
-		}
+	conn.ServeStreams(func(st link.Stream, kind link.StreamKind) {
 		if kind != link.StreamProxy || u.cfg.ServeProxy == nil {
 			st.Close()
-			continue
+			return
 		}
-		go u.cfg.ServeProxy(ctx, st)
-	}
+		u.cfg.ServeProxy(ctx, st)
+	})
 }

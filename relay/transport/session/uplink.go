@@ -291,7 +291,7 @@ func (u *Uplink) session(ctx context.Context, conn link.Conn) error {
 	}()
 	defer link.AfterClose(conn, func() { errc <- fmt.Errorf("session: link closed") })()
 	if welcome.Version >= proxyVersion {
-		go u.serveProxies(ctx, conn)
+		u.serveProxies(ctx, conn)
 	}
 	err = u.steer(ctx, send, since, welcome.Version >= 4, errc)
 	cancel()
