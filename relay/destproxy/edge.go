@@ -2,7 +2,6 @@ package destproxy
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -41,10 +40,10 @@ type EdgeConfig struct {
 
 // Edge serves the proxy streams that reach an edge (ServeStream is
 // UplinkConfig.ServeProxy) with HTTP, passing each request to the
-// cluster as the root's user. Start runs its server.
+// cluster as the root's user. It runs no goroutine of its own: each
+// stream is served by its own (proxy.ServeHTTP) until Close.
 type Edge struct {
 	cfg EdgeConfig
-	l   *proxy.Listener
 	srv *http.Server
 }
 
@@ -59,7 +58,7 @@ func NewEdge(cfg EdgeConfig) *Edge {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Edge{cfg: cfg, l: proxy.NewListener()}
+	e := &Edge{cfg: cfg}
 	e.srv = &http.Server{
 		Handler:           http.HandlerFunc(e.serve),
 		ReadHeaderTimeout: 30 * time.Second,
@@ -74,23 +73,17 @@ func NewEdge(cfg EdgeConfig) *Edge {
 type requestKey struct{}
 
 // ServeStream answers a proxy stream the edge's parent opened.
-func (e *Edge) ServeStream(ctx context.Context, st link.Stream) {
+func (e *Edge) ServeStream(_ context.Context, st link.Stream) {
 	c, err := proxy.Accept(st, e.cfg.Name)
 	if err != nil {
 		e.cfg.Logger.Info("refused a proxy stream", "error", err)
 		return
 	}
-	e.l.Put(ctx, c)
+	proxy.ServeHTTP(e.srv, c)
 }
 
-// Start serves HTTP on the accepted streams until ctx ends.
-func (e *Edge) Start(ctx context.Context) error {
-	context.AfterFunc(ctx, func() { _ = e.srv.Close() }) // no goroutine waits for ctx
-	if err := e.srv.Serve(e.l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-		return err
-	}
-	return nil
-}
+// Close ends the requests being served and refuses the next streams.
+func (e *Edge) Close() error { return e.srv.Close() }
 
 // serve passes one request to the cluster as the root's user.
 func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {

@@ -363,7 +363,9 @@ func (c *Child) Serve(ctx context.Context) error {
 	if c.syncer != nil {
 		// The syncer runs from the inbox on disk, connected or not.
 		g.add("syncer", c.syncer)
-		g.add("destination proxy", c.reach)
+		// The destination proxy runs no goroutine of its own: it serves
+		// the streams the uplink hands it until the relay stops.
+		defer c.reach.Close()
 	}
 	if c.cfg.Role == pki.RoleRegion {
 		// A region serves children only once it holds its certificate

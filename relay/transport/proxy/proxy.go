@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -236,50 +237,46 @@ func Accept(in link.Stream, self string) (*Conn, error) {
 	return c, nil
 }
 
-// Listener hands the Conns that Accept returned to a server
-// (http.Server.Serve): Put queues one, Accept returns it. It is a
-// net.Listener.
-type Listener struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
+// ServeHTTP serves HTTP on c with srv, as srv.Serve does a connection
+// its listener accepted, with no listener and no goroutine waiting on
+// one: srv.Serve takes c from a listener of that one connection, starts
+// serving it and returns. c is closed at once if srv is closed;
+// srv.Close closes it later.
+func ServeHTTP(srv *http.Server, c net.Conn) {
+	_ = srv.Serve(&oneConn{c: c})
 }
 
-// NewListener returns an open Listener.
-func NewListener() *Listener {
-	return &Listener{ch: make(chan net.Conn), done: make(chan struct{})}
+// oneConn is a net.Listener that accepts one connection, then ends.
+type oneConn struct {
+	mu sync.Mutex
+	c  net.Conn
 }
 
-// Put hands c to the server, or closes it if the Listener is closed or ctx
-// ends first.
-func (l *Listener) Put(ctx context.Context, c net.Conn) {
-	select {
-	case l.ch <- c:
-	case <-l.done:
-		c.Close()
-	case <-ctx.Done():
-		c.Close()
+var errServed = errors.New("proxy: the one connection is served")
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.c
+	l.c = nil
+	if c == nil {
+		return nil, errServed
 	}
+	return c, nil
 }
 
-// Accept implements net.Listener.
-func (l *Listener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
+// Close closes the connection unless it was accepted.
+func (l *oneConn) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Close()
+		l.c = nil
 	}
-}
-
-// Close implements net.Listener.
-func (l *Listener) Close() error {
-	l.once.Do(func() { close(l.done) })
 	return nil
 }
 
-// Addr implements net.Listener.
-func (l *Listener) Addr() net.Addr { return addr("proxy") }
+func (l *oneConn) Addr() net.Addr { return addr("proxy") }
 
 type addr string
 

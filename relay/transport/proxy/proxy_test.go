@@ -220,9 +220,8 @@ func TestReadDeadline(t *testing.T) {
 }
 
 // HTTP, the edge's business on these streams, works over them: the
-// server's Listener takes the accepted Conns.
+// server serves each accepted Conn (ServeHTTP).
 func TestHTTPOverStreams(t *testing.T) {
-	l := NewListener()
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "%s %s as %s", r.Method, r.URL.Path, r.Context().Value(reqKey{}).(Request).User)
@@ -231,9 +230,8 @@ func TestHTTPOverStreams(t *testing.T) {
 			return context.WithValue(ctx, reqKey{}, c.(*Conn).Request())
 		},
 	}
-	go srv.Serve(l)
 	defer srv.Close()
-	_, root := newTree(t, func(c *Conn) { l.Put(context.Background(), c) })
+	_, root := newTree(t, func(c *Conn) { ServeHTTP(srv, c) })
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return Dial(ctx, root, Request{Destination: "edge-1", ID: "r6", User: "bob"})
 	}}
@@ -245,6 +243,17 @@ func TestHTTPOverStreams(t *testing.T) {
 	resp.Body.Close()
 	if string(body) != "GET /api/v1/pods as bob" {
 		t.Errorf("body %q", body)
+	}
+	// A closed server serves no more streams: each is closed at once.
+	srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://edge-1/api/v1/pods", nil)
+	if resp, err := (&http.Client{Transport: tr}).Do(req); err == nil || ctx.Err() != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		t.Errorf("request after the server closed: %v (context: %v), want the stream closed", err, ctx.Err())
 	}
 }
 
