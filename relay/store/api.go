@@ -247,6 +247,15 @@ type WatchOptions struct {
 	// consumer still judges each one), and the history replayed at start
 	// (Since) is not narrowed. Needs Options.Addresses.
 	Addressed *Addressing
+	// Func, when set, receives the events instead of Events, one at a
+	// time and in order, in a goroutine of the watcher's that runs only
+	// while events are pending: a consumer that keeps what it receives
+	// for a loop of its own (a sender's set of changed keys) holds no
+	// goroutine to wait for them. It must not block for long: events wait
+	// behind it, up to Options.WatcherQueue (ErrTooSlow). Events is then
+	// closed once the watch has ended and Func has returned for the last
+	// time.
+	Func func(Event)
 }
 
 // Addressing is the set of names of a WatchOptions.Addressed watch.

@@ -44,6 +44,7 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 		bookmarks: opts.Bookmarks,
 		revEnds:   opts.RevisionEnds,
 		max:       s.opts.WatcherQueue,
+		fn:        opts.Func,
 		ch:        make(chan Event),
 		done:      make(chan struct{}),
 	}
@@ -191,7 +192,8 @@ func (f *filter) translate(ev Event) (Event, bool) {
 // waits on ch, fan-out hands an event over itself: that is the common case
 // of a fan-out to many idle watchers. Otherwise fan-out queues the event
 // without blocking, and a goroutine of the watcher's (pump), running only
-// while events are pending, moves the backlog, then the queue, to ch. A
+// while events are pending, moves the backlog, then the queue, to ch, or
+// passes them to fn (WatchOptions.Func), which fan-out never calls. A
 // watcher that waits holds no goroutine: thousands of stores in a process
 // each have several.
 type watcher struct {
@@ -212,6 +214,7 @@ type watcher struct {
 	fanned     uint64
 	max        int // queue bound
 
+	fn   func(Event)   // WatchOptions.Func
 	ch   chan Event    // closed once the watch ended and no pump sends on it
 	done chan struct{} // closed when the watch ends
 
@@ -280,7 +283,7 @@ func (w *watcher) finish(err error) {
 func (w *watcher) push(ev Event) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.pumping && !w.ended && w.head == len(w.queue) {
+	if w.fn == nil && !w.pumping && !w.ended && w.head == len(w.queue) {
 		select {
 		case w.ch <- ev: // ch is not closed before ended is set, under mu
 			w.busy = true
@@ -327,22 +330,32 @@ func (w *watcher) enqueueLocked(ev Event) bool {
 	return true
 }
 
-// pump delivers the pending events to ch, and returns once there are none
-// (push hands events over again) or the watch ended (closing ch).
+// pump delivers the pending events to ch or fn, and returns once there
+// are none (push hands events over again) or the watch ended (closing ch).
 func (w *watcher) pump() {
 	for {
 		ev, ok := w.next()
 		if !ok {
 			return
 		}
-		select {
-		case w.ch <- ev:
-		case <-w.done:
-			w.mu.Lock()
-			close(w.ch)
-			w.mu.Unlock()
-			return
+		if w.fn != nil {
+			select {
+			case <-w.done:
+			default:
+				w.fn(ev)
+				continue
+			}
+		} else {
+			select {
+			case w.ch <- ev:
+				continue
+			case <-w.done:
+			}
 		}
+		w.mu.Lock()
+		close(w.ch)
+		w.mu.Unlock()
+		return
 	}
 }
 

@@ -276,6 +276,47 @@ func TestWatchStop(t *testing.T) {
 	}
 }
 
+// A watch with a Func hands it the events, history first, in order, and
+// closes Events only once the watch has ended and Func has returned.
+func TestWatchFunc(t *testing.T) {
+	s := newStore(t, Options{})
+	a, b := key("ws", pods, "ns", "a"), key("ws", pods, "ns", "b")
+	mustCreate(t, s, key("ws", pods, "ns", "before"), body("u", nil, 0))
+	ca := mustCreate(t, s, a, body("u", nil, 1))
+	got := make(chan Event, 10)
+	release := make(chan struct{})
+	w := mustWatch(t, s, WatchOptions{Space: "ws", Since: ca.Revision - 1, Func: func(ev Event) {
+		got <- ev
+		if ev.Object != nil && ev.Object.Key == b {
+			<-release // the consumer is busy with b
+		}
+	}})
+	cb := mustCreate(t, s, b, body("u", nil, 1))
+	ua := mustUpdate(t, s, a, body("u", nil, 2))
+	checkEvent(t, <-got, Added, ca.Revision, ca, nil)
+	checkEvent(t, <-got, Added, cb.Revision, cb, nil)
+	w.Stop()
+	select {
+	case _, ok := <-w.Events():
+		t.Fatalf("Events closed (%v) while Func runs", ok)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if _, ok := <-w.Events(); ok {
+		t.Fatal("an event on Events of a Func watch")
+	}
+	select {
+	case ev := <-got:
+		if ev.Object != ua {
+			t.Errorf("after Stop, Func got %s %v", ev.Type, ev.Object.Key)
+		}
+	default: // Stop came first: a's update is not handed over
+	}
+	if err := w.Err(); err != nil {
+		t.Errorf("Err() = %v after Stop", err)
+	}
+}
+
 // TestWatchAlso: single keys outside the selection are delivered too, in
 // revision order, each once, from history and live, and stop with the
 // watcher.
