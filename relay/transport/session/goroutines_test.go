@@ -20,7 +20,7 @@ import (
 // link. Goroutines that would only wait for a link to end or for a timer
 // are callbacks instead (link.AfterClose, context.AfterFunc,
 // time.AfterFunc).
-const idleLinkGoroutines = 23
+const idleLinkGoroutines = 21
 
 // testLabel marks the goroutines this test starts, and those they start,
 // apart from what other tests left winding down.

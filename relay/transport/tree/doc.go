@@ -40,7 +40,7 @@
 // ResyncBegin(rev), every object at rev, ResyncEnd(rev), and the receiving
 // side deletes, in the Txn that sets its cursor to rev, every key of its
 // space that the snapshot did not name. A watch that falls behind
-// (store.ErrTooSlow) resumes from the last revision pumped whole into the
+// (store.ErrTooSlow) resumes from the last revision taken whole into the
 // dirty set, or resyncs if that is gone.
 //
 // # Upsync on the wire
@@ -69,8 +69,10 @@
 //
 // Each of Sender, Receiver, Reporter and Collector serves one stream at a
 // time (a second concurrent Serve returns ErrBusy) and may Serve again
-// after a disconnect, keeping its counters. A sending side runs three
-// goroutines per stream: the watch pump, the send loop and the ack reader;
+// after a disconnect, keeping its counters. A sending side runs two
+// goroutines per stream, the send loop and the ack reader; its watch's
+// events are taken into the dirty set by the watcher's own goroutine,
+// which runs only while they are pending (store.WatchOptions.Func).
 // source.mu guards the dirty set and is never held across I/O. A
 // receiving side runs a frame reader and the applier, which alone writes
 // the store and the acks.

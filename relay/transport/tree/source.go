@@ -42,16 +42,16 @@ type source struct {
 	// the revision of its newest change seen.
 	dirty map[store.Key]int64
 	// seen is the revision up to which every event of the watch is in
-	// dirty or already sent; pumped is the newest revision of an event
+	// dirty or already sent; noted is the newest revision of an event
 	// taken into dirty. A revision may change many keys: it is seen only
 	// at the store's Bookmark that ends it (WatchOptions.RevisionEnds),
-	// so pumped > seen while the rest of a revision is on its way.
-	seen, pumped int64
+	// so noted > seen while the rest of a revision is on its way.
+	seen, noted int64
 	// pending lists, oldest first, revisions seen but not yet acknowledged
 	// with when they were seen: the lag in seconds is the age of the
 	// first. Bounded: past maxPending entries the newest absorbs the next.
 	pending []pendingRev
-	wake    chan struct{} // capacity 1: the pump has news
+	wake    chan struct{} // capacity 1: a watch has news (note)
 
 	// With routing: maybe lists dirty keys the child may hold although
 	// the sender does not know it (history replayed after a resume, keys
@@ -60,7 +60,7 @@ type source struct {
 	// or out of the subtree, until the loop re-evaluates their objects,
 	// each mapped to whether a replayed change moved it (the child may
 	// then hold its objects or not, whatever held says); catchup is the
-	// revision up to which pumped events are replay.
+	// revision up to which noted events are replay.
 	maybe    map[store.Key]bool
 	rerouted map[string]bool
 	catchup  int64
@@ -195,7 +195,7 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 	s.mu.Lock()
 	clear(s.dirty)
 	s.seen = int64(min(cursor, uint64(1<<63-1)))
-	s.pumped = s.seen
+	s.noted = s.seen
 	s.mu.Unlock()
 
 	// sent maps each key sent on this stream to the revision of the
@@ -204,7 +204,7 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 	sent := make(map[store.Key]int64)
 	progressed := s.seen // last Progress or ResyncEnd sent (or the cursor)
 
-	var w store.Watcher
+	var w *watched
 	if cursor != 0 && cursor <= uint64(s.st.Revision()) {
 		// What the child holds is judged on a list taken before the watch
 		// starts. The watch replays the history up to its start whole;
@@ -226,31 +226,27 @@ func (s *source) run(ctx context.Context, l *link, cursor uint64) error {
 		if w != nil && s.route != nil {
 			switch err := s.resumeRoute(s.seen, lr); {
 			case errors.Is(err, store.ErrExpired):
-				w.Stop() // the record's history is gone: resync
+				w.stop() // the record's history is gone: resync
 				w = nil
 			case err != nil:
-				w.Stop()
+				w.stop()
 				return err
 			}
 		}
 	}
 	for {
-		var pump chan error
 		if w == nil {
 			var err error
 			var rev int64
-			if w, pump, rev, err = s.resync(ctx, l, sent); err != nil {
+			if w, rev, err = s.resync(ctx, l, sent); err != nil {
 				return err
 			}
 			progressed = rev
 		} else {
-			pump = s.startPump(w)
+			w.start()
 		}
-		err := s.drain(ctx, l, sent, &progressed, pump)
-		w.Stop()
-		if pump != nil {
-			<-pump // Events is closed after Stop: the pump ends
-		}
+		err := s.drain(ctx, l, sent, &progressed, w)
+		w.stop()
 		w = nil
 		switch {
 		case errors.Is(err, store.ErrTooSlow):
@@ -273,8 +269,16 @@ func (s *source) seenRev() int64 {
 	return s.seen
 }
 
-func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) {
-	opts := store.WatchOptions{Space: s.space, Since: since, Bookmarks: s.bookmarks, RevisionEnds: true}
+func (s *source) watch(ctx context.Context, since int64) (*watched, error) {
+	w := &watched{started: make(chan struct{}), stopped: make(chan struct{})}
+	opts := store.WatchOptions{Space: s.space, Since: since, Bookmarks: s.bookmarks, RevisionEnds: true,
+		Func: func(ev store.Event) {
+			select {
+			case <-w.started:
+				s.note(ev)
+			case <-w.stopped:
+			}
+		}}
 	if s.route != nil {
 		opts.Also = []store.Key{s.route.Record}
 		if s.st.Addressable() {
@@ -285,7 +289,35 @@ func (s *source) watch(ctx context.Context, since int64) (store.Watcher, error) 
 			opts.Addressed = &store.Addressing{Set: s.route.Record, Names: routeNames}
 		}
 	}
-	return s.st.Watch(ctx, opts)
+	var err error
+	if w.Watcher, err = s.st.Watch(ctx, opts); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// watched is a watch of the source's space whose events note takes into
+// the dirty set, in the watcher's goroutine that runs only while events
+// are pending (WatchOptions.Func), from the moment start is called: what
+// the watch delivers before (the history it replays) waits until the
+// stream's state is set. No goroutine waits for the events of an idle
+// stream.
+type watched struct {
+	store.Watcher
+	started, stopped chan struct{}
+	stopOnce         sync.Once
+}
+
+// start lets note take the watch's events; once per watch.
+func (w *watched) start() { close(w.started) }
+
+// stop ends the watch and returns once its last event has been taken:
+// Events is closed after Func returned for the last time.
+func (w *watched) stop() {
+	w.stopOnce.Do(func() { close(w.stopped) })
+	w.Stop()
+	for range w.Events() {
+	}
 }
 
 // resumeRoute prepares a routed stream that resumes from the child's
@@ -343,23 +375,23 @@ func (s *source) resumeRoute(cursor int64, lr store.ListResult) error {
 }
 
 // resync sends a full snapshot of the space and returns the watch that
-// continues after it, already pumping.
-func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) (store.Watcher, chan error, int64, error) {
+// continues after it, already started.
+func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) (*watched, int64, error) {
 	var (
 		lr  store.ListResult
-		w   store.Watcher
+		w   *watched
 		err error
 	)
 	for attempt := 0; ; attempt++ {
 		if lr, err = s.st.List(store.ListOptions{Space: s.space}); err != nil {
-			return nil, nil, 0, err
+			return nil, 0, err
 		}
 		w, err = s.watch(ctx, lr.Revision)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, store.ErrExpired) || attempt == 10 {
-			return nil, nil, 0, err
+			return nil, 0, err
 		}
 	}
 	rev := lr.Revision
@@ -368,8 +400,8 @@ func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) 
 		// The record read now is at least as new as the list: a newer
 		// change is in the watch and re-evaluates what it touched.
 		if err := r.load(s.st); err != nil {
-			w.Stop()
-			return nil, nil, 0, err
+			w.stop()
+			return nil, 0, err
 		}
 		clear(r.held)
 		items = slices.DeleteFunc(slices.Clone(items), func(o *store.Object) bool { return !r.wants(o) })
@@ -383,18 +415,17 @@ func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) 
 	clear(s.maybe)
 	clear(s.rerouted)
 	s.catchup = 0
-	s.seen, s.pumped = rev, rev
+	s.seen, s.noted = rev, rev
 	s.notePending(rev, time.Now())
 	s.mu.Unlock()
-	pump := s.startPump(w)
+	w.start()
 
 	s.log.Debug("resync", logSpace, s.space, logRevision, rev, "objects", len(items))
 	s.c.resyncs.Add(1)
 	clear(sent)
-	fail := func(err error) (store.Watcher, chan error, int64, error) {
-		w.Stop()
-		<-pump
-		return nil, nil, 0, err
+	fail := func(err error) (*watched, int64, error) {
+		w.stop()
+		return nil, 0, err
 	}
 	if err := l.write(&wire.ResyncBegin{Revision: uint64(rev)}); err != nil {
 		return fail(err)
@@ -414,48 +445,41 @@ func (s *source) resync(ctx context.Context, l *link, sent map[store.Key]int64) 
 	if err := l.flush(); err != nil {
 		return fail(err)
 	}
-	return w, pump, rev, nil
+	return w, rev, nil
 }
 
-// startPump moves w's events into the dirty set until w ends, then sends
-// w.Err() on the returned channel.
-func (s *source) startPump(w store.Watcher) chan error {
-	done := make(chan error, 1)
-	go func() {
-		for ev := range w.Events() {
-			var moved map[string]bool
-			if s.route != nil && ev.Object != nil && ev.Object.Key == s.route.Record {
-				var err error
-				if moved, err = rerouted(ev); err != nil {
-					s.log.Error("ignoring a route record", "error", err)
-				}
-			}
-			s.mu.Lock()
-			if ev.Object != nil {
-				s.dirty[ev.Object.Key] = ev.Revision
-				s.notePending(ev.Revision, time.Now())
-				if s.route != nil && ev.Revision <= s.catchup {
-					s.maybe[ev.Object.Key] = true
-				}
-				for d := range moved {
-					s.rerouted[d] = s.rerouted[d] || ev.Revision <= s.catchup
-				}
-				// More events of this revision may follow: only the
-				// earlier ones are whole.
-				s.seen = max(s.seen, ev.Revision-1)
-				s.pumped = max(s.pumped, ev.Revision)
-			} else {
-				s.seen = max(s.seen, ev.Revision)
-			}
-			s.mu.Unlock()
-			select {
-			case s.wake <- struct{}{}:
-			default:
-			}
+// note takes one event of the watch into the dirty set and wakes the
+// send loop.
+func (s *source) note(ev store.Event) {
+	var moved map[string]bool
+	if s.route != nil && ev.Object != nil && ev.Object.Key == s.route.Record {
+		var err error
+		if moved, err = rerouted(ev); err != nil {
+			s.log.Error("ignoring a route record", "error", err)
 		}
-		done <- w.Err()
-	}()
-	return done
+	}
+	s.mu.Lock()
+	if ev.Object != nil {
+		s.dirty[ev.Object.Key] = ev.Revision
+		s.notePending(ev.Revision, time.Now())
+		if s.route != nil && ev.Revision <= s.catchup {
+			s.maybe[ev.Object.Key] = true
+		}
+		for d := range moved {
+			s.rerouted[d] = s.rerouted[d] || ev.Revision <= s.catchup
+		}
+		// More events of this revision may follow: only the earlier ones
+		// are whole.
+		s.seen = max(s.seen, ev.Revision-1)
+		s.noted = max(s.noted, ev.Revision)
+	} else {
+		s.seen = max(s.seen, ev.Revision)
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // drain sends dirty keys and Progress until the watch ends (returning its
@@ -465,7 +489,7 @@ func (s *source) startPump(w store.Watcher) chan error {
 // stream was last idle after its catch-up, so that a key marked dirty
 // twice while history is replayed is not deleted twice; it is cleared when
 // idle, so it does not grow with churn.
-func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, progressed *int64, pump chan error) error {
+func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, progressed *int64, w *watched) error {
 	deleted := make(map[store.Key]bool)
 	type item struct {
 		k   store.Key
@@ -540,18 +564,18 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 		}
 
 		s.mu.Lock()
-		idle, seen, whole := len(s.dirty) == 0, s.seen, s.pumped <= s.seen
+		idle, seen, whole := len(s.dirty) == 0, s.seen, s.noted <= s.seen
 		s.mu.Unlock()
 		if idle && whole && seen > *progressed {
 			// Everything up to seen has been written before this frame.
-			// (A revision half pumped waits for its Bookmark, which
+			// (A revision half noted waits for its Bookmark, which
 			// wakes this loop, rather than a Progress short of it.)
 			if err := l.write(&wire.Progress{Revision: uint64(seen)}); err != nil {
 				return err
 			}
 			*progressed = seen
 		}
-		// A revision half pumped is not flushed: the rest of it, its
+		// A revision half noted is not flushed: the rest of it, its
 		// Bookmark at least, is already queued on the watch, and its
 		// Progress then goes in the same write as its objects, which the
 		// peer applies in one Txn with its cursor rather than two.
@@ -572,8 +596,8 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 
 		select {
 		case <-s.wake:
-		case err := <-pump:
-			pump <- err // for the caller, who waits for the pump to end
+		case <-w.Events(): // closed: the watch ended
+			err := w.Err()
 			if err == nil {
 				if err = ctx.Err(); err == nil {
 					err = errors.New("tree: watch ended")
@@ -593,7 +617,7 @@ func (s *source) drain(ctx context.Context, l *link, sent map[store.Key]int64, p
 // coalesced with replayed ones must not hide them).
 func (s *source) reroute(rev int64) ([]store.Key, error) {
 	r := s.route
-	// The moves are taken before the record is read: a move the pump adds
+	// The moves are taken before the record is read: a move noted
 	// meanwhile is judged at the next reroute, never against a record
 	// older than itself (which the next reroute, finding no move left,
 	// would not correct).
