@@ -256,6 +256,10 @@ type WatchOptions struct {
 	// closed once the watch has ended and Func has returned for the last
 	// time.
 	Func func(Event)
+	// Ended, when set, is called once the watch has ended (with Err's
+	// error) and no event is on its way, in a goroutine of its own: a
+	// consumer with Func may start its next watch there.
+	Ended func(error)
 }
 
 // Addressing is the set of names of a WatchOptions.Addressed watch.

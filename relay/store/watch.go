@@ -45,6 +45,7 @@ func (s *Store) Watch(ctx context.Context, opts WatchOptions) (Watcher, error) {
 		revEnds:   opts.RevisionEnds,
 		max:       s.opts.WatcherQueue,
 		fn:        opts.Func,
+		endFn:     opts.Ended,
 		ch:        make(chan Event),
 		done:      make(chan struct{}),
 	}
@@ -214,9 +215,10 @@ type watcher struct {
 	fanned     uint64
 	max        int // queue bound
 
-	fn   func(Event)   // WatchOptions.Func
-	ch   chan Event    // closed once the watch ended and no pump sends on it
-	done chan struct{} // closed when the watch ends
+	fn    func(Event)   // WatchOptions.Func
+	endFn func(error)   // WatchOptions.Ended
+	ch    chan Event    // closed once the watch ended and no pump sends on it
+	done  chan struct{} // closed when the watch ends
 
 	backlog []Event // history replayed at start; owned by pump
 
@@ -267,7 +269,7 @@ func (w *watcher) finishLocked(err error) {
 		w.stopAfter()
 	}
 	if !w.pumping {
-		close(w.ch) // else the pump closes it
+		w.closeLocked() // else the pump does
 	}
 }
 
@@ -353,9 +355,20 @@ func (w *watcher) pump() {
 			}
 		}
 		w.mu.Lock()
-		close(w.ch)
+		w.closeLocked()
 		w.mu.Unlock()
 		return
+	}
+}
+
+// closeLocked closes ch, the watch having ended and no pump sending on
+// it, and starts WatchOptions.Ended. w.mu must be held.
+func (w *watcher) closeLocked() {
+	close(w.ch)
+	if w.endFn != nil {
+		// In a goroutine of its own: the watch may end in a fan-out,
+		// under the store's locks, and Ended may watch again.
+		go w.endFn(w.err)
 	}
 }
 
@@ -373,7 +386,7 @@ func (w *watcher) next() (Event, bool) {
 	w.mu.Lock()
 	switch {
 	case w.ended:
-		close(w.ch)
+		w.closeLocked()
 		w.mu.Unlock()
 		return Event{}, false
 	case w.head == len(w.queue):

@@ -277,7 +277,8 @@ func TestWatchStop(t *testing.T) {
 }
 
 // A watch with a Func hands it the events, history first, in order, and
-// closes Events only once the watch has ended and Func has returned.
+// closes Events, and calls Ended, only once the watch has ended and Func
+// has returned.
 func TestWatchFunc(t *testing.T) {
 	s := newStore(t, Options{})
 	a, b := key("ws", pods, "ns", "a"), key("ws", pods, "ns", "b")
@@ -285,12 +286,13 @@ func TestWatchFunc(t *testing.T) {
 	ca := mustCreate(t, s, a, body("u", nil, 1))
 	got := make(chan Event, 10)
 	release := make(chan struct{})
+	endedc := make(chan error, 2)
 	w := mustWatch(t, s, WatchOptions{Space: "ws", Since: ca.Revision - 1, Func: func(ev Event) {
 		got <- ev
 		if ev.Object != nil && ev.Object.Key == b {
 			<-release // the consumer is busy with b
 		}
-	}})
+	}, Ended: func(err error) { endedc <- err }})
 	cb := mustCreate(t, s, b, body("u", nil, 1))
 	ua := mustUpdate(t, s, a, body("u", nil, 2))
 	checkEvent(t, <-got, Added, ca.Revision, ca, nil)
@@ -299,6 +301,8 @@ func TestWatchFunc(t *testing.T) {
 	select {
 	case _, ok := <-w.Events():
 		t.Fatalf("Events closed (%v) while Func runs", ok)
+	case err := <-endedc:
+		t.Fatalf("Ended (%v) while Func runs", err)
 	case <-time.After(20 * time.Millisecond):
 	}
 	close(release)
@@ -314,6 +318,20 @@ func TestWatchFunc(t *testing.T) {
 	}
 	if err := w.Err(); err != nil {
 		t.Errorf("Err() = %v after Stop", err)
+	}
+	if err := <-endedc; err != nil {
+		t.Errorf("Ended(%v) after Stop", err)
+	}
+	// A watch that falls behind ends with ErrTooSlow, and says so.
+	slow := newStore(t, Options{WatcherQueue: 2})
+	stuck := make(chan struct{})
+	mustWatch(t, slow, WatchOptions{Func: func(Event) { <-stuck }, Ended: func(err error) { endedc <- err }})
+	for i := range 5 {
+		mustCreate(t, slow, key("ws", pods, "ns", fmt.Sprint(i)), body("u", nil, i))
+	}
+	close(stuck)
+	if err := <-endedc; !errors.Is(err, ErrTooSlow) {
+		t.Errorf("Ended(%v), want ErrTooSlow", err)
 	}
 }
 
