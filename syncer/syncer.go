@@ -278,12 +278,12 @@ func New(cfg Config) (*Syncer, error) {
 // error that stops it (its records cannot be read).
 //
 // It runs one worker goroutine (every change to the cluster and to the
-// records, and the probe), one that follows the inbox, one that writes
-// the outbox, the reporter (which evaluates reported state, in Start's
-// own goroutine), and one goroutine per informer: one per resource of
-// managed objects, one per (resource, namespace) of associated objects of
-// evaluated objects, and one per resolved upsync watch. Timers (the
-// work queue's delays and retries) need no goroutine.
+// records, and the probe), one that writes the outbox, the reporter
+// (which evaluates reported state, in Start's own goroutine), and one
+// goroutine per informer: one per resource of managed objects, one per
+// (resource, namespace) of associated objects of evaluated objects, and
+// one per resolved upsync watch. Timers (the work queue's delays and
+// retries) and the inbox's watch (followInbox) need no goroutine.
 func (s *Syncer) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return ErrStarted
@@ -311,7 +311,7 @@ func (s *Syncer) Start(ctx context.Context) error {
 	}
 	s.runCtx = ctx
 	s.queue.Add(item{op: opProbe})
-	run(s.followInbox)
+	s.followInbox(ctx)
 	run(s.work)
 	run(s.flushReports)
 	s.log.Info("syncer started", "managed", len(recs))

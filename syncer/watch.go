@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,55 +16,59 @@ import (
 // followInbox turns inbox changes into work: a pass for object changes (one
 // pending pass however many changes), a cursor item for cursor moves. It
 // resumes a broken watch from the last revision seen, and asks for a pass
-// when it could not (history compacted).
+// when it could not (history compacted). It runs no goroutine of its own:
+// the store's watcher hands it the events (store.WatchOptions.Func) and
+// starts it again when the watch ends (Ended), until ctx is done or the
+// store is closed.
 func (s *Syncer) followInbox(ctx context.Context) {
+	s.queue.Add(item{op: opSync})
+	s.watchInbox(ctx, s.cfg.Store.Revision())
+}
+
+// watchInbox watches the inbox from since.
+func (s *Syncer) watchInbox(ctx context.Context, since int64) {
 	st := s.cfg.Store
 	cursor := layout.DownsyncCursor(s.cfg.Inbox)
-	since := st.Revision()
-	s.queue.Add(item{op: opSync})
-	for ctx.Err() == nil {
-		w, err := st.Watch(ctx, store.WatchOptions{Space: s.cfg.Inbox, Since: since, Also: []store.Key{cursor}})
-		if err != nil {
-			if ctx.Err() != nil || isStoreClosed(err) {
-				return
-			}
-			if errors.Is(err, store.ErrExpired) {
-				since = st.Revision()
-				s.queue.Add(item{op: opSync})
-				continue
-			}
-			s.log.Warn("watching the inbox", "error", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		for ev := range w.Events() {
+	var last atomic.Int64 // the revision of the last event, once Func returned
+	last.Store(since)
+	opts := store.WatchOptions{Space: s.cfg.Inbox, Since: since, Also: []store.Key{cursor},
+		Func: func(ev store.Event) {
 			if ev.Type == store.Bookmark {
-				continue
+				return
 			}
-			since = ev.Revision
+			last.Store(ev.Revision)
 			if ev.Object.Key == cursor {
 				s.queue.Add(item{op: opCursor})
-				continue
+				return
 			}
 			s.mu.Lock()
 			s.lastObjectEvent, s.observePending = ev.Revision, true
 			s.mu.Unlock()
 			s.queue.Add(item{op: opSync})
-		}
-		err = w.Err()
-		if ctx.Err() != nil || isStoreClosed(err) {
-			return
-		}
-		// A watch that fell behind may have stopped inside one Txn's
-		// events: a pass makes up for it.
-		if errors.Is(err, store.ErrExpired) {
-			since = st.Revision()
-		}
+		},
+		Ended: func(err error) {
+			if ctx.Err() != nil || isStoreClosed(err) {
+				return
+			}
+			// A watch that fell behind may have stopped inside one Txn's
+			// events: a pass makes up for it.
+			since := last.Load()
+			if errors.Is(err, store.ErrExpired) {
+				since = st.Revision()
+			}
+			s.queue.Add(item{op: opSync})
+			s.watchInbox(ctx, since)
+		},
+	}
+	_, err := st.Watch(ctx, opts)
+	switch {
+	case err == nil, ctx.Err() != nil, isStoreClosed(err):
+	case errors.Is(err, store.ErrExpired):
 		s.queue.Add(item{op: opSync})
+		s.watchInbox(ctx, st.Revision())
+	default:
+		s.log.Warn("watching the inbox", "error", err)
+		time.AfterFunc(time.Second, func() { s.watchInbox(ctx, since) })
 	}
 }
 
