@@ -48,7 +48,7 @@ type lifecycle struct {
 	wake       chan struct{}
 	// backed holds the spaces a backend keeps (layout.SpaceInfo.Backed),
 	// from their records: the backend runs their lifecycle. Only the
-	// watch's goroutine uses it.
+	// watch uses it (follow, then its events one at a time).
 	backed map[string]bool
 }
 
@@ -61,19 +61,33 @@ func (s *Server) StartControllers(ctx context.Context) error {
 		pending:    map[workItem]struct{}{},
 		wake:       make(chan struct{}, 1),
 	}
-	go lc.work(ctx)
-	for ctx.Err() == nil {
-		err := lc.watch(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.log.Warn("lifecycle watch restarting", "error", err)
-		time.Sleep(100 * time.Millisecond)
-	}
+	lc.follow(ctx)
+	lc.work(ctx)
 	return nil
 }
 
-// watch lists every object of every space, then follows the store.
+// follow lists every object of every space, then follows the store with
+// a watch that runs no goroutine of its own: the store's watcher hands it
+// the events (store.WatchOptions.Func). When the list fails or the watch
+// ends, it starts again a little later, until ctx is done.
+func (lc *lifecycle) follow(ctx context.Context) {
+	if err := lc.watch(ctx); err != nil {
+		lc.restart(ctx, err)
+	}
+}
+
+// restart follows the store again after err, unless ctx is done or the
+// store closed.
+func (lc *lifecycle) restart(ctx context.Context, err error) {
+	if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+		return
+	}
+	lc.s.log.Warn("lifecycle watch restarting", "error", err)
+	time.AfterFunc(100*time.Millisecond, func() { lc.follow(ctx) })
+}
+
+// watch lists every object of every space, then starts the watch that
+// follows the store.
 func (lc *lifecycle) watch(ctx context.Context) error {
 	st := lc.s.store
 	spaces, err := st.List(store.ListOptions{Space: "", Resource: layout.SpaceResource})
@@ -95,24 +109,23 @@ func (lc *lifecycle) watch(ctx context.Context) error {
 			lc.observe(store.Event{Type: store.Added, Object: obj})
 		}
 	}
-	w, err := st.Watch(ctx, store.WatchOptions{Space: "", Since: rev})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	for ev := range w.Events() {
-		switch {
-		case ev.Object == nil:
-		case ev.Object.Key.Space != "":
-			lc.observe(ev)
-		case ev.Object.Key.Resource == layout.SpaceResource:
-			lc.noteSpace(ev)
-		}
-	}
-	if err := w.Err(); err != nil {
-		return err
-	}
-	return ctx.Err()
+	_, err = st.Watch(ctx, store.WatchOptions{Space: "", Since: rev,
+		Func: func(ev store.Event) {
+			switch {
+			case ev.Object == nil:
+			case ev.Object.Key.Space != "":
+				lc.observe(ev)
+			case ev.Object.Key.Resource == layout.SpaceResource:
+				lc.noteSpace(ev)
+			}
+		},
+		Ended: func(err error) {
+			if err == nil {
+				err = errors.New("the watch ended")
+			}
+			lc.restart(ctx, err)
+		}})
+	return err
 }
 
 // noteSpace follows a space record's event into lc.backed.
