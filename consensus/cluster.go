@@ -32,8 +32,8 @@ func (n *Node) openCluster(snaps raft.SnapshotStore, exists bool) (*Node, error)
 		_, port, _ := net.SplitHostPort(advertise)
 		advertise = net.JoinHostPort(cfg.AdvertiseHost, port)
 	}
-	local := gossipMeta{Cluster: cfg.ClusterID, Raft: advertise, App: cfg.Meta}
-	if probe := (gossipMeta{Cluster: cfg.ClusterID, Raft: advertise, App: cfg.Meta, State: true, Boot: strings.Repeat("f", 16)}).encode(); len(probe) > memberlist.MetaMaxSize {
+	local := gossipMeta{Cluster: cfg.ClusterID, Raft: advertise, App: cfg.Meta, Features: cfg.Features}
+	if probe := (gossipMeta{Cluster: cfg.ClusterID, Raft: advertise, App: cfg.Meta, Features: cfg.Features, State: true, Boot: strings.Repeat("f", 16)}).encode(); len(probe) > memberlist.MetaMaxSize {
 		_ = ln.Close()
 		return nil, n.failOpen(fmt.Errorf("consensus: gossip metadata of %d bytes exceeds %d: shorten Meta or ClusterID", len(probe), memberlist.MetaMaxSize))
 	}
@@ -465,11 +465,13 @@ type Member struct {
 	// RaftAddr is the address in the Raft configuration, or the gossiped
 	// one for a member not (yet) in it.
 	RaftAddr string
-	// Meta is the member's Config.Meta (nil if gossip has not seen it).
-	Meta   []byte
-	Voter  bool // a voter in the latest Raft configuration
-	Leader bool // the leader as this node knows it
-	Alive  bool // alive to gossip (this node: always)
+	// Meta is the member's Config.Meta and Features its Config.Features
+	// (nil if gossip has not seen it).
+	Meta     []byte
+	Features []string
+	Voter    bool // a voter in the latest Raft configuration
+	Leader   bool // the leader as this node knows it
+	Alive    bool // alive to gossip (this node: always)
 }
 
 // Members returns the replicas this node knows, sorted by ID: the servers
@@ -493,7 +495,7 @@ func (n *Node) Members() []Member {
 				m = &Member{ID: id, RaftAddr: p.meta.Raft}
 				byID[id] = m
 			}
-			m.Meta, m.Alive = p.meta.App, p.alive
+			m.Meta, m.Features, m.Alive = p.meta.App, p.meta.Features, p.alive
 		}
 	}
 	self := byID[n.cfg.NodeID]
@@ -501,7 +503,7 @@ func (n *Node) Members() []Member {
 		self = &Member{ID: n.cfg.NodeID}
 		byID[n.cfg.NodeID] = self
 	}
-	self.Alive, self.Meta = true, n.cfg.Meta
+	self.Alive, self.Meta, self.Features = true, n.cfg.Meta, n.cfg.Features
 	if n.cluster != nil {
 		self.RaftAddr = n.cluster.raftAddr
 	}
@@ -512,6 +514,24 @@ func (n *Node) Members() []Member {
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// VotersHave reports whether every voter of the Raft configuration gossips
+// feature (Config.Features), this node included: false while one is not
+// seen in gossip, or runs a release without it. A single node has its own
+// features.
+func (n *Node) VotersHave(feature string) bool {
+	voters := 0
+	for _, m := range n.Members() {
+		if !m.Voter && n.cluster != nil {
+			continue
+		}
+		voters++
+		if !slices.Contains(m.Features, feature) {
+			return false
+		}
+	}
+	return voters > 0
 }
 
 // Leader returns the leader as this node knows it, and false while there

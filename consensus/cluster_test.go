@@ -601,3 +601,32 @@ func TestClusterNewServerInstallsSnapshot(t *testing.T) {
 	propose(t, c.nodes[3].node, "from-n3")
 	c.checkSameState()
 }
+
+// VotersHave is true once every voter gossips the feature: replicas of a
+// release before it (here: without "y") hold it back until they are
+// restarted with it, as in an upgrade one replica at a time.
+func TestVotersHaveFeatures(t *testing.T) {
+	c := newTestCluster(t, 3, newTestFSMAsStore, func(cfg *Config) {
+		cfg.Features = []string{"x"}
+		if cfg.NodeID == "n2" {
+			cfg.Features = append(cfg.Features, "y")
+		}
+	})
+	c.waitLeader(15 * time.Second)
+	for i := range c.nodes {
+		n := c.nodes[i].node
+		poll.True(t, "x on every voter, seen by "+c.nodes[i].cfg.NodeID, func() bool { return n.VotersHave("x") })
+		if n.VotersHave("y") || n.VotersHave("z") {
+			t.Fatalf("%s: y or z on every voter", c.nodes[i].cfg.NodeID)
+		}
+	}
+	for _, i := range []int{0, 1} {
+		c.kill(i)
+		c.nodes[i].cfg.Features = []string{"x", "y"}
+		c.start(i)
+	}
+	for i := range c.nodes {
+		n := c.nodes[i].node
+		poll.True(t, "y on every voter, seen by "+c.nodes[i].cfg.NodeID, func() bool { return n.VotersHave("y") })
+	}
+}

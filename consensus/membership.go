@@ -37,6 +37,8 @@ type gossipMeta struct {
 	Boot string `json:"b,omitempty"`
 	// App is Config.Meta.
 	App []byte `json:"m,omitempty"`
+	// Features is Config.Features (a release before them gossips none).
+	Features []string `json:"f,omitempty"`
 }
 
 func (m gossipMeta) encode() []byte {

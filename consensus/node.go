@@ -169,6 +169,12 @@ type Config struct {
 	// there) and shown by Members. Together with the rest of the node's
 	// gossip metadata it must fit memberlist's 512 bytes.
 	Meta []byte
+	// Features names what this node's release can read in the log beyond
+	// what every release could (VotersHave): a proposer that writes a
+	// command an older release cannot apply waits until every voter
+	// gossips the feature, so that no replica diverges during an upgrade.
+	// Gossiped with Meta.
+	Features []string
 	// DeadServerGrace is how long a server must be dead to gossip, as seen
 	// by the leader, before the leader removes it from the Raft
 	// configuration (default 30s).
