@@ -97,7 +97,7 @@ func apiURLs(listen net.Addr, apiAddr, raftAddr string) (self, advertised string
 // single node, or a replica with its peer certificate (issued from the
 // shared CA for the cluster's peer name) and its API URL as gossip Meta.
 func consensusConfig(cfg Config, ca *pki.CA, apiURL string, log *slog.Logger) (consensus.Config, string, error) {
-	cc := consensus.Config{Dir: raftDir(cfg.DataDir), NodeID: cfg.Name, Logger: log}
+	cc := consensus.Config{Dir: raftDir(cfg.DataDir), NodeID: cfg.Name, Logger: log, Features: []string{store.FeatureCheck}}
 	h := cfg.HA
 	if !h.Enabled() {
 		return cc, "", nil

@@ -260,6 +260,7 @@ func OpenContext(ctx context.Context, cfg Config, log *slog.Logger) (*Root, erro
 		},
 		Views:        views(st),
 		BeforeDelete: beforeDeleteOf(&r), ReadIndex: readIndex,
+		CanCheck: func() bool { return node.VotersHave(store.FeatureCheck) },
 		Space: rootSpaces{
 			store:   st,
 			mailbox: mailboxes.Matcher,

@@ -101,8 +101,15 @@ const (
 	// OpCheck writes nothing: it fails as OpUpdate would (ErrNotFound,
 	// ErrConflict on ExpectRevision or ExpectUID), and so makes the other
 	// ops of its Txn conditional on a key they do not write, of any space.
+	// A release before it cannot apply it: see FeatureCheck.
 	OpCheck
 )
+
+// FeatureCheck names OpCheck among what a replica's release reads in the
+// log (consensus.Config.Features): a replicated store's Txns carry one
+// only once every replica reads it, so that none refuses a command the
+// others apply.
+const FeatureCheck = "store-check"
 
 // Op is one write, or one condition (OpCheck). A Txn applies all its ops
 // at one revision, or none.

@@ -266,9 +266,14 @@ func (s *Server) createObject(rq *request, sv *served, obj *unstructured.Unstruc
 // the space's record as the request found it, so that a space whose
 // deletion begins meanwhile (deleteSpace marks the record, then empties
 // the space) takes nothing more. ok is false for a space that cannot be
-// deleted (built in) or whose objects are not in s's store (backed).
+// deleted (built in) or whose objects are not in s's store (backed), and
+// while a replica of the store does not read the check (Config.CanCheck:
+// an upgrade under way), when the create goes unchecked.
 func (s *Server) spaceCheck(rq *request) (op store.Op, ok bool) {
 	if rq.record == nil || layout.BuiltinSpace(rq.space) || store.StoreOf(rq.sp) != s.store {
+		return store.Op{}, false
+	}
+	if s.cfg.CanCheck != nil && !s.cfg.CanCheck() {
 		return store.Op{}, false
 	}
 	return store.Op{Type: store.OpCheck, Key: rq.record.Key, ExpectRevision: rq.record.Revision}, true

@@ -61,6 +61,10 @@ type Config struct {
 	// MinWatchTimeout is the shortest server-chosen watch duration (default
 	// 30 min; each watch gets a random length between it and twice it).
 	MinWatchTimeout time.Duration
+	// CanCheck says whether the store's Txns may carry a store.OpCheck
+	// (nil: they may): a replicated root's, once every replica reads one
+	// (consensus.Node.VotersHave(store.FeatureCheck)).
+	CanCheck func() bool
 	// Ready reports readiness for /readyz (nil: always ready).
 	Ready func() error
 	// Validate, when set, checks objects of kinds the server knows only as

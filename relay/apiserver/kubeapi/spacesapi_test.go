@@ -472,6 +472,39 @@ func TestSpaceDeletionRacingCreates(t *testing.T) {
 	}
 }
 
+// A create is checked against its space's record only while every
+// replica of the store reads the check (Config.CanCheck), and only in a
+// space that can be deleted.
+func TestSpaceCheckNeedsEveryReplica(t *testing.T) {
+	cfg, st := systemAPI(t)
+	readers := true
+	srv := New(Config{Store: st, CanCheck: func() bool { return readers }})
+	spaces := dynamic.NewForConfigOrDie(in(cfg, layout.SystemSpace)).Resource(spacesGVR)
+	if _, err := spaces.Create(context.Background(), spaceObject("checked", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.Get(store.Key{Resource: layout.SpaceResource, Name: "checked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rq := &request{space: "checked", record: rec, sp: st.Space("checked")}
+	if op, ok := srv.spaceCheck(rq); !ok || op.Type != store.OpCheck || op.Key != rec.Key || op.ExpectRevision != rec.Revision {
+		t.Errorf("check %+v, %v; want one of the record at its revision", op, ok)
+	}
+	readers = false
+	if op, ok := srv.spaceCheck(rq); ok {
+		t.Errorf("check %+v while a replica does not read it", op)
+	}
+	readers = true
+	def, err := st.Get(store.Key{Resource: layout.SpaceResource, Name: layout.DefaultSpace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, ok := srv.spaceCheck(&request{space: layout.DefaultSpace, record: def, sp: st.Space(layout.DefaultSpace)}); ok {
+		t.Errorf("check %+v in a built-in space", op)
+	}
+}
+
 // Who may create spaces is RBAC in the system space: a user without a
 // rule is refused, and one bound to a ClusterRole granting create on
 // spaces there may.
