@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,16 +160,8 @@ func (lc *lifecycle) observe(ev store.Event) {
 		}
 		return
 	}
-	// Only the metadata the lifecycle acts on is decoded: every write of
-	// every space passes here.
-	var u struct {
-		Metadata struct {
-			OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
-			DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
-			Finalizers        []string                `json:"finalizers"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(obj.Data, &u); err != nil {
+	var u lifecycleMeta
+	if err := u.read(obj.Data); err != nil {
 		return
 	}
 	refs := u.Metadata.OwnerReferences
@@ -203,6 +196,28 @@ func (lc *lifecycle) observe(ev store.Event) {
 			lc.enqueue(workItem{workOwner, k})
 		}
 	}
+}
+
+// lifecycleMeta is what the lifecycle acts on of an object.
+type lifecycleMeta struct {
+	Metadata struct {
+		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
+		DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
+		Finalizers        []string                `json:"finalizers"`
+	} `json:"metadata"`
+}
+
+// read decodes m from a stored object's JSON, only when one of its keys
+// appears in it: every write of every space passes here, and most have
+// none. The store keeps JSON as encoding/json writes it, whose keys are
+// never escaped, so a key that is there appears as it is.
+func (m *lifecycleMeta) read(data []byte) error {
+	for _, key := range []string{`"ownerReferences":`, `"deletionTimestamp":`, `"finalizers":`} {
+		if bytes.Contains(data, []byte(key)) {
+			return json.Unmarshal(data, m)
+		}
+	}
+	return nil
 }
 
 func (lc *lifecycle) unindex(k store.Key) {
