@@ -2,12 +2,14 @@ package destproxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -41,7 +43,7 @@ type EdgeConfig struct {
 // Edge serves the proxy streams that reach an edge (ServeStream is
 // UplinkConfig.ServeProxy) with HTTP, passing each request to the
 // cluster as the root's user. It runs no goroutine of its own: each
-// stream is served by its own (proxy.ServeHTTP) until Close.
+// stream is served by its own (serveConn) until Close.
 type Edge struct {
 	cfg EdgeConfig
 	srv *http.Server
@@ -79,11 +81,53 @@ func (e *Edge) ServeStream(_ context.Context, st link.Stream) {
 		e.cfg.Logger.Info("refused a proxy stream", "error", err)
 		return
 	}
-	proxy.ServeHTTP(e.srv, c)
+	serveConn(e.srv, c)
 }
 
 // Close ends the requests being served and refuses the next streams.
 func (e *Edge) Close() error { return e.srv.Close() }
+
+// serveConn serves HTTP on c with srv, as srv.Serve does a connection
+// its listener accepted, with no listener and no goroutine waiting on
+// one: srv.Serve takes c from a listener of that one connection, starts
+// serving it and returns. c is closed at once if srv is closed;
+// srv.Close closes it later.
+func serveConn(srv *http.Server, c net.Conn) {
+	_ = srv.Serve(&oneConn{c: c, addr: c.LocalAddr()})
+}
+
+// oneConn is a net.Listener that accepts one connection, then ends.
+type oneConn struct {
+	mu   sync.Mutex
+	c    net.Conn
+	addr net.Addr
+}
+
+var errServed = errors.New("destproxy: the one connection is served")
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.c
+	l.c = nil
+	if c == nil {
+		return nil, errServed
+	}
+	return c, nil
+}
+
+// Close closes the connection unless it was accepted.
+func (l *oneConn) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Close()
+		l.c = nil
+	}
+	return nil
+}
+
+func (l *oneConn) Addr() net.Addr { return l.addr }
 
 // serve passes one request to the cluster as the root's user.
 func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {

@@ -17,7 +17,6 @@
 //     paused port-forward) therefore never holds bytes in the link's
 //     buffers, and never slows the link's desired state, its reports or
 //     other streams. Relays between the two ends copy bytes unparsed.
-//   - [Listener], where the edge's HTTP server accepts the Conns.
 //
 // # What it must not do
 //

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -236,47 +234,6 @@ func Accept(in link.Stream, self string) (*Conn, error) {
 	go c.readLoop(r)
 	return c, nil
 }
-
-// ServeHTTP serves HTTP on c with srv, as srv.Serve does a connection
-// its listener accepted, with no listener and no goroutine waiting on
-// one: srv.Serve takes c from a listener of that one connection, starts
-// serving it and returns. c is closed at once if srv is closed;
-// srv.Close closes it later.
-func ServeHTTP(srv *http.Server, c net.Conn) {
-	_ = srv.Serve(&oneConn{c: c})
-}
-
-// oneConn is a net.Listener that accepts one connection, then ends.
-type oneConn struct {
-	mu sync.Mutex
-	c  net.Conn
-}
-
-var errServed = errors.New("proxy: the one connection is served")
-
-func (l *oneConn) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.c
-	l.c = nil
-	if c == nil {
-		return nil, errServed
-	}
-	return c, nil
-}
-
-// Close closes the connection unless it was accepted.
-func (l *oneConn) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.c != nil {
-		l.c.Close()
-		l.c = nil
-	}
-	return nil
-}
-
-func (l *oneConn) Addr() net.Addr { return addr("proxy") }
 
 type addr string
 
