@@ -262,7 +262,6 @@ func (s *Store) prepare(ops []Op, rev int64) ([]*Object, error) {
 // changes nothing. For deletes it fills objs with the deleted versions,
 // for checks with the current ones. s.mu must be held for writing.
 func (s *Store) commit(ops []Op, objs []*Object, rev int64) ([]Event, error) {
-	checks := 0
 	for i, op := range ops {
 		cur := lookup(s.tables, op.Key)
 		if err := check(op, cur); err != nil {
@@ -273,11 +272,10 @@ func (s *Store) commit(ops []Op, objs []*Object, rev int64) ([]Event, error) {
 			objs[i].CreateRevision = cur.CreateRevision
 		case OpCheck:
 			objs[i] = cur
-			checks++
 		}
 	}
 
-	evs := make([]Event, 0, len(ops)-checks)
+	evs := make([]Event, 0, len(ops))
 	for i, op := range ops {
 		if op.Type == OpCheck {
 			continue
